@@ -1,0 +1,642 @@
+"""Parse a CSV upload (or client-supplied rows) and encode it against a declared :class:`DatasetSchema`.
+
+The encoding is fixed by the public schema alone (see :mod:`privfit.datasets.schema`): numerics are scaled to
+[−1, 1] by their declared bounds and clipped, categoricals are one-hot, labels are ±1 or scaled to [−1, 1].
+
+Privacy rules enforced here (DESIGN §1.2–1.3):
+
+* Nothing about the rows is derived into public metadata: bounds, levels and scales come from the schema.
+* Out-of-bounds numerics are clipped silently; how many cells were clipped is private and is neither
+  computed nor returned.
+* Error messages (:class:`DatasetValidationError`) name the column and the first offending line, and may list
+  public facts (declared levels, classes, bounds, NA markers) but never quote a cell value.
+* Either the whole file encodes or an error is raised; nothing is half-encoded.
+"""
+
+from __future__ import annotations
+
+import codecs
+import csv
+import hashlib
+import io
+import math
+import re
+import struct
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .schema import (
+    BinaryLabel,
+    CategoricalFeature,
+    DatasetSchema,
+    NumericFeature,
+    NumericLabel,
+)
+
+__all__ = [
+    "DatasetValidationError",
+    "EncodedDataset",
+    "EncodedRows",
+    "compute_content_hash",
+    "encode_rows",
+    "parse_and_encode",
+]
+
+#: Version tag mixed into every content hash; bump it if the encoding or the serialisation changes.
+CONTENT_HASH_VERSION = b"privfit-encoded-dataset-v1"
+
+# A plain decimal number (ASCII digits only). Python's float() is more permissive ("1_000", "nan", "infinity",
+# non-ASCII digits); those are rejected so that what counts as a number is explicit.
+_NUMBER = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_NON_FINITE_WORDS = frozenset({"nan", "inf", "infinity"})
+
+
+class DatasetValidationError(ValueError):
+    """The data does not conform to its declared schema.
+
+    Attributes:
+        column: the offending column's name, or ``None`` for file-level problems (encoding, CSV syntax,
+            field count, empty file).
+        line: for CSV uploads, the 1-based physical line of the file where the first offending record
+            starts (with a header, the header is line 1); for :func:`encode_rows`, the 1-based index of the
+            first offending row; ``None`` when no line applies (e.g. an empty file).
+        message: a human-readable explanation. It never contains a cell value (DESIGN §1.3).
+    """
+
+    def __init__(self, column: str | None, line: int | None, message: str) -> None:
+        super().__init__(message)
+        self.column = column
+        self.line = line
+        self.message = message
+
+    def __reduce__(self) -> tuple[Any, ...]:  # picklable across worker processes
+        return (type(self), (self.column, self.line, self.message))
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready form for problem+json responses: ``{"column", "line", "detail"}``."""
+        return {"column": self.column, "line": self.line, "detail": self.message}
+
+
+@dataclass(frozen=True, eq=False)
+class EncodedDataset:
+    """An encoded dataset: a private matrix plus public metadata derived from the schema alone.
+
+    Attributes:
+        X: (n, d) float64, read-only; columns in ``feature_names`` order.
+        y: (n,) float64, read-only; ±1 for a binary label, in [−1, 1] for a numeric label
+            (``schema.label.decode`` maps back to the original scale or class names).
+        feature_names: ``name`` for a numeric feature, ``name=level`` for each one-hot column.
+        n: number of rows (public under the bounded-DP neighbour relation, DESIGN §1.1).
+        row_norm_bound: public bound on ‖x_i‖₂, ``sqrt(#numeric + #categorical)``
+            (see :attr:`DatasetSchema.row_norm_bound`).
+        label_bound: public bound on |y_i| (1.0).
+        content_hash: hex sha256 of the canonical serialisation (see :func:`compute_content_hash`).
+            It is a deterministic function of the private rows: use it as an internal storage key and show it
+            only to the dataset's owner, never to analysts (it would allow testing a guess of the data).
+        schema: the declared schema the data was encoded against.
+    """
+
+    X: np.ndarray
+    y: np.ndarray
+    feature_names: list[str]
+    n: int
+    row_norm_bound: float
+    label_bound: float
+    content_hash: str
+    schema: DatasetSchema
+
+    @property
+    def d(self) -> int:
+        """Number of encoded feature columns."""
+        return int(self.X.shape[1])
+
+
+@dataclass(frozen=True, eq=False)
+class EncodedRows:
+    """Client-supplied rows encoded for prediction: ``X`` (n, d); ``y`` (n,) or ``None`` if no label given."""
+
+    X: np.ndarray
+    y: np.ndarray | None
+    feature_names: list[str]
+    n: int
+
+
+# --------------------------------------------------------------------------------------------------
+# public API
+# --------------------------------------------------------------------------------------------------
+
+
+def parse_and_encode(csv_bytes: bytes, schema: DatasetSchema | Mapping[str, Any]) -> EncodedDataset:
+    """Parse an uploaded CSV file and encode it against the declared schema.
+
+    The file must be UTF-8 (a leading BOM is ignored). With ``schema.csv.header`` the first record names the
+    columns, which must be exactly the label and feature names (any order, no duplicates); otherwise the
+    column order is ``schema.csv.columns``. Cells are stripped of surrounding whitespace; blank lines (and, if
+    ``schema.csv.comment`` is set, comment lines) are skipped. See :mod:`privfit.datasets.schema` for the
+    encoding and the missing-value policy.
+
+    Raises:
+        DatasetValidationError: for the first problem in file order (bad UTF-8, malformed CSV, wrong field
+            count, bad header, unknown category, unknown label class, non-numeric or non-finite number,
+            disallowed missing value, empty file or no data rows).
+    """
+    schema = _as_schema(schema)
+    opts = schema.csv
+    data = bytes(csv_bytes)
+    if data.startswith(codecs.BOM_UTF8):
+        data = data[len(codecs.BOM_UTF8) :]
+    pending: DatasetValidationError | None = None
+    bad_at, problem = -1, ""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        bad_at, problem = exc.start, "invalid UTF-8 (the file must be UTF-8 encoded)"
+    nul = data.find(b"\0")
+    if nul >= 0 and (bad_at < 0 or nul < bad_at):
+        bad_at, problem = nul, "NUL byte (not a text file?)"
+    if bad_at >= 0:
+        bad_line = data.count(b"\n", 0, bad_at) + 1
+        pending = DatasetValidationError(None, bad_line, f"{problem} at line {bad_line}")
+        cut = data.rfind(b"\n", 0, bad_at) + 1
+        text = data[:cut].decode("utf-8")  # the lines before the bad one decode; check them first
+
+    header, header_line, records, lines, struct_error = _read_records(
+        text, opts.delimiter, opts.comment, opts.header, None if opts.columns is None else len(opts.columns)
+    )
+    if struct_error is not None:
+        pending = struct_error  # it precedes the UTF-8 error (it was found in the text before it)
+
+    if opts.header:
+        if header is None:
+            raise pending or DatasetValidationError(None, None, "the file is empty: expected a header row")
+        index = _check_header(header, header_line, schema)
+    else:
+        assert opts.columns is not None  # guaranteed by CsvOptions validation
+        index = {name: i for i, name in enumerate(opts.columns)}
+
+    if not records:
+        raise pending or DatasetValidationError(None, None, "the file contains no data rows")
+
+    columns = list(zip(*records, strict=True))
+    X, y = _encode(
+        schema,
+        cells=lambda name: columns[index[name]],
+        n=len(records),
+        positions=lines,
+        unit="line",
+        column_order=index,
+        label_present=True,
+    )
+    if pending is not None:  # cells before the structural problem were fine; report the structural problem
+        raise pending
+    assert y is not None
+    return _finish(schema, X, y)
+
+
+def encode_rows(rows: Sequence[Mapping[str, Any]], schema: DatasetSchema | Mapping[str, Any]) -> EncodedRows:
+    """Encode client-supplied rows (e.g. for prediction) with exactly the rules of :func:`parse_and_encode`.
+
+    Each row is a mapping from column name to value: a string (stripped; ``schema.csv.na_values`` mean
+    missing), a number for numeric columns (not bool), or ``None`` (missing). Every numeric and categorical
+    feature must be present as a key; ``"ignore"`` columns may be present and are not inspected; unknown keys
+    are an error. The label is optional, but must then be given in every row or in none.
+
+    Errors use the 1-based row index as ``line``.
+
+    Raises:
+        DatasetValidationError: for the first offending row (see :func:`parse_and_encode`).
+    """
+    schema = _as_schema(schema)
+    if isinstance(rows, (str, bytes)) or not isinstance(rows, Sequence):
+        raise DatasetValidationError(None, None, "rows must be a list of objects")
+    declared = set(schema.column_names)
+    required = [f.name for f in schema.features if f.type != "ignore"]
+    label = schema.label.name
+    label_present: bool | None = None
+    pending: DatasetValidationError | None = None
+    good: list[Mapping[str, Any]] = []
+    for i, row in enumerate(rows, start=1):
+        if not isinstance(row, Mapping):
+            pending = DatasetValidationError(None, i, f"row {i} is not an object mapping column names to values")
+            break
+        unknown = [k for k in row if k not in declared]
+        if unknown:
+            pending = DatasetValidationError(
+                str(unknown[0]), i, f"row {i} has undeclared columns {[str(k) for k in unknown]}"
+            )
+            break
+        absent = [name for name in required if name not in row]
+        if absent:
+            pending = DatasetValidationError(
+                absent[0], i, f"row {i} lacks feature columns {absent} (use null for a missing value)"
+            )
+            break
+        has_label = label in row
+        if label_present is None:
+            label_present = has_label
+        elif has_label != label_present:
+            pending = DatasetValidationError(
+                label, i, f"label column {label!r} must be given in every row or in none (row {i} differs)"
+            )
+            break
+        good.append(row)
+
+    if not good:
+        raise pending or DatasetValidationError(None, None, "no rows to encode")
+
+    X, y = _encode(
+        schema,
+        cells=lambda name: [row.get(name) for row in good],
+        n=len(good),
+        positions=list(range(1, len(good) + 1)),
+        unit="row",
+        column_order={name: k for k, name in enumerate(schema.column_names)},
+        label_present=bool(label_present),
+    )
+    if pending is not None:
+        raise pending
+    _freeze(X)
+    if y is not None:
+        _freeze(y)
+    return EncodedRows(X=X, y=y, feature_names=schema.feature_names, n=len(good))
+
+
+def compute_content_hash(X: np.ndarray, y: np.ndarray, schema: DatasetSchema) -> str:
+    """Hex sha256 of a canonical serialisation of an encoded dataset.
+
+    Serialisation: ``CONTENT_HASH_VERSION``, NUL, the schema's canonical JSON (sorted keys, compact), NUL,
+    n and d as little-endian uint64, then X (row-major) and y as little-endian float64 bytes. Equal schema and
+    equal encoded values give equal hashes on every platform.
+    """
+    X = np.ascontiguousarray(X, dtype="<f8")
+    y = np.ascontiguousarray(y, dtype="<f8")
+    if X.ndim != 2 or y.shape != (X.shape[0],):
+        raise ValueError("X must be (n, d) and y must be (n,)")
+    h = hashlib.sha256()
+    h.update(CONTENT_HASH_VERSION + b"\0")
+    h.update(schema.canonical_json().encode("utf-8") + b"\0")
+    h.update(struct.pack("<QQ", X.shape[0], X.shape[1]))
+    h.update((X + 0.0).tobytes())  # + 0.0 maps −0.0 to 0.0
+    h.update((y + 0.0).tobytes())
+    return h.hexdigest()
+
+
+# --------------------------------------------------------------------------------------------------
+# CSV reading
+# --------------------------------------------------------------------------------------------------
+
+
+class _LineSource:
+    """Feeds lines to ``csv.reader``; blanks a comment line (keeping the line count) at a record start."""
+
+    def __init__(self, text: str, comment: str | None) -> None:
+        self._it: Iterator[str] = iter(io.StringIO(text, newline=""))
+        self._comment = comment
+        self.at_record_start = True
+
+    def __iter__(self) -> _LineSource:
+        return self
+
+    def __next__(self) -> str:
+        line = next(self._it)
+        if self.at_record_start and self._comment is not None and line.startswith(self._comment):
+            line = "\n"
+        self.at_record_start = False
+        return line
+
+
+def _read_records(
+    text: str, delimiter: str, comment: str | None, header: bool, expected: int | None
+) -> tuple[list[str] | None, int, list[list[str]], list[int], DatasetValidationError | None]:
+    """One csv pass: (header cells, header line, records, start line of each record, first structural error).
+
+    ``expected`` is the field count (``None``: taken from the header). Records after a structural error are
+    not read; the error is returned rather than raised so the caller can first report any earlier cell error.
+    """
+    source = _LineSource(text, comment)
+    reader = csv.reader(source, delimiter=delimiter, quotechar='"', strict=True)
+    head: list[str] | None = None
+    head_line = 0
+    records: list[list[str]] = []
+    lines: list[int] = []
+    while True:
+        start = reader.line_num + 1
+        source.at_record_start = True
+        try:
+            rec = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as exc:
+            # csv's messages describe syntax (quotes, delimiters, NUL), never cell contents.
+            return (
+                head,
+                head_line,
+                records,
+                lines,
+                DatasetValidationError(None, start, f"malformed CSV in the record starting at line {start}: {exc}"),
+            )
+        if not rec or (len(rec) == 1 and not rec[0].strip()):
+            continue  # blank line
+        if header and head is None:
+            head = [c.strip() for c in rec]
+            head_line = start
+            expected = len(head)
+            continue
+        if len(rec) != expected:
+            return head, head_line, records, lines, _field_count_error(start, len(rec), expected)
+        records.append(rec)
+        lines.append(start)
+    return head, head_line, records, lines, None
+
+
+def _field_count_error(line: int, found: int, expected: int) -> DatasetValidationError:
+    return DatasetValidationError(None, line, f"line {line} has {found} fields, expected {expected}")
+
+
+def _check_header(header: list[str], line: int, schema: DatasetSchema) -> dict[str, int]:
+    seen: set[str] = set()
+    for name in header:
+        if name in seen:
+            raise DatasetValidationError(name, line, f"duplicate column {name!r} in the header (line {line})")
+        seen.add(name)
+    declared = schema.column_names
+    missing = [c for c in declared if c not in seen]
+    if missing:
+        raise DatasetValidationError(missing[0], line, f"header (line {line}) lacks declared columns {missing}")
+    extra = [c for c in header if c not in set(declared)]
+    if extra:
+        raise DatasetValidationError(
+            extra[0],
+            line,
+            f"header (line {line}) has undeclared columns {extra}; declare unused columns as type 'ignore'",
+        )
+    return {name: i for i, name in enumerate(header)}
+
+
+# --------------------------------------------------------------------------------------------------
+# cell encoding (shared by CSV and row input)
+# --------------------------------------------------------------------------------------------------
+
+_OK, _MISSING, _NOT_NUMBER, _NON_FINITE, _BAD_TYPE = range(5)
+
+
+def _parse_number(value: Any, na: frozenset[str]) -> tuple[int, float]:
+    """Classify one numeric cell: (_OK, value) or (status, nan)."""
+    if isinstance(value, str):
+        s = value.strip()
+        if s in na:
+            return _MISSING, math.nan
+        if _NUMBER.fullmatch(s):
+            return _OK, float(s)  # a decimal too large for float64 becomes ±inf and is then clipped
+        if s.lower().lstrip("+-") in _NON_FINITE_WORDS:
+            return _NON_FINITE, math.nan
+        return _NOT_NUMBER, math.nan
+    if value is None:
+        return _MISSING, math.nan
+    if isinstance(value, bool):
+        return _BAD_TYPE, math.nan
+    if isinstance(value, int):
+        try:
+            return _OK, float(value)
+        except OverflowError:
+            return _OK, math.copysign(math.inf, value)
+    if isinstance(value, float):
+        return (_OK, value) if math.isfinite(value) else (_NON_FINITE, math.nan)
+    return _BAD_TYPE, math.nan
+
+
+def _parse_token(value: Any, na: frozenset[str]) -> str | int:
+    """Strip a categorical/label cell; returns the text, or _MISSING / _BAD_TYPE."""
+    if isinstance(value, str):
+        s = value.strip()
+        return _MISSING if s in na else s
+    if value is None:
+        return _MISSING
+    return _BAD_TYPE
+
+
+def _levels_text(levels: Sequence[str]) -> str:
+    return ", ".join(repr(lv) for lv in levels)
+
+
+def _na_text(na: Sequence[str]) -> str:
+    return ", ".join(repr(v) for v in na) if na else "none"
+
+
+_Err = tuple[int, str]  # (row index, message)
+
+
+def _map_cells(cells: Sequence[Any], fn: Callable[[Any], Any]) -> list[Any]:
+    """``[fn(v) for v in cells]``, memoised on string cells (a column repeats few distinct texts)."""
+    memo: dict[str, Any] = {}
+    out: list[Any] = []
+    append = out.append
+    for v in cells:
+        if type(v) is str:
+            if v in memo:
+                r = memo[v]
+            else:
+                r = memo[v] = fn(v)
+        else:
+            r = fn(v)
+        append(r)
+    return out
+
+
+def _missing_message(name: str, at: str, na_list: Sequence[str]) -> str:
+    return (
+        f"missing value in column {name!r} at {at} (missing-value policy is 'reject'; "
+        f"declared NA markers: {_na_text(na_list)})"
+    )
+
+
+def _numeric_column(
+    cells: Sequence[Any],
+    name: str,
+    fill: float | None,
+    is_label: bool,
+    where: Callable[[int], str],
+    na: frozenset[str],
+    na_list: Sequence[str],
+) -> tuple[np.ndarray, _Err | None]:
+    parsed = _map_cells(cells, lambda v: _parse_number(v, na))
+    status = np.fromiter((st for st, _ in parsed), dtype=np.int64, count=len(parsed))
+    values = np.fromiter((v for _, v in parsed), dtype=np.float64, count=len(parsed))
+    if fill is not None:
+        values[status == _MISSING] = fill
+        status[status == _MISSING] = _OK
+    bad = np.flatnonzero(status != _OK)
+    if bad.size == 0:
+        return values, None
+    i = int(bad[0])
+    what = "label column" if is_label else "numeric column"
+    code = status[i]
+    if code == _MISSING:
+        if is_label:
+            msg = f"missing label in column {name!r} at {where(i)}: labels cannot be imputed"
+        else:
+            msg = _missing_message(name, where(i), na_list)
+    elif code == _NON_FINITE:
+        msg = f"non-finite number (NaN or infinity) in {what} {name!r} at {where(i)}"
+    elif code == _NOT_NUMBER:
+        msg = f"non-numeric value in {what} {name!r} at {where(i)} (expected a decimal number)"
+    else:
+        msg = f"wrong value type in {what} {name!r} at {where(i)} (expected a number or a string)"
+    return values, (i, msg)
+
+
+_UNKNOWN_CODE, _MISSING_CODE, _BAD_TYPE_CODE = -1, -2, -3
+
+
+def _categorical_column(
+    cells: Sequence[Any],
+    f: CategoricalFeature,
+    impute: bool,
+    where: Callable[[int], str],
+    na: frozenset[str],
+    na_list: Sequence[str],
+) -> tuple[np.ndarray, _Err | None]:
+    """Level index per row (≥ 0), or _MISSING_CODE for an imputed missing cell."""
+    lookup = {lv: k for k, lv in enumerate(f.levels)}
+
+    def code_of(v: Any) -> int:
+        tok = _parse_token(v, na)
+        if isinstance(tok, str):
+            return lookup.get(tok, _UNKNOWN_CODE)
+        return _MISSING_CODE if tok == _MISSING else _BAD_TYPE_CODE
+
+    codes = np.array(_map_cells(cells, code_of), dtype=np.int64)
+    bad = np.flatnonzero((codes < 0) & ~((codes == _MISSING_CODE) & impute))
+    if bad.size == 0:
+        return codes, None
+    i = int(bad[0])
+    if codes[i] == _UNKNOWN_CODE:
+        msg = f"unknown category in column {f.name!r} at {where(i)} (declared levels: {_levels_text(f.levels)})"
+    elif codes[i] == _MISSING_CODE:
+        msg = _missing_message(f.name, where(i), na_list)
+    else:
+        msg = f"wrong value type in column {f.name!r} at {where(i)} (expected a string)"
+    return codes, (i, msg)
+
+
+def _binary_label_column(
+    cells: Sequence[Any], lab: BinaryLabel, where: Callable[[int], str], na: frozenset[str]
+) -> tuple[np.ndarray, _Err | None]:
+    """+1 for the positive class, −1 for the negative class (codes 0, 2, 3: unknown, missing, bad type)."""
+
+    def code_of(v: Any) -> int:
+        tok = _parse_token(v, na)
+        if tok == lab.positive:
+            return 1
+        if tok == lab.negative:
+            return -1
+        if tok == _MISSING:
+            return 2
+        return 3 if tok == _BAD_TYPE else 0
+
+    codes = np.array(_map_cells(cells, code_of), dtype=np.int64)
+    y = codes.astype(np.float64)
+    bad = np.flatnonzero(np.abs(codes) != 1)
+    if bad.size == 0:
+        return y, None
+    i = int(bad[0])
+    if codes[i] == 2:
+        msg = f"missing label in column {lab.name!r} at {where(i)}: labels cannot be imputed"
+    elif codes[i] == 3:
+        msg = f"wrong value type in label column {lab.name!r} at {where(i)} (expected a string)"
+    else:
+        msg = (
+            f"label in column {lab.name!r} at {where(i)} is not one of the declared classes "
+            f"(positive {lab.positive!r}, negative {lab.negative!r})"
+        )
+    return y, (i, msg)
+
+
+def _encode(
+    schema: DatasetSchema,
+    cells: Callable[[str], Sequence[Any]],
+    n: int,
+    positions: Sequence[int],
+    unit: str,
+    column_order: Mapping[str, int],
+    label_present: bool,
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """Encode all columns; raise the error with the smallest (row, column position) if any cell is invalid."""
+    na_list = schema.csv.na_values
+    na = frozenset(na_list)
+    impute = schema.missing == "impute"
+
+    def where(i: int) -> str:
+        return f"{unit} {positions[i]}"
+
+    errors: list[tuple[int, int, str, str]] = []  # (row index, column position, column, message)
+    X = np.zeros((n, schema.dimension), dtype=np.float64)
+    j = 0
+    for f in schema.features:
+        if isinstance(f, NumericFeature):
+            values, err = _numeric_column(cells(f.name), f.name, f.fill if impute else None, False, where, na, na_list)
+            if err is None:
+                X[:, j] = f.scale(values)
+            j += 1
+        elif isinstance(f, CategoricalFeature):
+            codes, err = _categorical_column(cells(f.name), f, impute, where, na, na_list)
+            if err is None:
+                present = np.flatnonzero(codes >= 0)
+                X[present, j + codes[present]] = 1.0
+            j += len(f.levels)
+        else:
+            continue  # ignored column: never inspected
+        if err is not None:
+            errors.append((err[0], column_order[f.name], f.name, err[1]))
+
+    y: np.ndarray | None = None
+    if label_present:
+        lab = schema.label
+        if isinstance(lab, BinaryLabel):
+            y, err = _binary_label_column(cells(lab.name), lab, where, na)
+        else:
+            assert isinstance(lab, NumericLabel)
+            raw, err = _numeric_column(cells(lab.name), lab.name, None, True, where, na, na_list)
+            y = lab.scale(raw) if err is None else raw
+        if err is not None:
+            errors.append((err[0], column_order[lab.name], lab.name, err[1]))
+
+    if errors:
+        row, _, column, message = min(errors)
+        raise DatasetValidationError(column, positions[row], message)
+    return X, y
+
+
+# --------------------------------------------------------------------------------------------------
+# helpers
+# --------------------------------------------------------------------------------------------------
+
+
+def _as_schema(schema: DatasetSchema | Mapping[str, Any]) -> DatasetSchema:
+    if isinstance(schema, DatasetSchema):
+        return schema
+    return DatasetSchema.model_validate(schema)
+
+
+def _freeze(a: np.ndarray) -> None:
+    a.flags.writeable = False
+
+
+def _finish(schema: DatasetSchema, X: np.ndarray, y: np.ndarray) -> EncodedDataset:
+    X = X + 0.0  # canonical zeros (no −0.0)
+    y = y + 0.0
+    _freeze(X)
+    _freeze(y)
+    return EncodedDataset(
+        X=X,
+        y=y,
+        feature_names=schema.feature_names,
+        n=int(X.shape[0]),
+        row_norm_bound=schema.row_norm_bound,
+        label_bound=schema.label_bound,
+        content_hash=compute_content_hash(X, y, schema),
+        schema=schema,
+    )

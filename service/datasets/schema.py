@@ -1,0 +1,351 @@
+"""The public schema a data owner declares for a dataset (DESIGN §1.2).
+
+Everything in a :class:`DatasetSchema` is PUBLIC: column names and types, categorical levels, numeric bounds,
+the label's classes or range, the missing-value policy, the CSV layout and the privacy budget. The service
+never derives any of these from the private rows; the encoder only checks the rows against them.
+
+JSON format (every object forbids unknown keys)::
+
+    {
+      "label":    {"name": str, "type": "binary", "positive": str, "negative": str}
+                | {"name": str, "type": "numeric", "lower": float, "upper": float},
+      "features": [                                     # ordered; at least one non-"ignore" entry
+                    {"name": str, "type": "numeric", "lower": float, "upper": float, "fill": float?}
+                  | {"name": str, "type": "categorical", "levels": [str, ...]}
+                  | {"name": str, "type": "ignore"}     # present in the file, not used
+                  ],
+      "missing":  "reject" | "impute",                  # default "reject"
+      "budget":   {"epsilon": float > 0, "delta": float in (0, 1)},
+      "csv":      {"header": bool, "columns": [str]?, "na_values": [str], "delimiter": str,
+                   "comment": str?}                     # optional; defaults below
+    }
+
+Encoding rules fixed by the schema (implemented in :mod:`privfit.datasets.encoding`):
+
+* numeric feature ``x`` → ``(2x − lower − upper) / (upper − lower)`` clipped to [−1, 1];
+* categorical feature → one-hot over ``levels`` in declared order (columns named ``name=level``);
+* binary label → +1 for ``positive``, −1 for ``negative``;
+* numeric label → scaled like a numeric feature and clipped to [−1, 1] (see :meth:`NumericLabel.decode`);
+* ``"ignore"`` columns are parsed for structure only; their cells are never inspected.
+
+Missing values: a cell is *missing* if, after stripping surrounding whitespace, it equals one of
+``csv.na_values`` (exact, case-sensitive match; in :func:`~privfit.datasets.encoding.encode_rows` a JSON
+``null`` is missing too).
+
+* ``"reject"`` (default): any missing feature cell is an error.
+* ``"impute"``: every numeric feature must declare a public ``fill`` value inside its bounds, which replaces a
+  missing cell (and is then scaled like any other value); a missing categorical cell becomes an all-zero
+  one-hot block (the row carries no information for that column).
+* A missing label is always an error: labels are never imputed.
+
+``fill`` is only allowed under ``"impute"`` so that a declaration cannot silently have no effect.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from fractions import Fraction
+from typing import Annotated, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+__all__ = [
+    "BinaryLabel",
+    "Budget",
+    "CategoricalFeature",
+    "CsvOptions",
+    "DatasetSchema",
+    "Feature",
+    "IgnoredColumn",
+    "Label",
+    "NumericFeature",
+    "NumericLabel",
+]
+
+_CONFIG = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
+
+Name = Annotated[str, Field(min_length=1, max_length=200)]
+
+
+def _check_name(name: str) -> None:
+    if name != name.strip():
+        raise ValueError(f"column name {name!r} has leading or trailing whitespace (cells and headers are stripped)")
+
+
+def _check_bounds(what: str, lower: float, upper: float) -> None:
+    if not lower < upper:
+        raise ValueError(f"{what}: lower ({lower!r}) must be strictly less than upper ({upper!r})")
+    if not math.isfinite(upper - lower):
+        raise ValueError(f"{what}: upper − lower overflows; declare bounds of smaller magnitude")
+
+
+def _check_token(what: str, token: str) -> None:
+    if token == "":
+        raise ValueError(f"{what} must be a non-empty string")
+    if token != token.strip():
+        raise ValueError(
+            f"{what} {token!r} has leading or trailing whitespace (cells are stripped, so it could never match)"
+        )
+
+
+def _scale(values: np.ndarray, lower: float, upper: float) -> np.ndarray:
+    """Map [lower, upper] affinely onto [−1, 1] and clip; ``+ 0.0`` turns −0.0 into 0.0 (canonical bytes)."""
+    scaled = (2.0 * values - lower - upper) / (upper - lower)
+    return np.clip(scaled, -1.0, 1.0) + 0.0
+
+
+class _Model(BaseModel):
+    model_config = _CONFIG
+
+
+class NumericFeature(_Model):
+    """A numeric feature with public bounds; values are scaled to [−1, 1] and clipped outside the bounds."""
+
+    name: Name
+    type: Literal["numeric"]
+    lower: float
+    upper: float
+    fill: float | None = Field(
+        default=None, description="Public value replacing a missing cell; required iff missing == 'impute'."
+    )
+
+    @model_validator(mode="after")
+    def _validate(self) -> NumericFeature:
+        _check_name(self.name)
+        _check_bounds(f"feature {self.name!r}", self.lower, self.upper)
+        if self.fill is not None and not self.lower <= self.fill <= self.upper:
+            raise ValueError(f"feature {self.name!r}: fill ({self.fill!r}) must lie within [lower, upper]")
+        return self
+
+    def scale(self, values: np.ndarray) -> np.ndarray:
+        """Scale raw values to [−1, 1] by the declared bounds, clipping values outside them."""
+        return _scale(np.asarray(values, dtype=np.float64), self.lower, self.upper)
+
+
+class CategoricalFeature(_Model):
+    """A categorical feature with its public, ordered list of levels; encoded one-hot."""
+
+    name: Name
+    type: Literal["categorical"]
+    levels: list[str] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _validate(self) -> CategoricalFeature:
+        _check_name(self.name)
+        for level in self.levels:
+            _check_token(f"feature {self.name!r}: level", level)
+        if len(set(self.levels)) != len(self.levels):
+            dups = sorted({lv for lv in self.levels if self.levels.count(lv) > 1})
+            raise ValueError(f"feature {self.name!r}: duplicate levels {dups}")
+        return self
+
+
+class IgnoredColumn(_Model):
+    """A column present in the file but not used; its cells are never inspected or stored."""
+
+    name: Name
+    type: Literal["ignore"]
+
+    @model_validator(mode="after")
+    def _validate(self) -> IgnoredColumn:
+        _check_name(self.name)
+        return self
+
+
+Feature = Annotated[NumericFeature | CategoricalFeature | IgnoredColumn, Field(discriminator="type")]
+
+
+class BinaryLabel(_Model):
+    """A two-class label: ``positive`` is encoded as +1, ``negative`` as −1."""
+
+    name: Name
+    type: Literal["binary"]
+    positive: str
+    negative: str
+
+    @model_validator(mode="after")
+    def _validate(self) -> BinaryLabel:
+        _check_name(self.name)
+        _check_token(f"label {self.name!r}: positive class", self.positive)
+        _check_token(f"label {self.name!r}: negative class", self.negative)
+        if self.positive == self.negative:
+            raise ValueError(f"label {self.name!r}: positive and negative classes must differ")
+        return self
+
+    def decode(self, y: np.ndarray) -> list[str]:
+        """Map encoded labels or real-valued scores back to class names (score ≥ 0 → ``positive``)."""
+        return [self.positive if v >= 0 else self.negative for v in np.asarray(y, dtype=np.float64).ravel()]
+
+
+class NumericLabel(_Model):
+    """A real-valued label with public bounds: y' = (2y − lower − upper)/(upper − lower), clipped."""
+
+    name: Name
+    type: Literal["numeric"]
+    lower: float
+    upper: float
+
+    @model_validator(mode="after")
+    def _validate(self) -> NumericLabel:
+        _check_name(self.name)
+        _check_bounds(f"label {self.name!r}", self.lower, self.upper)
+        return self
+
+    def scale(self, values: np.ndarray) -> np.ndarray:
+        """Scale raw labels to [−1, 1] by the declared bounds, clipping values outside them."""
+        return _scale(np.asarray(values, dtype=np.float64), self.lower, self.upper)
+
+    def decode(self, y: np.ndarray) -> np.ndarray:
+        """Map encoded labels or predictions back: y = (y'(upper − lower) + lower + upper) / 2.
+
+        Not clipped, so a prediction outside [−1, 1] maps outside [lower, upper].
+        """
+        y = np.asarray(y, dtype=np.float64)
+        return (y * (self.upper - self.lower) + self.lower + self.upper) / 2.0
+
+
+Label = Annotated[BinaryLabel | NumericLabel, Field(discriminator="type")]
+
+
+class Budget(_Model):
+    """The dataset's total privacy budget (ε_max, δ_max) under replace-one neighbours (DESIGN §1.1)."""
+
+    epsilon: float = Field(gt=0)
+    delta: float = Field(gt=0, lt=1)
+
+
+class CsvOptions(_Model):
+    """Public layout of the uploaded CSV.
+
+    * ``header``: the first non-blank, non-comment record names the columns (any order; exactly the schema's
+      columns). If false, ``columns`` gives the file's column order and is required.
+    * ``na_values``: cell texts (after stripping) that mean "missing". Default ``["", "NA", "?"]``.
+    * ``delimiter``: one character, default ``","``. Whitespace around cells is always stripped.
+    * ``comment``: if set, records starting with this prefix are skipped (e.g. ``"#"``).
+
+    Blank lines are skipped. Line numbers in errors count every physical line of the file, from 1.
+    """
+
+    header: bool = True
+    columns: list[Name] | None = None
+    na_values: list[str] = Field(default_factory=lambda: ["", "NA", "?"])
+    delimiter: str = Field(default=",", min_length=1, max_length=1)
+    comment: str | None = Field(default=None, min_length=1)
+
+    @model_validator(mode="after")
+    def _validate(self) -> CsvOptions:
+        if self.header and self.columns is not None:
+            raise ValueError("csv.columns is only allowed with csv.header = false (the header names the columns)")
+        if not self.header and self.columns is None:
+            raise ValueError("csv.columns is required when csv.header = false (it gives the file's column order)")
+        if self.delimiter in {'"', "\r", "\n"}:
+            raise ValueError("csv.delimiter must not be a quote or newline character")
+        for v in self.na_values:
+            if v != v.strip():
+                raise ValueError(f"csv.na_values entry {v!r} has leading or trailing whitespace (cells are stripped)")
+        return self
+
+
+class DatasetSchema(_Model):
+    """The public declaration of a dataset: label, ordered features, missing policy, budget, CSV layout.
+
+    Build it from JSON with ``DatasetSchema.model_validate_json(text)`` or from a dict with
+    ``DatasetSchema.model_validate(obj)``; invalid declarations raise :class:`pydantic.ValidationError`
+    (a ``ValueError``) whose entries name the offending field.
+    """
+
+    label: Label
+    features: list[Feature] = Field(min_length=1)
+    missing: Literal["reject", "impute"] = "reject"
+    budget: Budget
+    csv: CsvOptions = Field(default_factory=CsvOptions)
+
+    @model_validator(mode="after")
+    def _validate(self) -> DatasetSchema:
+        names = [f.name for f in self.features]
+        if self.label.name in names:
+            raise ValueError(f"label name {self.label.name!r} is also declared as a feature")
+        dups = sorted({n for n in names if names.count(n) > 1})
+        if dups:
+            raise ValueError(f"duplicate feature names: {dups}")
+        if not any(f.type != "ignore" for f in self.features):
+            raise ValueError("features: at least one feature must be numeric or categorical")
+        for f in self.features:
+            if isinstance(f, NumericFeature):
+                if self.missing == "impute" and f.fill is None:
+                    raise ValueError(f"feature {f.name!r}: 'fill' is required when missing = 'impute'")
+                if self.missing == "reject" and f.fill is not None:
+                    raise ValueError(f"feature {f.name!r}: 'fill' is only allowed when missing = 'impute'")
+        na = set(self.csv.na_values)
+        for f in self.features:
+            if isinstance(f, CategoricalFeature):
+                clash = [lv for lv in f.levels if lv in na]
+                if clash:
+                    raise ValueError(f"feature {f.name!r}: levels {clash} are also csv.na_values (ambiguous)")
+        if isinstance(self.label, BinaryLabel):
+            clash = [c for c in (self.label.positive, self.label.negative) if c in na]
+            if clash:
+                raise ValueError(f"label {self.label.name!r}: classes {clash} are also csv.na_values (ambiguous)")
+        if self.csv.columns is not None:
+            declared = [self.label.name, *names]
+            cols = self.csv.columns
+            cdups = sorted({c for c in cols if cols.count(c) > 1})
+            if cdups:
+                raise ValueError(f"csv.columns: duplicate names {cdups}")
+            missing_cols = [c for c in declared if c not in cols]
+            extra_cols = [c for c in cols if c not in declared]
+            if missing_cols or extra_cols:
+                raise ValueError(
+                    f"csv.columns must list exactly the label and feature names; "
+                    f"not listed: {missing_cols}, not declared: {extra_cols}"
+                )
+        return self
+
+    # ---- derived public metadata (functions of the schema alone) ----
+
+    @property
+    def column_names(self) -> list[str]:
+        """All declared column names: the label first, then the features in declared order."""
+        return [self.label.name, *(f.name for f in self.features)]
+
+    @property
+    def feature_names(self) -> list[str]:
+        """Encoded matrix column names, in order: ``name`` for a numeric, ``name=level`` for one-hot."""
+        out: list[str] = []
+        for f in self.features:
+            if isinstance(f, NumericFeature):
+                out.append(f.name)
+            elif isinstance(f, CategoricalFeature):
+                out.extend(f"{f.name}={lv}" for lv in f.levels)
+        return out
+
+    @property
+    def dimension(self) -> int:
+        """Number of columns d of the encoded feature matrix."""
+        return len(self.feature_names)
+
+    @property
+    def row_norm_bound(self) -> float:
+        """Public bound on ‖x_i‖₂ for every encoded row: sqrt(#numeric + #categorical features).
+
+        Each scaled numeric lies in [−1, 1] (contributes ≤ 1 to ‖x‖²) and each categorical block is one-hot
+        (exactly 1) or all-zero when imputed (0), so ‖x‖² ≤ #numeric + #categorical, with equality for a row
+        whose numerics sit at a declared bound and whose categoricals are all present. The float returned is
+        rounded up if needed so that it is never below the exact square root. Ignored columns do not count.
+        """
+        k = sum(1 for f in self.features if f.type != "ignore")
+        bound = math.sqrt(k)
+        if Fraction(bound) ** 2 < k:
+            bound = math.nextafter(bound, math.inf)
+        return bound
+
+    @property
+    def label_bound(self) -> float:
+        """Public bound on |y_i| for every encoded label (always 1.0: labels are ±1 or scaled to [−1, 1])."""
+        return 1.0
+
+    def canonical_json(self) -> str:
+        """Canonical JSON of the schema (sorted keys, no whitespace), used in content hashes."""
+        return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"), allow_nan=False)

@@ -1,0 +1,147 @@
+"""Geometry helpers shared by the private solvers: row clipping, L2-ball projection, intercept augmentation.
+
+All functions are pure numpy, return new arrays (inputs are never modified) and never look at private values
+to choose a scale: every threshold (C, R, B_x) is a public parameter.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from privfit.errors import ParameterError
+
+__all__ = [
+    "GeometryParameterError",
+    "augment_intercept",
+    "augmented_bound",
+    "clip_rows",
+    "project_l2_ball",
+]
+
+FloatArray = NDArray[np.float64]
+
+_UNIT_ROUNDOFF = 2.0**-53
+# Relative shrink applied when a rescaled vector's computed norm still exceeds the bound by rounding.
+_SHRINK = 1.0 - 2.0**-50
+_MAX_SHRINK_STEPS = 64
+
+
+def _safety_factor(d: int) -> float:
+    """1 − 2(d + 2)u: absorbs the rounding of a d-term norm (relative error ≤ (d/2 + 1)u, Higham 2002)."""
+    return 1.0 - 2.0 * (d + 2) * _UNIT_ROUNDOFF
+
+
+class GeometryParameterError(ParameterError):
+    """A public geometry parameter (C, R, B_x) or an array shape is invalid."""
+
+
+def _positive(name: str, value: float, *, allow_zero: bool = False) -> float:
+    if isinstance(value, bool | str | bytes):
+        raise GeometryParameterError(name, f"must be a real number, not a {type(value).__name__}")
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        raise GeometryParameterError(name, f"must be a real number, got {type(value).__name__}") from None
+    if not math.isfinite(number):
+        raise GeometryParameterError(name, "must be finite")
+    if number < 0 or (number == 0 and not allow_zero):
+        raise GeometryParameterError(name, f"must be {'>= 0' if allow_zero else '> 0'}, got {number!r}")
+    return number
+
+
+def _row_norms(A: FloatArray) -> FloatArray:
+    return np.linalg.norm(A, axis=1)
+
+
+def clip_rows(G: ArrayLike, C: float) -> FloatArray:
+    r"""Clip each row of ``G`` to L2 norm at most ``C``: ``g_i ← g_i · min(1, C / ‖g_i‖₂)``.
+
+    This is the per-example clipping of DP-SGD (Abadi et al. 2016, Alg. 1), which bounds the L2 sensitivity of
+    a sum of rows by ``C`` under add/remove and ``2C`` under replace-one. Rows with ``‖g_i‖ ≤ C`` (including
+    zero rows) are returned bit-for-bit unchanged; a clipped row keeps its direction.
+
+    Rounding against the user (DESIGN §1.6): a clipped row is scaled to ``C · (1 − 2(d+2)u)`` (u = 2⁻⁵³),
+    which absorbs the rounding error of the computed norm so the EXACT norm of the returned row is ``≤ C``;
+    as a backstop, rows whose computed norm still exceeds ``C`` are shrunk by a further relative ``2⁻⁵⁰``.
+
+    Args:
+        G: array of shape (n, d) with finite entries.
+        C: public clipping threshold, ``C > 0``.
+
+    Returns:
+        A new float64 array of shape (n, d) whose rows all have norm ``≤ C``.
+    """
+    C = _positive("C", C)
+    A = np.array(G, dtype=np.float64, copy=True)
+    if A.ndim != 2:
+        raise GeometryParameterError("G", f"must be a 2-D array (n, d), got ndim={A.ndim}")
+    if A.size == 0:
+        return A
+    norms = _row_norms(A)
+    over = norms > C
+    if np.any(over):
+        A[over] *= (C * _safety_factor(A.shape[1]) / norms[over])[:, None]
+        for _ in range(_MAX_SHRINK_STEPS):
+            still = _row_norms(A) > C
+            if not np.any(still):
+                break
+            A[still] *= _SHRINK
+    return A
+
+
+def project_l2_ball(theta: ArrayLike, R: float) -> FloatArray:
+    r"""Euclidean projection onto the ball ``{θ : ‖θ‖₂ ≤ R}``: ``Π(θ) = θ · min(1, R / ‖θ‖₂)``.
+
+    Points already inside the ball are returned unchanged (as a copy), so the map is idempotent:
+    ``Π(Π(θ)) == Π(θ)`` exactly. Points outside are rescaled to norm ``R · (1 − 2(d+2)u)`` so that, despite
+    rounding, the result's exact norm is ``≤ R`` (see :func:`clip_rows`).
+
+    Args:
+        theta: vector of shape (d,).
+        R: public radius, ``R ≥ 0``.
+    """
+    R = _positive("R", R, allow_zero=True)
+    t = np.array(theta, dtype=np.float64, copy=True)
+    if t.ndim != 1:
+        raise GeometryParameterError("theta", f"must be a 1-D vector, got ndim={t.ndim}")
+    norm = float(np.linalg.norm(t))
+    if norm <= R:
+        return t
+    t *= R * _safety_factor(t.shape[0]) / norm
+    for _ in range(_MAX_SHRINK_STEPS):
+        if float(np.linalg.norm(t)) <= R:
+            break
+        t *= _SHRINK
+    return t
+
+
+def augment_intercept(X: ArrayLike) -> FloatArray:
+    r"""Append a constant feature 1 as the last column: ``x̃ = (x, 1)`` so that ``⟨θ̃, x̃⟩ = ⟨θ, x⟩ + b``.
+
+    The intercept is then the last coordinate of the parameter vector and is constrained and regularised
+    together with θ. The augmented row-norm bound is ``augmented_bound(B_x) = sqrt(B_x² + 1)``.
+    """
+    A = np.asarray(X, dtype=np.float64)
+    if A.ndim != 2:
+        raise GeometryParameterError("X", f"must be a 2-D array (n, d), got ndim={A.ndim}")
+    return np.hstack([A, np.ones((A.shape[0], 1), dtype=np.float64)])
+
+
+def augmented_bound(B_x: float) -> float:
+    r"""Public row-norm bound after :func:`augment_intercept`: ``‖(x, 1)‖₂ ≤ sqrt(B_x² + 1)``.
+
+    Returns the smallest float ≥ the exact value (checked in rational arithmetic), so the bound is never
+    below the truth (DESIGN §1.6).
+    """
+    B_x = _positive("B_x", B_x, allow_zero=True)
+    r = math.hypot(B_x, 1.0)
+    exact_sq = Fraction(B_x) ** 2 + 1
+    while Fraction(r) ** 2 < exact_sq:
+        r = math.nextafter(r, math.inf)
+    while r > 0 and Fraction(math.nextafter(r, 0.0)) ** 2 >= exact_sq:
+        r = math.nextafter(r, 0.0)
+    return r

@@ -1,0 +1,159 @@
+"""Validation of the declared public dataset schema (privfit.datasets.schema)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import pytest
+from pydantic import ValidationError
+
+from privfit.datasets import DatasetSchema, NumericLabel
+
+
+def base() -> dict[str, Any]:
+    return {
+        "label": {"name": "y", "type": "binary", "positive": "yes", "negative": "no"},
+        "features": [
+            {"name": "age", "type": "numeric", "lower": 0, "upper": 100},
+            {"name": "color", "type": "categorical", "levels": ["red", "green", "blue"]},
+            {"name": "id", "type": "ignore"},
+        ],
+        "budget": {"epsilon": 1.0, "delta": 1e-6},
+    }
+
+
+def with_(path: str, value: Any) -> dict[str, Any]:
+    """A copy of base() with the dotted path set (value ... deletes it)."""
+    obj = copy.deepcopy(base())
+    *parents, last = path.split(".")
+    cur: Any = obj
+    for p in parents:
+        cur = cur[int(p)] if p.isdigit() else cur.setdefault(p, {})
+    key: Any = int(last) if last.isdigit() else last
+    if value is ...:
+        del cur[key]
+    else:
+        cur[key] = value
+    return obj
+
+
+def test_valid_schema_from_json_and_defaults() -> None:
+    s = DatasetSchema.model_validate_json(json.dumps(base()))
+    assert s.missing == "reject"
+    assert s.csv.header is True and s.csv.na_values == ["", "NA", "?"] and s.csv.delimiter == ","
+    assert s.column_names == ["y", "age", "color", "id"]
+    assert s.feature_names == ["age", "color=red", "color=green", "color=blue"]
+    assert s.dimension == 4
+    assert s.row_norm_bound == pytest.approx(math.sqrt(2))
+    assert s.label_bound == 1.0
+    assert DatasetSchema.model_validate_json(s.model_dump_json()) == s
+
+
+def field_errors(obj: dict[str, Any]) -> str:
+    with pytest.raises(ValidationError) as info:
+        DatasetSchema.model_validate(obj)
+    return str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("obj", "fragments"),
+    [
+        (with_("extra_key", 1), ["extra_key", "Extra inputs are not permitted"]),
+        (with_("features.0.unit", "years"), ["features.0.numeric.unit"]),
+        (with_("budget.foo", 1), ["budget.foo"]),
+        (with_("features.0.upper", 0), ["features.0.numeric", "'age'", "lower"]),
+        (with_("features.0.upper", -5), ["'age'", "strictly less"]),
+        (with_("features.0.upper", math.inf), ["features.0.numeric.upper", "finite"]),
+        (with_("features.0.lower", math.nan), ["features.0.numeric.lower", "finite"]),
+        (with_("features.0.lower", "0"), ["features.0.numeric.lower", "valid number"]),
+        (with_("features.0.lower", True), ["features.0.numeric.lower"]),
+        (with_("features.1.levels", []), ["features.1.categorical.levels", "at least 1"]),
+        (with_("features.1.levels", ["a", "b", "a"]), ["'color'", "duplicate levels", "'a'"]),
+        (with_("features.1.levels", [" a"]), ["'color'", "whitespace"]),
+        (with_("features.1.levels", [""]), ["'color'", "non-empty"]),
+        (with_("features.1.levels", ["red", "?"]), ["'color'", "na_values"]),
+        (with_("features.2.name", "age"), ["duplicate feature names", "'age'"]),
+        (with_("features.2.name", "y"), ["label name 'y'", "also declared as a feature"]),
+        (with_("features.2.name", ""), ["features.2.ignore.name"]),
+        (with_("features.2.name", " id"), ["whitespace"]),
+        (with_("features.1.type", "text"), ["features.1", "does not match any of the expected tags"]),
+        (with_("features", []), ["features", "at least 1"]),
+        (with_("features", [{"name": "id", "type": "ignore"}]), ["at least one feature must be numeric or"]),
+        (with_("label.negative", "yes"), ["label 'y'", "must differ"]),
+        (with_("label.positive", "NA"), ["label 'y'", "na_values"]),
+        (with_("label.type", "multiclass"), ["label", "does not match any of the expected tags"]),
+        (with_("label.name", ...), ["label.binary.name", "Field required"]),
+        (with_("budget.epsilon", 0), ["budget.epsilon", "greater than 0"]),
+        (with_("budget.epsilon", -1), ["budget.epsilon"]),
+        (with_("budget.epsilon", math.inf), ["budget.epsilon", "finite"]),
+        (with_("budget.delta", 0), ["budget.delta", "greater than 0"]),
+        (with_("budget.delta", 1), ["budget.delta", "less than 1"]),
+        (with_("budget.delta", ...), ["budget.delta", "Field required"]),
+        (with_("budget", ...), ["budget", "Field required"]),
+        (with_("missing", "drop"), ["missing", "'reject' or 'impute'"]),
+        (with_("missing", "impute"), ["'age'", "'fill' is required"]),
+        (with_("features.0.fill", 50), ["'age'", "only allowed when missing = 'impute'"]),
+        (with_("csv.header", False), ["csv.columns is required"]),
+        (with_("csv.columns", ["y", "age", "color", "id"]), ["csv.columns is only allowed"]),
+        (with_("csv.delimiter", ";;"), ["csv.delimiter"]),
+        (with_("csv.delimiter", '"'), ["csv.delimiter"]),
+        (with_("csv.na_values", [" NA"]), ["csv.na_values", "whitespace"]),
+    ],
+)
+def test_invalid_schema_names_the_field(obj: dict[str, Any], fragments: list[str]) -> None:
+    message = field_errors(obj)
+    for fragment in fragments:
+        assert fragment in message, message
+
+
+def test_bounds_whose_span_overflows_are_rejected() -> None:
+    obj = with_("features.0.lower", -1.7e308)
+    obj["features"][0]["upper"] = 1.7e308
+    message = field_errors(obj)
+    assert "'age'" in message and "overflows" in message
+
+
+def test_impute_with_fill() -> None:
+    obj = with_("missing", "impute")
+    obj["features"][0]["fill"] = 30
+    assert DatasetSchema.model_validate(obj).features[0].fill == 30.0  # type: ignore[union-attr]
+    obj["features"][0]["fill"] = 101
+    assert "must lie within" in field_errors(obj)
+
+
+def test_csv_columns_must_match_declared_names() -> None:
+    obj = with_("csv", {"header": False, "columns": ["y", "age", "color"]})
+    assert "not listed: ['id']" in field_errors(obj)
+    obj = with_("csv", {"header": False, "columns": ["y", "age", "color", "id", "zzz"]})
+    assert "not declared: ['zzz']" in field_errors(obj)
+    obj = with_("csv", {"header": False, "columns": ["y", "age", "color", "id", "id"]})
+    assert "duplicate names ['id']" in field_errors(obj)
+    obj = with_("csv", {"header": False, "columns": ["id", "color", "y", "age"]})
+    assert DatasetSchema.model_validate(obj).csv.columns == ["id", "color", "y", "age"]
+
+
+def test_schema_is_immutable() -> None:
+    s = DatasetSchema.model_validate(base())
+    with pytest.raises(ValidationError):
+        s.missing = "impute"  # type: ignore[misc]
+
+
+def test_row_norm_bound_is_never_below_exact_sqrt() -> None:
+    for k in range(1, 300):
+        features = [{"name": f"x{i}", "type": "numeric", "lower": 0, "upper": 1} for i in range(k)]
+        s = DatasetSchema.model_validate(with_("features", features))
+        assert Fraction(s.row_norm_bound) ** 2 >= k, k
+        assert s.row_norm_bound == pytest.approx(math.sqrt(k), rel=1e-15)
+
+
+def test_numeric_label_scale_and_decode_are_inverse() -> None:
+    lab = NumericLabel(name="t", type="numeric", lower=-3.0, upper=5.0)
+    raw = np.array([-3.0, -1.0, 1.0, 5.0, 7.0, -10.0])
+    scaled = lab.scale(raw)
+    assert np.allclose(scaled, [-1.0, -0.5, 0.0, 1.0, 1.0, -1.0])
+    assert np.allclose(lab.decode(scaled[:4]), raw[:4])
