@@ -1,0 +1,35 @@
+"""Apply and check Alembic migrations programmatically (used by ``privfit migrate``, ``serve`` and the tests)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from alembic.config import Config
+
+from alembic import command
+
+ALEMBIC_INI = Path(__file__).resolve().parents[2] / "alembic.ini"
+
+
+def alembic_config(url: str) -> Config:
+    """The project's Alembic configuration pointed at ``url``."""
+    if not ALEMBIC_INI.exists():
+        raise FileNotFoundError(f"alembic.ini not found at {ALEMBIC_INI}; run from a privfit source checkout")
+    config = Config(str(ALEMBIC_INI))
+    config.attributes["url"] = url
+    return config
+
+
+def upgrade(url: str, revision: str = "head") -> None:
+    """Migrate the database at ``url`` to ``revision``."""
+    command.upgrade(alembic_config(url), revision)
+
+
+def downgrade(url: str, revision: str) -> None:
+    """Migrate the database at ``url`` down to ``revision``."""
+    command.downgrade(alembic_config(url), revision)
+
+
+def check(url: str) -> None:
+    """Raise if the models and the migrated schema differ (``alembic check``)."""
+    command.check(alembic_config(url))

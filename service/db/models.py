@@ -1,0 +1,180 @@
+"""SQLAlchemy 2 models. Alembic migrations (``alembic/``) are the only way the schema changes.
+
+The privacy-relevant invariants are enforced by the database itself, not by convention:
+- ``ledger_entries`` is append-only (triggers in the migration refuse UPDATE and DELETE on both dialects);
+- one job has at most one reservation, one charge and one release: ``UNIQUE(job_id, kind)``;
+- a job's idempotency key is unique per API key.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    CheckConstraint,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+JOB_STATUSES = ("queued", "running", "succeeded", "failed", "cancelled")
+LEDGER_KINDS = ("reservation", "charge", "release")
+ROLES = ("owner", "analyst", "admin")
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+    type_annotation_map = {dict[str, Any]: JSON, list[float]: JSON, list[str]: JSON}  # noqa: RUF012
+
+
+class ApiKey(Base):
+    """An API key: only the SHA-256 of the secret is stored; ``prefix`` identifies it in logs and lists."""
+
+    __tablename__ = "api_keys"
+    __table_args__ = (CheckConstraint(f"role IN {ROLES}", name="role"),)
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    prefix: Mapped[str] = mapped_column(String(16), unique=True)
+    secret_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    role: Mapped[str] = mapped_column(String(16))
+    name: Mapped[str] = mapped_column(String(200), default="")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class Dataset(Base):
+    """A registered dataset: public metadata only. The encoded matrix lives in the dataset store."""
+
+    __tablename__ = "datasets"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    owner_key_id: Mapped[str] = mapped_column(ForeignKey("api_keys.id"), index=True)
+    name: Mapped[str] = mapped_column(String(200))
+    schema_json: Mapped[dict[str, Any]]
+    feature_names: Mapped[list[str]]
+    n: Mapped[int] = mapped_column(Integer)
+    d: Mapped[int] = mapped_column(Integer)
+    row_norm_bound: Mapped[float] = mapped_column(Float)
+    label_bound: Mapped[float] = mapped_column(Float)
+    content_hash: Mapped[str] = mapped_column(String(64))
+    storage_key: Mapped[str | None] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    deleted_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class DatasetGrant(Base):
+    """An analyst key's permission to fit, estimate and read the budget of one dataset."""
+
+    __tablename__ = "dataset_grants"
+    __table_args__ = (UniqueConstraint("dataset_id", "api_key_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    dataset_id: Mapped[str] = mapped_column(ForeignKey("datasets.id"), index=True)
+    api_key_id: Mapped[str] = mapped_column(ForeignKey("api_keys.id"), index=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+
+
+class Budget(Base):
+    """A dataset's budget (ε_max, δ_max) on a fixed order grid, and the cached sum of its live reservations.
+
+    ``committed_rdp``/``committed_extra_delta`` cache the composition of every reservation not released (charged
+    or still reserved); the ledger entries are the truth and the cache is checked against them in tests.
+    ``version`` increases with every ledger entry of the dataset.
+    """
+
+    __tablename__ = "budgets"
+    __table_args__ = (
+        CheckConstraint("epsilon_max > 0", name="epsilon_positive"),
+        CheckConstraint("delta_max > 0 AND delta_max < 1", name="delta_unit"),
+    )
+
+    dataset_id: Mapped[str] = mapped_column(ForeignKey("datasets.id"), primary_key=True)
+    epsilon_max: Mapped[float] = mapped_column(Float)
+    delta_max: Mapped[float] = mapped_column(Float)
+    grid_name: Mapped[str] = mapped_column(String(64))
+    committed_rdp: Mapped[list[float]]
+    committed_extra_delta: Mapped[float] = mapped_column(Float, default=0.0)
+    version: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class Job(Base):
+    """A fit request; the row is the job of record: queued → running → succeeded | failed | cancelled."""
+
+    __tablename__ = "jobs"
+    __table_args__ = (
+        CheckConstraint(f"status IN {JOB_STATUSES}", name="status"),
+        UniqueConstraint("api_key_id", "idempotency_key", name="uq_jobs_idempotency"),
+        Index("ix_jobs_status_created", "status", "created_at"),
+    )
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    dataset_id: Mapped[str] = mapped_column(ForeignKey("datasets.id"), index=True)
+    api_key_id: Mapped[str] = mapped_column(ForeignKey("api_keys.id"), index=True)
+    idempotency_key: Mapped[str | None] = mapped_column(String(200))
+    request_hash: Mapped[str] = mapped_column(String(64))
+    solver: Mapped[str] = mapped_column(String(64))
+    model: Mapped[str] = mapped_column(String(64))
+    params: Mapped[dict[str, Any]]
+    cost: Mapped[dict[str, Any]]
+    status: Mapped[str] = mapped_column(String(16), default="queued")
+    progress: Mapped[float] = mapped_column(Float, default=0.0)
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    attempt: Mapped[int] = mapped_column(Integer, default=0)
+    lease_owner: Mapped[str | None] = mapped_column(String(100))
+    lease_expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    result: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    error: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class LedgerEntry(Base):
+    """One append-only ledger entry: a reservation, the charge that confirms it, or the release that voids it.
+
+    Each records its curve (on ``grid_name``), its approximate-DP δ, the formula version, and the ε at the
+    dataset's δ with its optimal order — both of this entry alone and of the dataset's committed total after it.
+    """
+
+    __tablename__ = "ledger_entries"
+    __table_args__ = (
+        CheckConstraint(f"kind IN {LEDGER_KINDS}", name="kind"),
+        UniqueConstraint("job_id", "kind", name="uq_ledger_job_kind"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    dataset_id: Mapped[str] = mapped_column(ForeignKey("datasets.id"), index=True)
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id"), index=True)
+    kind: Mapped[str] = mapped_column(String(16))
+    rdp: Mapped[list[float]]
+    extra_delta: Mapped[float] = mapped_column(Float, default=0.0)
+    grid_name: Mapped[str] = mapped_column(String(64))
+    formula_version: Mapped[str] = mapped_column(String(64))
+    epsilon: Mapped[float] = mapped_column(Float)
+    optimal_order: Mapped[float] = mapped_column(Float)
+    committed_epsilon_after: Mapped[float] = mapped_column(Float)
+    budget_version: Mapped[int] = mapped_column(Integer)
+    description: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)

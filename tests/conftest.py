@@ -1,0 +1,90 @@
+"""Shared fixtures: a fresh, migrated database per test on SQLite and on PostgreSQL.
+
+PostgreSQL is the local server (127.0.0.1:5432, user postgres, trust auth; override with
+PRIVFIT_TEST_POSTGRES_URL). Without it the PostgreSQL cases are skipped with the reason — except under CI=true,
+where a missing server is an error: CI must test both dialects.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+
+from privfit.db import Database, make_database
+from privfit.db.migrate import upgrade
+
+POSTGRES_URL = os.environ.get("PRIVFIT_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
+SHARED_DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
+
+
+def _admin_engine():
+    return create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT", pool_size=1)
+
+
+@pytest.fixture(scope="session")
+def postgres_template() -> Iterator[str]:
+    """A migrated template database; each test clones it (CREATE DATABASE … TEMPLATE …)."""
+    try:
+        admin = _admin_engine()
+        with admin.connect() as connection:
+            connection.execute(text("SELECT 1"))
+    except Exception as error:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"PostgreSQL is required under CI=true and is not reachable at {POSTGRES_URL}: {error}")
+        pytest.skip(f"PostgreSQL not reachable at {POSTGRES_URL}: {error}")
+    name = f"privfit_tmpl_{uuid.uuid4().hex[:10]}"
+    with admin.connect() as connection:
+        connection.execute(text(f'CREATE DATABASE "{name}"'))
+    url = make_url(POSTGRES_URL).set(database=name).render_as_string(hide_password=False)
+    upgrade(url)
+    yield name
+    with admin.connect() as connection:
+        connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    admin.dispose()
+
+
+@pytest.fixture
+def postgresql_url(postgres_template: str) -> Iterator[str]:
+    name = f"privfit_test_{uuid.uuid4().hex[:10]}"
+    admin = _admin_engine()
+    with admin.connect() as connection:
+        connection.execute(text(f'CREATE DATABASE "{name}" TEMPLATE "{postgres_template}"'))
+    yield make_url(POSTGRES_URL).set(database=name).render_as_string(hide_password=False)
+    with admin.connect() as connection:
+        connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    admin.dispose()
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    url = f"sqlite:///{tmp_path / 'privfit.db'}"
+    upgrade(url)
+    return url
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request: pytest.FixtureRequest) -> str:
+    """A freshly migrated database URL, once per dialect."""
+    return request.getfixturevalue(f"{request.param}_url")
+
+
+@pytest.fixture
+def database(database_url: str) -> Iterator[Database]:
+    db = make_database(database_url, pool_size=16)
+    yield db
+    db.dispose()
+
+
+@pytest.fixture
+def adult_dir() -> Path:
+    """The UCI Adult files in ../shared/data/adult, or a skip that says where they were looked for."""
+    path = (SHARED_DATA / "adult").resolve()
+    if not (path / "adult.data").exists():
+        pytest.skip(f"Adult dataset not found at {path} (expected ../shared/data/adult beside the repo)")
+    return path

@@ -1,0 +1,157 @@
+"""The ledger on real SQLite and PostgreSQL: semantics, append-only, uniqueness, races, migrations."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+
+import numpy as np
+import pytest
+from sqlalchemy import func, select, text
+from sqlalchemy.exc import DBAPIError, IntegrityError
+
+from privfit.db import ApiKey, Budget, Database, Dataset, Job, LedgerEntry
+from privfit.db.migrate import check
+from privfit.ledger import (
+    BudgetExceededError,
+    LedgerError,
+    charge,
+    committed_cost_from_entries,
+    create_budget,
+    estimate,
+    release,
+    reserve,
+    status,
+)
+from privfit.privacy import DEFAULT_GRID, PrivacyCost, gaussian_rdp
+
+DELTA = 1e-6
+
+
+def fit_cost(sigma: float = 20.0) -> PrivacyCost:
+    return PrivacyCost(gaussian_rdp(DEFAULT_GRID, sigma=sigma))
+
+
+def make_dataset(db: Database, epsilon_max: float, jobs: int = 0) -> tuple[str, list[str]]:
+    """A dataset with a budget and ``jobs`` queued job rows (the ledger's foreign keys need them)."""
+    key_id, dataset_id = str(uuid.uuid4()), str(uuid.uuid4())
+    job_ids = [str(uuid.uuid4()) for _ in range(jobs)]
+    with db.write() as session:
+        session.add(ApiKey(id=key_id, prefix=key_id[:12], secret_hash=uuid.uuid4().hex * 2, role="owner", name="t"))
+        session.flush()
+        session.add(Dataset(
+            id=dataset_id, owner_key_id=key_id, name="d", schema_json={}, feature_names=["x"], n=100, d=1,
+            row_norm_bound=1.0, label_bound=1.0, content_hash="0" * 64, storage_key=None,
+        ))  # fmt: skip
+        session.flush()
+        create_budget(session, dataset_id, epsilon_max, DELTA, DEFAULT_GRID)
+        for job_id in job_ids:
+            session.add(Job(
+                id=job_id, dataset_id=dataset_id, api_key_id=key_id, request_hash="0" * 64, solver="dp_gd",
+                model="logistic", params={}, cost={},
+            ))  # fmt: skip
+    return dataset_id, job_ids
+
+
+def test_reserve_charge_release_semantics(database: Database):
+    dataset_id, (a, b, c) = make_dataset(database, epsilon_max=5.0, jobs=3)
+    with database.write() as session:
+        reserve(session, dataset_id, a, fit_cost())
+        reserve(session, dataset_id, b, fit_cost())
+        reserve(session, dataset_id, c, fit_cost(40.0))
+    with database.write() as session:
+        first = charge(session, dataset_id, a)
+        assert charge(session, dataset_id, a).id == first.id  # idempotent
+        release(session, dataset_id, b)
+        with pytest.raises(LedgerError, match="charge is kept"):
+            release(session, dataset_id, a)
+    with database.read() as session:
+        view = status(session, dataset_id)
+        budget = session.get(Budget, dataset_id)
+        recomputed = committed_cost_from_entries(session, budget)
+        np.testing.assert_allclose(budget.committed_rdp, recomputed.rdp, rtol=1e-12)
+        np.testing.assert_allclose(recomputed.rdp, (fit_cost() + fit_cost(40.0)).rdp, rtol=1e-12)
+        assert view.charged_epsilon == pytest.approx(fit_cost().epsilon(DELTA).epsilon)
+        assert view.reserved_epsilon == pytest.approx(fit_cost(40.0).epsilon(DELTA).epsilon)
+        assert view.committed_epsilon == pytest.approx((fit_cost() + fit_cost(40.0)).epsilon(DELTA).epsilon)
+        assert view.remaining_epsilon == pytest.approx(5.0 - view.committed_epsilon)
+        assert view.entries == 5
+        kinds = session.execute(select(LedgerEntry.kind).order_by(LedgerEntry.id)).scalars().all()
+        assert kinds == ["reservation", "reservation", "reservation", "charge", "release"]
+
+
+def test_over_budget_is_refused_and_changes_nothing(database: Database):
+    dataset_id, (a, b) = make_dataset(database, epsilon_max=1.0, jobs=2)
+    with database.write() as session:
+        reserve(session, dataset_id, a, fit_cost(5.0))
+    with database.read() as session:
+        before = status(session, dataset_id)
+        dry = estimate(session, dataset_id, fit_cost(5.0))
+        assert not dry.admissible and dry.committed_epsilon_after > 1.0
+    with pytest.raises(BudgetExceededError) as refused, database.write() as session:
+        reserve(session, dataset_id, b, fit_cost(5.0))
+    assert refused.value.total_epsilon > refused.value.epsilon_max == 1.0
+    with database.read() as session:
+        assert status(session, dataset_id) == before
+        assert session.scalar(select(func.count()).select_from(LedgerEntry)) == 1
+
+
+def test_a_job_is_reserved_and_charged_at_most_once_by_the_database(database: Database):
+    dataset_id, (a,) = make_dataset(database, epsilon_max=5.0, jobs=1)
+    with database.write() as session:
+        reserve(session, dataset_id, a, fit_cost())
+        charge(session, dataset_id, a)
+    for kind in ("reservation", "charge"):
+        with pytest.raises(IntegrityError), database.write() as session:
+            session.add(LedgerEntry(
+                dataset_id=dataset_id, job_id=a, kind=kind, rdp=[0.0] * len(DEFAULT_GRID), extra_delta=0.0,
+                grid_name=DEFAULT_GRID.name, formula_version="x", epsilon=0.0, optimal_order=2.0,
+                committed_epsilon_after=0.0, budget_version=99,
+            ))  # fmt: skip
+
+
+def test_ledger_entries_are_append_only(database: Database):
+    dataset_id, (a,) = make_dataset(database, epsilon_max=5.0, jobs=1)
+    with database.write() as session:
+        reserve(session, dataset_id, a, fit_cost())
+    for statement in ("UPDATE ledger_entries SET epsilon = 0", "DELETE FROM ledger_entries"):
+        with pytest.raises(DBAPIError, match="append-only"), database.write() as session:
+            session.execute(text(statement))
+    with database.read() as session:
+        assert session.scalar(select(func.count()).select_from(LedgerEntry)) == 1
+
+
+@pytest.mark.parametrize("admitted", [1, 7])
+def test_concurrent_reservations_never_overspend(database: Database, admitted: int):
+    """64 concurrent requests against a budget that admits exactly K of them: exactly K succeed."""
+    cost = fit_cost(8.0)
+    eps_k = (cost * admitted).epsilon(DELTA).epsilon
+    eps_k1 = (cost * (admitted + 1)).epsilon(DELTA).epsilon
+    dataset_id, job_ids = make_dataset(database, epsilon_max=(eps_k + eps_k1) / 2, jobs=64)
+    outcomes: list[str] = []
+    barrier = threading.Barrier(len(job_ids))
+
+    def attempt(job_id: str) -> None:
+        barrier.wait()
+        try:
+            with database.write() as session:
+                reserve(session, dataset_id, job_id, cost)
+            outcomes.append("admitted")
+        except BudgetExceededError:
+            outcomes.append("refused")
+
+    threads = [threading.Thread(target=attempt, args=(job_id,)) for job_id in job_ids]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert outcomes.count("admitted") == admitted
+    assert outcomes.count("refused") == 64 - admitted
+    with database.read() as session:
+        view = status(session, dataset_id)
+        assert view.committed_epsilon <= view.epsilon_max
+        assert session.scalar(select(func.count()).select_from(LedgerEntry)) == admitted
+
+
+def test_migrations_match_the_models(database_url: str):
+    check(database_url)
