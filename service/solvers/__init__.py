@@ -2,4 +2,62 @@
 
 - :mod:`privfit.solvers.losses`: convex GLM losses with public Lipschitz/smoothness constants.
 - :mod:`privfit.solvers.geometry`: per-example clipping, L2-ball projection, intercept augmentation.
+- :mod:`privfit.solvers.base`: the solver interface (parameters, privacy resolution, cost, fit, result).
+- :mod:`privfit.solvers.registry`: name → solver; JSON schemas for ``GET /v1/solvers``.
+- :mod:`privfit.solvers.dp_gd`: DP full-batch gradient descent (``"dp_gd"``).
+
+Job-runner sequence (cost before data, DESIGN §1.4)::
+
+    solver = get_solver(name)                                   # UnknownSolverError (ParameterError "solver")
+    meta = PublicMetadata.from_dataset(dataset)                 # n, d, bounds: public, no row read
+    plan = solver.plan(params, meta, target_epsilon=eps, delta=dataset_delta, grid=dataset_grid)
+    ledger.admit(plan.cost); store(plan.resolved.model_dump(mode="json"))
+    ...                                                          # later, in the worker, after the charge
+    resolved = solver.load_resolved(stored)
+    result = solver.fit(X, y, meta, resolved, make_generator(), progress=..., should_stop=...)
+    result.to_dict()                                             # coefficients, intercept, metadata
 """
+
+from .base import (
+    FitCancelled,
+    FitPlan,
+    FitResult,
+    GLMParams,
+    ProgressReporter,
+    PublicMetadata,
+    ResolvedParams,
+    Solver,
+    SolverParameterError,
+    SolverParams,
+)
+from .dp_gd import DPGDParams, DPGDResolved, DPGradientDescent
+from .registry import (
+    UnknownSolverError,
+    describe_solvers,
+    get_solver,
+    list_solvers,
+    register_solver,
+    solver_names,
+)
+
+__all__ = [
+    "DPGDParams",
+    "DPGDResolved",
+    "DPGradientDescent",
+    "FitCancelled",
+    "FitPlan",
+    "FitResult",
+    "GLMParams",
+    "ProgressReporter",
+    "PublicMetadata",
+    "ResolvedParams",
+    "Solver",
+    "SolverParameterError",
+    "SolverParams",
+    "UnknownSolverError",
+    "describe_solvers",
+    "get_solver",
+    "list_solvers",
+    "register_solver",
+    "solver_names",
+]

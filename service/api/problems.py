@@ -1,0 +1,92 @@
+"""RFC 9457 problem+json responses for every error the API returns.
+
+Messages are written for the client and never quote private row values (DESIGN §1.3): dataset validation
+errors name the column and line only, solver failures say that the fit failed, not why in data terms.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from privfit.datasets import DatasetValidationError
+from privfit.errors import ParameterError
+from privfit.ledger import BudgetExceededError
+
+PROBLEM_JSON = "application/problem+json"
+
+
+class Problem(Exception):
+    """An error response: HTTP ``status``, a short ``title``, a human ``detail`` and extra public members."""
+
+    def __init__(self, status: int, title: str, detail: str, **extra: Any) -> None:
+        super().__init__(detail)
+        self.status, self.title, self.detail, self.extra = status, title, detail, extra
+
+
+def problem_response(status: int, title: str, detail: str, instance: str | None = None, **extra: Any) -> JSONResponse:
+    body = {"type": "about:blank", "title": title, "status": status, "detail": detail, **extra}
+    if instance:
+        body["instance"] = instance
+    return JSONResponse(body, status_code=status, media_type=PROBLEM_JSON)
+
+
+def install_problem_handlers(app: FastAPI) -> None:
+    """Map every error type the layers raise to a problem+json response; nothing escapes as a bare 500."""
+
+    @app.exception_handler(Problem)
+    async def _problem(request: Request, error: Problem) -> JSONResponse:
+        return problem_response(error.status, error.title, error.detail, str(request.url.path), **error.extra)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http(request: Request, error: StarletteHTTPException) -> JSONResponse:
+        response = problem_response(error.status_code, _title(error.status_code), str(error.detail), request.url.path)
+        for name, value in (error.headers or {}).items():
+            response.headers[name] = value
+        return response
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation(request: Request, error: RequestValidationError) -> JSONResponse:
+        errors = [
+            {"loc": [str(part) for part in item.get("loc", ())], "msg": item.get("msg", ""), "type": item.get("type")}
+            for item in error.errors()
+        ]
+        detail = "; ".join(f"{'.'.join(e['loc'])}: {e['msg']}" for e in errors) or "invalid request"
+        return problem_response(422, "Invalid request", detail, request.url.path, errors=errors)
+
+    @app.exception_handler(ParameterError)
+    async def _parameter(request: Request, error: ParameterError) -> JSONResponse:
+        return problem_response(422, "Invalid parameter", str(error), request.url.path, parameter=error.parameter)
+
+    @app.exception_handler(DatasetValidationError)
+    async def _dataset(request: Request, error: DatasetValidationError) -> JSONResponse:
+        return problem_response(
+            422, "Invalid dataset", str(error), request.url.path, column=error.column, line=error.line
+        )
+
+    @app.exception_handler(BudgetExceededError)
+    async def _budget(request: Request, error: BudgetExceededError) -> JSONResponse:
+        return problem_response(
+            409, "Privacy budget exceeded", str(error), request.url.path,
+            requested_epsilon=error.requested_epsilon, committed_epsilon=error.committed_epsilon,
+            epsilon_max=error.epsilon_max, delta_max=error.delta_max,
+            remaining_epsilon=max(0.0, error.epsilon_max - error.committed_epsilon),
+        )  # fmt: skip
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, error: Exception) -> JSONResponse:
+        return problem_response(500, "Internal error", "an unexpected error occurred; nothing was charged twice",
+                                request.url.path)  # fmt: skip
+
+
+def _title(status: int) -> str:
+    from http import HTTPStatus
+
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return "Error"

@@ -1,0 +1,224 @@
+"""Fits: admission through the ledger (202 or 409), estimates, status and results, cancel, predict."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from typing import Any
+
+import numpy as np
+from fastapi import APIRouter, Depends, Header, Query, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+
+from privfit.datasets import DatasetSchema, encode_rows
+from privfit.db import Budget, Dataset, Job
+from privfit.jobs import cancel
+from privfit.ledger import estimate, reserve
+from privfit.privacy import get_grid
+from privfit.solvers.base import FitPlan, FitResult, PublicMetadata
+from privfit.solvers.registry import get_solver
+
+from ..auth import Principal, require_role, visible_dataset
+from ..problems import Problem
+
+router = APIRouter(prefix="/v1/fits", tags=["fits"])
+
+
+class Privacy(BaseModel):
+    """Either a target ε for this fit (calibrated at the dataset's δ) or nothing (explicit noise in params)."""
+
+    model_config = {"extra": "forbid"}
+    epsilon: float | None = Field(None, gt=0, le=100, description="Target ε of this fit at the dataset's δ.")
+
+
+class FitRequest(BaseModel):
+    model_config = {"extra": "forbid"}
+    dataset_id: str
+    model: str = Field("logistic", description="logistic | linear | huber | svm")
+    solver: str = Field("dp_gd", description="A solver name from GET /v1/solvers.")
+    privacy: Privacy = Field(default_factory=Privacy)
+    params: dict[str, Any] = Field(default_factory=dict, description="Solver parameters (see GET /v1/solvers).")
+
+
+def _meta(dataset: Dataset) -> PublicMetadata:
+    return PublicMetadata(n=dataset.n, d=dataset.d, row_norm_bound=dataset.row_norm_bound,
+                          label_bound=dataset.label_bound, feature_names=tuple(dataset.feature_names))  # fmt: skip
+
+
+def _plan(request: Request, body: FitRequest, principal: Principal) -> tuple[Dataset, Budget, FitPlan]:
+    db = request.app.state.db
+    dataset = visible_dataset(db, body.dataset_id, principal)
+    with db.read() as session:
+        budget = session.get(Budget, dataset.id)
+    solver = get_solver(body.solver)
+    params = {**body.params, "model": body.model}
+    plan = solver.plan(params, _meta(dataset), target_epsilon=body.privacy.epsilon, delta=budget.delta_max,
+                       grid=get_grid(budget.grid_name))  # fmt: skip
+    return dataset, budget, plan
+
+
+def _cost_json(plan: FitPlan, budget: Budget) -> dict[str, Any]:
+    converted = plan.cost.epsilon(budget.delta_max)
+    return {
+        "epsilon": converted.epsilon, "delta": budget.delta_max, "optimal_order": converted.optimal_order,
+        "at_grid_edge": converted.at_grid_edge, "grid": budget.grid_name, "extra_delta": plan.cost.extra_delta,
+        "rdp": [float(v) for v in plan.cost.rdp], "formula_version": plan.resolved.formula_version,
+    }  # fmt: skip
+
+
+def _job_json(job: Job) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "id": job.id, "dataset_id": job.dataset_id, "solver": job.solver, "model": job.model, "status": job.status,
+        "progress": job.progress, "cancel_requested": job.cancel_requested, "created_at": job.created_at,
+        "started_at": job.started_at, "finished_at": job.finished_at, "settings": job.params, "cost": job.cost,
+    }  # fmt: skip
+    if job.result is not None:
+        body["result"] = job.result
+    if job.error is not None:
+        body["error"] = job.error
+    return body
+
+
+def _request_hash(body: FitRequest) -> str:
+    return hashlib.sha256(json.dumps(body.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()
+
+
+@router.post("", status_code=202, summary="Request a fit: admitted by the ledger (202) or refused (409)")
+def create_fit(
+    body: FitRequest,
+    request: Request,
+    idempotency_key: str | None = Header(None, max_length=200),
+    principal: Principal = Depends(require_role("owner", "analyst")),  # noqa: B008
+) -> JSONResponse:
+    db = request.app.state.db
+    request_hash = _request_hash(body)
+    if idempotency_key is not None:
+        replay = _replay(db, principal, idempotency_key, request_hash)
+        if replay is not None:
+            return replay
+    dataset, budget, plan = _plan(request, body, principal)
+    job_id = str(uuid.uuid4())
+    try:
+        with db.write() as session:
+            session.add(Job(
+                id=job_id, dataset_id=dataset.id, api_key_id=principal.key_id, idempotency_key=idempotency_key,
+                request_hash=request_hash, solver=body.solver, model=body.model,
+                params=plan.resolved.model_dump(mode="json"), cost=_cost_json(plan, budget), status="queued",
+            ))  # fmt: skip
+            session.flush()
+            reserve(session, dataset.id, job_id, plan.cost, description=f"{body.solver}/{body.model}")
+    except IntegrityError:
+        replay = _replay(db, principal, idempotency_key, request_hash) if idempotency_key else None
+        if replay is None:
+            raise
+        return replay
+    pool = getattr(request.app.state, "workers", None)
+    if pool is not None:
+        pool.wake()
+    with db.read() as session:
+        job = session.get(Job, job_id)
+    return JSONResponse(_jsonable(_job_json(job)), status_code=202, headers={"Location": f"/v1/fits/{job_id}"})
+
+
+def _replay(db, principal: Principal, key: str, request_hash: str) -> JSONResponse | None:  # type: ignore[no-untyped-def]
+    with db.read() as session:
+        job = session.execute(
+            select(Job).where(Job.api_key_id == principal.key_id, Job.idempotency_key == key)
+        ).scalar_one_or_none()
+    if job is None:
+        return None
+    if job.request_hash != request_hash:
+        raise Problem(409, "Idempotency key reused", "this Idempotency-Key was used with a different request body")
+    return JSONResponse(_jsonable(_job_json(job)), status_code=202, headers={"Location": f"/v1/fits/{job.id}"})
+
+
+def _jsonable(value: Any) -> Any:
+    from fastapi.encoders import jsonable_encoder
+
+    return jsonable_encoder(value)
+
+
+@router.post("/estimate", summary="The cost of a proposed fit and what would remain; nothing is charged")
+def estimate_fit(
+    body: FitRequest,
+    request: Request,
+    principal: Principal = Depends(require_role("owner", "analyst")),  # noqa: B008
+) -> dict[str, Any]:
+    dataset, budget, plan = _plan(request, body, principal)
+    with request.app.state.db.read() as session:
+        dry = estimate(session, dataset.id, plan.cost)
+    settings = plan.resolved.model_dump(mode="json")
+    return {"dataset_id": dataset.id, "cost": _cost_json(plan, budget), "settings": settings, **dry.__dict__,
+            "epsilon_max": budget.epsilon_max}  # fmt: skip
+
+
+def _visible_job(request: Request, job_id: str, principal: Principal) -> Job:
+    db = request.app.state.db
+    with db.read() as session:
+        job = session.get(Job, job_id)
+    if job is None:
+        raise Problem(404, "Not Found", f"fit {job_id} does not exist")
+    if principal.role != "admin" and job.api_key_id != principal.key_id:
+        dataset = visible_dataset(db, job.dataset_id, principal)  # 404 for strangers
+        if dataset.owner_key_id != principal.key_id:
+            raise Problem(404, "Not Found", f"fit {job_id} does not exist")
+    return job
+
+
+@router.get("", summary="Fits of a dataset visible to the caller")
+def list_fits(
+    request: Request,
+    dataset_id: str = Query(...),
+    principal: Principal = Depends(require_role("owner", "analyst", "admin")),  # noqa: B008
+) -> list[dict[str, Any]]:
+    db = request.app.state.db
+    dataset = visible_dataset(db, dataset_id, principal)
+    query = select(Job).where(Job.dataset_id == dataset_id).order_by(Job.created_at)
+    if principal.role == "analyst" and dataset.owner_key_id != principal.key_id:
+        query = query.where(Job.api_key_id == principal.key_id)
+    with db.read() as session:
+        return _jsonable([_job_json(job) for job in session.execute(query).scalars()])
+
+
+@router.get("/{job_id}", summary="Status, data-independent progress, and the result when done")
+def get_fit(job_id: str, request: Request,
+            principal: Principal = Depends(require_role("owner", "analyst", "admin"))) -> dict[str, Any]:  # noqa: B008  # fmt: skip
+    return _jsonable(_job_json(_visible_job(request, job_id, principal)))
+
+
+@router.post("/{job_id}/cancel", summary="Cancel: queued → released; running → stops at its next step")
+def cancel_fit(job_id: str, request: Request,
+               principal: Principal = Depends(require_role("owner", "analyst", "admin"))) -> dict[str, Any]:  # noqa: B008  # fmt: skip
+    job = _visible_job(request, job_id, principal)
+    if job.status in ("queued", "running"):
+        cancel(request.app.state.db, job.id)
+    return get_fit(job_id, request, principal)
+
+
+class PredictRequest(BaseModel):
+    model_config = {"extra": "forbid"}
+    rows: list[dict[str, Any]] = Field(..., min_length=1, max_length=100_000,
+                                       description="Client-supplied rows: feature columns by name.")  # fmt: skip
+
+
+@router.post("/{job_id}/predict", summary="Predict on client-supplied rows with a finished fit")
+def predict(job_id: str, body: PredictRequest, request: Request,
+            principal: Principal = Depends(require_role("owner", "analyst", "admin"))) -> dict[str, Any]:  # noqa: B008  # fmt: skip
+    job = _visible_job(request, job_id, principal)
+    if job.status != "succeeded" or job.result is None:
+        raise Problem(409, "Fit not finished", f"fit {job_id} is {job.status}; predictions need a succeeded fit")
+    with request.app.state.db.read() as session:
+        dataset = session.get(Dataset, job.dataset_id)
+    schema = DatasetSchema.model_validate(dataset.schema_json)
+    encoded = encode_rows(body.rows, schema)
+    result = FitResult(**{k: job.result[k] for k in ("solver", "model", "coefficients", "intercept")})
+    scores = result.decision_function(encoded.X)
+    predictions = result.predict(encoded.X)
+    decoded = schema.label.decode(predictions)
+    out: dict[str, Any] = {"fit_id": job_id, "n": int(encoded.n), "scores": [float(s) for s in scores]}
+    out["predictions"] = [v if isinstance(v, str) else float(v) for v in np.asarray(decoded, dtype=object).tolist()]
+    return out

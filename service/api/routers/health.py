@@ -1,0 +1,38 @@
+"""Liveness and readiness: no authentication."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+from sqlalchemy import text
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/healthz", summary="The process is up")
+def healthz() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@router.get("/readyz", summary="The database is reachable and its schema is at the latest migration")
+def readyz(request: Request) -> JSONResponse:
+    from alembic.runtime.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+
+    from privfit.db.migrate import alembic_config
+
+    db = request.app.state.db
+    checks: dict[str, str] = {}
+    try:
+        with db.engine.connect() as connection:
+            connection.execute(text("SELECT 1"))
+            current = MigrationContext.configure(connection).get_current_revision()
+        head = ScriptDirectory.from_config(alembic_config(str(db.engine.url))).get_current_head()
+        checks["database"] = "ok"
+        checks["schema"] = "ok" if current == head else f"at {current}, expected {head}"
+    except Exception as error:
+        checks["database"] = f"unreachable: {type(error).__name__}"
+    ready = all(value == "ok" for value in checks.values()) and "schema" in checks
+    return JSONResponse(
+        {"status": "ready" if ready else "not ready", "checks": checks}, status_code=200 if ready else 503
+    )

@@ -1,0 +1,92 @@
+"""The ``privfit`` command: ``serve``, ``worker``, ``migrate``, ``keys create``."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+
+from privfit.settings import get_settings
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from privfit.api.app import create_app
+
+    uvicorn.run(create_app(), host=args.host, port=args.port, log_level=args.log_level)
+    return 0
+
+
+def _worker(args: argparse.Namespace) -> int:
+    from privfit.datasets.store import LocalDatasetStore
+    from privfit.db import make_database
+    from privfit.jobs import WorkerPool
+
+    settings = get_settings()
+    db = make_database(settings.database_url)
+    pool = WorkerPool(
+        db, LocalDatasetStore(settings.data_dir), size=args.concurrency or settings.workers,
+        lease_seconds=settings.lease_seconds, heartbeat_seconds=settings.heartbeat_seconds,
+        poll_seconds=settings.poll_seconds,
+    )  # fmt: skip
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    pool.start()
+    print(f"privfit worker {pool.name}: {pool.size} threads on {db.engine.url.render_as_string()}", flush=True)
+    stop.wait()
+    pool.stop()
+    db.dispose()
+    return 0
+
+
+def _migrate(_: argparse.Namespace) -> int:
+    from privfit.db.migrate import upgrade
+
+    upgrade(get_settings().database_url)
+    print("database migrated to the latest revision")
+    return 0
+
+
+def _keys_create(args: argparse.Namespace) -> int:
+    from privfit.api.auth import create_api_key
+    from privfit.db import make_database
+    from privfit.db.migrate import upgrade
+
+    settings = get_settings()
+    db = make_database(settings.database_url)
+    if db.is_sqlite:
+        upgrade(settings.database_url)
+    key_id, key = create_api_key(db, args.role, args.name)
+    db.dispose()
+    print(f"key id: {key_id}\nrole:   {args.role}\nkey:    {key}\n(the key is shown only now)")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="privfit", description="Differentially private model fitting service.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    serve = commands.add_parser("serve", help="run the API with its embedded worker pool")
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--log-level", default="info")
+    serve.set_defaults(handler=_serve)
+    worker = commands.add_parser("worker", help="run a worker pool alone (no API)")
+    worker.add_argument("--concurrency", type=int, default=0, help="threads (default: PRIVFIT_WORKERS)")
+    worker.set_defaults(handler=_worker)
+    commands.add_parser("migrate", help="apply database migrations").set_defaults(handler=_migrate)
+    keys = commands.add_parser("keys", help="manage API keys").add_subparsers(dest="keys_command", required=True)
+    create = keys.add_parser("create", help="create an API key and print it once")
+    create.add_argument("--role", required=True, choices=["owner", "analyst", "admin"])
+    create.add_argument("--name", default="")
+    create.set_defaults(handler=_keys_create)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    return int(args.handler(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,34 @@
+"""Service configuration, read from ``PRIVFIT_*`` environment variables (pydantic-settings)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Every knob of a privfit deployment; the README's configuration table documents the same fields."""
+
+    model_config = SettingsConfigDict(env_prefix="PRIVFIT_", extra="ignore")
+
+    database_url: str = Field("sqlite:///./privfit.db", description="SQLAlchemy URL (SQLite file or PostgreSQL).")
+    data_dir: Path = Field(Path("./privfit-data"), description="Directory of the content-addressed dataset store.")
+    queue: Literal["embedded", "none"] = Field(
+        "embedded", description="'embedded': `privfit serve` runs a worker pool; 'none': run `privfit worker`."
+    )
+    workers: int = Field(2, ge=1, le=64, description="Worker threads of the embedded pool / `privfit worker`.")
+    max_upload_bytes: int = Field(64 * 1024 * 1024, ge=1024, description="Largest accepted request body.")
+    lease_seconds: float = Field(60.0, gt=0, description="A running job whose lease is older is a lost job.")
+    heartbeat_seconds: float = Field(5.0, gt=0, description="How often a worker renews its lease and progress.")
+    poll_seconds: float = Field(0.5, gt=0, description="How often idle workers look for queued jobs.")
+    grid: str = Field("dp-accounting-156/v1", description="RDP order grid of new datasets.")
+    enable_experimental_solvers: bool = Field(False, description="List solvers marked experimental.")
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return Settings()

@@ -1,0 +1,550 @@
+r"""The solver interface (DESIGN §3): a pure fitting function next to its cost function and its calibration.
+
+A private solver is three pure functions of public and private inputs, called by the job runner in this order:
+
+1. **Parameters.** :meth:`Solver.parse_params` validates the user's ``params`` object against the solver's
+   pydantic model :attr:`Solver.Params` (``extra="forbid"``, strict types, defaults that work without tuning;
+   its ``model_json_schema()`` is what ``GET /v1/solvers`` serves, see :meth:`Solver.describe`).
+2. **Privacy resolution** (public inputs only). :meth:`Solver.resolve` turns the parameters, the dataset's
+   :class:`PublicMetadata` and EITHER a target ε (calibrated at the dataset's δ on the dataset's order grid)
+   OR the explicit noise settings in the parameters into a :class:`ResolvedParams`: every default filled
+   in, every noise scale explicit. It is JSON-serialisable (``model_dump(mode="json")``) and is what the job
+   stores; :meth:`Solver.load_resolved` reads it back.
+3. **Cost before data** (DESIGN §1.4). :meth:`Solver.cost` maps the resolved settings and the public metadata
+   to a :class:`~privfit.privacy.PrivacyCost` (an RDP curve on the dataset's grid) without any row. The ledger
+   admits and charges this cost before the worker reads the matrix.
+4. **Fit.** :meth:`Solver.fit` runs on the private matrix ``X`` (n × d) and labels ``y`` (n,) with the SAME
+   resolved settings, a numpy ``Generator`` (:func:`~privfit.privacy.make_generator`: OS-seeded for private
+   data), a ``progress(fraction)`` callback and a ``should_stop()`` callback polled once per iteration;
+   a stop request raises :class:`FitCancelled`.
+5. **Result.** A :class:`FitResult`: coefficients, intercept, and data-independent metadata only (DESIGN §1.3:
+   noise scale, steps, step size, clipping norm, radius, …; never a loss, accuracy or gradient norm).
+
+The privacy guarantee of a fit is a property of ``cost(resolved, meta, grid)`` and of ``fit`` using exactly
+``resolved``: each solver's docstring states the mechanism, its sensitivity under privfit's replace-one
+relation (DESIGN §1.1) and the composition that gives the cost. :meth:`Solver.plan` chains steps 1–3 (the
+dry-run estimate and the admission both use it).
+
+Everything here is pure (numpy, scipy, pydantic); nothing imports the web, DB or job layers (DESIGN §4).
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+
+from privfit.errors import ParameterError
+from privfit.privacy import DEFAULT_GRID, OrderGrid, PrivacyCost
+
+from .geometry import augment_intercept, augmented_bound
+from .losses import GLMLoss, available_models, make_loss
+
+__all__ = [
+    "DEFAULT_RADIUS",
+    "FitCancelled",
+    "FitPlan",
+    "FitResult",
+    "GLMParams",
+    "ModelName",
+    "ProgressCallback",
+    "ProgressReporter",
+    "PublicMetadata",
+    "ResolvedParams",
+    "Solver",
+    "SolverParameterError",
+    "SolverParams",
+    "StopCallback",
+    "validation_error_to_parameter_error",
+]
+
+ProgressCallback = Callable[[float], None]
+"""Receives the fraction of the fit done, in [0, 1], non-decreasing, ending at 1.0; data-independent."""
+
+StopCallback = Callable[[], bool]
+"""Polled once per iteration; returning True cancels the fit (:class:`FitCancelled`)."""
+
+ModelName = Literal["logistic", "linear", "huber", "svm"]
+
+
+class SolverParameterError(ParameterError):
+    """A solver parameter (or the solver/model name, or an input shape) is invalid; ``parameter`` names it.
+
+    ``errors`` lists every problem found as ``{"field": ..., "message": ...}`` (the first is the one named by
+    ``parameter``). Messages quote public inputs only, never a value of a private row.
+    """
+
+    def __init__(self, parameter: str, message: str, errors: Sequence[Mapping[str, str]] | None = None) -> None:
+        super().__init__(parameter, message)
+        self.message = message
+        self.errors: list[dict[str, str]] = (
+            [dict(e) for e in errors] if errors else [{"field": parameter, "message": message}]
+        )
+
+
+class FitCancelled(Exception):
+    """Raised by :meth:`Solver.fit` when ``should_stop()`` returned True (cooperative cancellation).
+
+    ``steps_completed`` is the number of iterations finished before the stop was seen (data-independent).
+    A cancelled fit releases nothing; its charge stays (the cost was paid when the job started reading rows).
+    """
+
+    def __init__(self, steps_completed: int, total_steps: int) -> None:
+        super().__init__(f"fit cancelled after {steps_completed} of {total_steps} steps")
+        self.steps_completed = steps_completed
+        self.total_steps = total_steps
+
+
+def validation_error_to_parameter_error(error: ValidationError, prefix: str = "params") -> SolverParameterError:
+    """Convert a pydantic ``ValidationError`` into a :class:`SolverParameterError` naming the first bad field.
+
+    The field is the error location joined by dots (``steps``, ``radius``); an error without a location
+    (a model-level check) is reported on ``prefix``. Pydantic's messages are used without the input echo.
+    """
+    items: list[dict[str, str]] = []
+    for err in error.errors(include_url=False, include_input=False):
+        loc = ".".join(str(part) for part in err.get("loc", ())) or prefix
+        message = str(err.get("msg", "invalid value"))
+        if err.get("type") == "extra_forbidden":
+            message = "is not a parameter of this solver"
+        items.append({"field": loc, "message": message})
+    if not items:  # pragma: no cover - pydantic always reports at least one error
+        items.append({"field": prefix, "message": "invalid parameters"})
+    return SolverParameterError(items[0]["field"], items[0]["message"], items)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# public metadata
+# ---------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PublicMetadata:
+    """The public facts about a dataset a solver may use before (and while) reading rows (DESIGN §1.2).
+
+    Attributes:
+        n: number of rows (public under bounded DP).
+        d: number of encoded feature columns.
+        row_norm_bound: declared bound ``B_x ≥ ‖x_i‖₂`` of every encoded row (without intercept column).
+        label_bound: declared bound ``B_y ≥ |y_i|`` (1.0 for privfit's encodings: ±1 or scaled to [−1, 1]).
+        feature_names: names of the d columns (optional; only used to label results).
+    """
+
+    n: int
+    d: int
+    row_norm_bound: float
+    label_bound: float = 1.0
+    feature_names: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("n", "d"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 1:
+                raise SolverParameterError(name, f"must be an integer ≥ 1, got {value!r}")
+            object.__setattr__(self, name, int(value))
+        for name, allow_zero in (("row_norm_bound", False), ("label_bound", True)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float | np.floating | np.integer):
+                raise SolverParameterError(name, f"must be a real number, got {type(value).__name__}")
+            number = float(value)
+            if not math.isfinite(number) or number < 0 or (number == 0 and not allow_zero):
+                raise SolverParameterError(name, f"must be finite and {'≥' if allow_zero else '>'} 0, got {number!r}")
+            object.__setattr__(self, name, number)
+        if self.feature_names is not None:
+            names = tuple(str(name) for name in self.feature_names)
+            if len(names) != self.d:
+                raise SolverParameterError("feature_names", f"has {len(names)} names for d = {self.d} columns")
+            object.__setattr__(self, "feature_names", names)
+
+    @classmethod
+    def from_dataset(cls, dataset: Any) -> PublicMetadata:
+        """The public metadata of an encoded dataset (anything with ``n``, ``d``, ``row_norm_bound``,
+        ``label_bound`` and ``feature_names``, e.g. :class:`privfit.datasets.EncodedDataset`). Reads no row."""
+        return cls(
+            n=dataset.n,
+            d=dataset.d,
+            row_norm_bound=dataset.row_norm_bound,
+            label_bound=dataset.label_bound,
+            feature_names=tuple(dataset.feature_names),
+        )
+
+    def check_data(self, X: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
+        """``X`` as (n, d) and ``y`` as (n,) float64 arrays; shape errors name the public shapes only."""
+        A = np.asarray(X, dtype=np.float64)
+        v = np.asarray(y, dtype=np.float64)
+        if A.shape != (self.n, self.d):
+            raise SolverParameterError("X", f"must have shape (n, d) = ({self.n}, {self.d}), got {A.shape}")
+        if v.shape != (self.n,):
+            raise SolverParameterError("y", f"must have shape (n,) = ({self.n},), got {v.shape}")
+        return A, v
+
+
+# ---------------------------------------------------------------------------------------------------------
+# parameters
+# ---------------------------------------------------------------------------------------------------------
+
+
+class SolverParams(BaseModel):
+    """Base of every solver's parameter model: unknown fields are errors, types are strict, floats finite."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
+
+
+#: Default radius R of the parameter ball per model when ``radius`` is not given. Features are scaled to
+#: [−1, 1] (one-hot blocks have norm ≤ 1), labels to ±1 / [−1, 1]. For the classification losses and Huber,
+#: whose Lipschitz constant does not depend on R, R = 10 allows margins up to 10·B_x (probabilities within
+#: e^{−10·B_x} of 0 or 1) and is not reached in practice (‖θ‖ ≈ 2.6 after 200 DP-GD steps on Adult); for the
+#: squared loss G = (R·B_x + B_y)·B_x grows with R, so R = 1 (predictions |⟨θ, x⟩| ≤ B_x ≥ B_y) keeps the
+#: gradient sensitivity — and hence the noise — small.
+DEFAULT_RADIUS: dict[str, float] = {"logistic": 10.0, "svm": 10.0, "huber": 10.0, "linear": 1.0}
+
+
+class GLMParams(SolverParams):
+    """Settings shared by the GLM solvers: the model, its loss parameters, L2 strength, intercept, radius."""
+
+    model: ModelName = Field(
+        "logistic",
+        description=(
+            "GLM loss: 'logistic' (labels ±1), 'linear' (squared loss; ridge with l2 > 0), 'huber' (Huber loss "
+            "on the residual) or 'svm' (quadratically smoothed hinge, labels ±1)."
+        ),
+    )
+    l2: float = Field(
+        0.0,
+        ge=0.0,
+        le=1e6,
+        description="L2 regularisation strength λ ≥ 0: the objective is mean loss + (λ/2)‖θ‖². Default 0: the "
+        "radius constraint already regularises.",
+    )
+    fit_intercept: bool = Field(
+        True,
+        description="Fit an intercept as an extra constant feature 1 (constrained and regularised with θ; the "
+        "row-norm bound becomes sqrt(B_x² + 1)).",
+    )
+    radius: float | None = Field(
+        None,
+        gt=0.0,
+        le=1e6,
+        description="Public radius R of the L2 ball the parameters (with intercept) are constrained to. "
+        "Default: 10 for logistic, svm and huber; 1 for linear (its Lipschitz constant, hence its noise, "
+        "grows with R).",
+    )
+    huber_delta: float | None = Field(
+        None,
+        gt=0.0,
+        le=1e6,
+        description="Huber threshold δ > 0 on the residual (model 'huber' only; default 1).",
+    )
+    hinge_smoothing: float | None = Field(
+        None,
+        gt=0.0,
+        le=1.0,
+        description="Width h ∈ (0, 1] of the quadratic smoothing of the hinge (model 'svm' only; default 1).",
+    )
+
+    @field_validator("huber_delta")
+    @classmethod
+    def _huber_only(cls, value: float | None, info: ValidationInfo) -> float | None:
+        if value is not None and info.data.get("model", "huber") != "huber":
+            raise ValueError("applies only to model 'huber'")
+        return value
+
+    @field_validator("hinge_smoothing")
+    @classmethod
+    def _svm_only(cls, value: float | None, info: ValidationInfo) -> float | None:
+        if value is not None and info.data.get("model", "svm") != "svm":
+            raise ValueError("applies only to model 'svm'")
+        return value
+
+    # --- derived public quantities -----------------------------------------------------------------
+    def loss_params(self) -> dict[str, float]:
+        """The public loss parameters for :func:`~privfit.solvers.losses.make_loss` (defaults filled in)."""
+        if self.model == "huber":
+            return {"delta": 1.0 if self.huber_delta is None else self.huber_delta}
+        if self.model == "svm":
+            return {"h": 1.0 if self.hinge_smoothing is None else self.hinge_smoothing}
+        return {}
+
+    def effective_radius(self) -> float:
+        """``radius``, or the model's :data:`DEFAULT_RADIUS`."""
+        return DEFAULT_RADIUS[self.model] if self.radius is None else self.radius
+
+
+class ResolvedParams(BaseModel):
+    """Base of a solver's fully resolved settings: every default filled in, every noise scale explicit.
+
+    A function of the parameters and the public metadata only. The job stores ``model_dump(mode="json")``
+    and passes the reloaded object (:meth:`Solver.load_resolved`) to both :meth:`Solver.cost` and
+    :meth:`Solver.fit`, so the cost that was admitted is the cost of the fit that runs.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    solver: str
+    formula_version: str = Field(description="Version tag of the solver's cost formula (recorded by the ledger).")
+    target_epsilon: float | None = Field(description="The ε the noise was calibrated to, or None if explicit.")
+    delta: float | None = Field(description="The δ of the calibration / of the reported ε, if given.")
+    epsilon: float | None = Field(description="ε of this fit alone at ``delta`` (None without δ).")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# results and progress
+# ---------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FitResult:
+    """What a fit releases (DESIGN §1.3): parameters plus data-independent metadata, JSON-serialisable.
+
+    Attributes:
+        solver: solver name.
+        model: model name (how to predict: sign of ⟨θ, x⟩ + b for classification, the value for regression).
+        coefficients: θ, one float per encoded feature column (``feature_names`` order).
+        intercept: b, or ``None`` when ``fit_intercept`` is false.
+        feature_names: the column names, if the metadata had them.
+        metadata: the resolved settings and noise scales (no quantity computed from private rows).
+    """
+
+    solver: str
+    model: str
+    coefficients: list[float]
+    intercept: float | None
+    feature_names: list[str] | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready dict (plain lists, floats, strings)."""
+        return {
+            "solver": self.solver,
+            "model": self.model,
+            "coefficients": list(self.coefficients),
+            "intercept": self.intercept,
+            "feature_names": None if self.feature_names is None else list(self.feature_names),
+            "metadata": dict(self.metadata),
+        }
+
+    def decision_function(self, X: Any) -> np.ndarray:
+        """⟨θ, x⟩ + b for each row of ``X`` (client-supplied or public rows)."""
+        A = np.asarray(X, dtype=np.float64)
+        return A @ np.asarray(self.coefficients, dtype=np.float64) + (self.intercept or 0.0)
+
+    def predict(self, X: Any) -> np.ndarray:
+        """Labels ±1 (0 ↦ +1) for classification models, ⟨θ, x⟩ + b for regression models."""
+        z = self.decision_function(X)
+        if self.model in ("logistic", "svm"):
+            return np.where(z >= 0.0, 1.0, -1.0)
+        return z
+
+
+class ProgressReporter:
+    """Reports ``done/total`` to a :data:`ProgressCallback`, throttled to ~``updates`` calls, ending at 1.0.
+
+    Fractions depend only on the public step count, never on the data (DESIGN §4: progress that does not
+    depend on data). Also polls the :data:`StopCallback` and raises :class:`FitCancelled`.
+    """
+
+    def __init__(
+        self,
+        total: int,
+        progress: ProgressCallback | None = None,
+        should_stop: StopCallback | None = None,
+        *,
+        updates: int = 100,
+    ) -> None:
+        self.total = max(int(total), 1)
+        self._progress = progress
+        self._should_stop = should_stop
+        self._updates = max(int(updates), 1)
+        self._bucket = 0
+
+    def check_stop(self, done: int) -> None:
+        """Raise :class:`FitCancelled` if a stop was requested (called before each iteration)."""
+        if self._should_stop is not None and self._should_stop():
+            raise FitCancelled(done, self.total)
+
+    def report(self, done: int) -> None:
+        """Report ``done/total`` when it enters a new 1/``updates`` bucket (at most ``updates`` calls in all)."""
+        if self._progress is None:
+            return
+        done = min(max(int(done), 0), self.total)
+        bucket = done * self._updates // self.total
+        if bucket > self._bucket:
+            self._bucket = bucket
+            self._progress(done / self.total)
+
+    def finish(self) -> None:
+        """Report 1.0 (once)."""
+        self.report(self.total)
+
+
+@dataclass(frozen=True)
+class FitPlan:
+    """Steps 1–3 done: validated parameters, resolved settings and the cost (no row read)."""
+
+    params: SolverParams
+    resolved: ResolvedParams
+    cost: PrivacyCost
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the solver interface
+# ---------------------------------------------------------------------------------------------------------
+
+
+class Solver(ABC):
+    """A private solver: parameter model, privacy resolution, cost function and fitting function.
+
+    Subclasses set the class attributes and implement :meth:`resolve`, :meth:`cost` and :meth:`fit`.
+    Instances are stateless and shared (the registry holds one of each).
+    """
+
+    #: registry name, e.g. "dp_gd"
+    name: ClassVar[str]
+    #: one-paragraph description (served by ``GET /v1/solvers``)
+    description: ClassVar[str]
+    #: model names this solver supports (a subset of :func:`~privfit.solvers.losses.available_models`)
+    models: ClassVar[tuple[str, ...]]
+    #: pydantic model of the user-facing parameters
+    Params: ClassVar[type[SolverParams]]
+    #: pydantic model of the resolved settings
+    Resolved: ClassVar[type[ResolvedParams]]
+    #: version of the cost formula; a change of formula is a new version (DESIGN §2: entries record it)
+    formula_version: ClassVar[str]
+
+    # --- step 1 -----------------------------------------------------------------------------------
+    def parse_params(self, params: Mapping[str, Any] | SolverParams | None = None) -> SolverParams:
+        """Validate user parameters (a JSON object; ``None`` means all defaults).
+
+        Raises:
+            SolverParameterError: naming the first offending field (and listing all in ``errors``).
+        """
+        if isinstance(params, self.Params):
+            return params
+        if params is None:
+            params = {}
+        if not isinstance(params, Mapping):
+            raise SolverParameterError("params", f"must be a JSON object, got {type(params).__name__}")
+        try:
+            return self.Params.model_validate(dict(params))
+        except ValidationError as error:
+            raise validation_error_to_parameter_error(error) from None
+
+    def params_schema(self) -> dict[str, Any]:
+        """JSON schema of :attr:`Params` (pydantic ``model_json_schema()``)."""
+        return self.Params.model_json_schema()
+
+    def describe(self) -> dict[str, Any]:
+        """What ``GET /v1/solvers`` lists for this solver (JSON-ready)."""
+        return {
+            "name": self.name,
+            "description": self.description,
+            "models": list(self.models),
+            "formula_version": self.formula_version,
+            "params_schema": self.params_schema(),
+        }
+
+    # --- step 2 -----------------------------------------------------------------------------------
+    @abstractmethod
+    def resolve(
+        self,
+        params: Mapping[str, Any] | SolverParams | None,
+        meta: PublicMetadata,
+        *,
+        target_epsilon: float | None = None,
+        delta: float | None = None,
+        grid: OrderGrid = DEFAULT_GRID,
+    ) -> ResolvedParams:
+        """Fill in defaults and make every noise scale explicit, from public inputs only.
+
+        Exactly one of ``target_epsilon`` (the noise is calibrated so that :meth:`cost` converts to
+        ε ≤ target at ``delta`` on ``grid``) and the parameters' explicit noise settings must be given.
+        """
+
+    def load_resolved(self, data: Mapping[str, Any] | ResolvedParams) -> ResolvedParams:
+        """Rebuild resolved settings stored as JSON by the job (validated; the solver name must match)."""
+        if isinstance(data, self.Resolved):
+            resolved = data
+        else:
+            try:
+                resolved = self.Resolved.model_validate(dict(data))
+            except ValidationError as error:
+                raise validation_error_to_parameter_error(error, prefix="resolved") from None
+        if resolved.solver != self.name or resolved.formula_version != self.formula_version:
+            raise SolverParameterError(
+                "resolved",
+                f"belongs to {resolved.solver!r} ({resolved.formula_version}), not {self.name!r} "
+                f"({self.formula_version})",
+            )
+        return resolved
+
+    # --- step 3 -----------------------------------------------------------------------------------
+    @abstractmethod
+    def cost(self, resolved: ResolvedParams, meta: PublicMetadata, grid: OrderGrid = DEFAULT_GRID) -> PrivacyCost:
+        """The privacy cost of a fit with these settings: public inputs only, no row is read (DESIGN §1.4)."""
+
+    def plan(
+        self,
+        params: Mapping[str, Any] | SolverParams | None,
+        meta: PublicMetadata,
+        *,
+        target_epsilon: float | None = None,
+        delta: float | None = None,
+        grid: OrderGrid = DEFAULT_GRID,
+    ) -> FitPlan:
+        """Validate, resolve and cost in one call (dry-run estimates and admission)."""
+        parsed = self.parse_params(params)
+        resolved = self.resolve(parsed, meta, target_epsilon=target_epsilon, delta=delta, grid=grid)
+        return FitPlan(parsed, resolved, self.cost(resolved, meta, grid))
+
+    # --- step 4 -----------------------------------------------------------------------------------
+    @abstractmethod
+    def fit(
+        self,
+        X: Any,
+        y: Any,
+        meta: PublicMetadata,
+        resolved: ResolvedParams,
+        rng: np.random.Generator,
+        progress: ProgressCallback | None = None,
+        should_stop: StopCallback | None = None,
+    ) -> FitResult:
+        """Fit on the private rows with the resolved settings; noise from ``rng`` only.
+
+        Raises:
+            FitCancelled: ``should_stop()`` returned True.
+            SolverParameterError: ``X``/``y`` do not have the shapes of ``meta`` (public facts only).
+        """
+
+
+# ---------------------------------------------------------------------------------------------------------
+# helpers shared by GLM solvers
+# ---------------------------------------------------------------------------------------------------------
+
+
+def check_model_supported(solver: Solver, model: str) -> None:
+    """Raise :class:`SolverParameterError` on ``model`` if the solver does not support it."""
+    if model not in solver.models:
+        known = ", ".join(repr(m) for m in solver.models)
+        raise SolverParameterError("model", f"solver {solver.name!r} does not support model {model!r}; use {known}")
+
+
+def glm_loss(params: GLMParams) -> GLMLoss:
+    """The UNREGULARISED loss of ``params`` (the L2 term is data-independent and handled by the solver)."""
+    if params.model not in available_models():  # pragma: no cover - the Literal type already restricts it
+        raise SolverParameterError("model", f"unknown model {params.model!r}")
+    return make_loss(params.model, **params.loss_params())
+
+
+def design_bound(meta: PublicMetadata, fit_intercept: bool) -> float:
+    """The public row-norm bound of the design matrix: B_x, or sqrt(B_x² + 1) with an intercept column."""
+    return augmented_bound(meta.row_norm_bound) if fit_intercept else meta.row_norm_bound
+
+
+def design_matrix(X: np.ndarray, fit_intercept: bool) -> np.ndarray:
+    """``X`` with a trailing column of ones when fitting an intercept."""
+    return augment_intercept(X) if fit_intercept else X

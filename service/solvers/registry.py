@@ -1,0 +1,70 @@
+"""The registry of private solvers: name → :class:`~privfit.solvers.base.Solver` instance.
+
+``GET /v1/solvers`` lists :func:`describe_solvers`; the job runner looks a solver up with :func:`get_solver`.
+A new solver module adds its class to ``_BUILTIN`` (or calls :func:`register_solver` at import).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .base import Solver, SolverParameterError
+from .dp_gd import DPGradientDescent
+from .losses import available_models
+
+__all__ = [
+    "UnknownSolverError",
+    "describe_solvers",
+    "get_solver",
+    "list_solvers",
+    "register_solver",
+    "solver_names",
+]
+
+
+class UnknownSolverError(SolverParameterError):
+    """No solver of that name is registered; the message lists the known names (``parameter == "solver"``)."""
+
+
+_REGISTRY: dict[str, Solver] = {}
+
+
+def register_solver(solver: Solver, *, replace: bool = False) -> Solver:
+    """Add ``solver`` under ``solver.name`` (a second registration under the same name needs ``replace``)."""
+    if not isinstance(solver, Solver):
+        raise TypeError(f"expected a Solver instance, got {type(solver).__name__}")
+    unsupported = sorted(set(solver.models) - set(available_models()))
+    if not solver.models or unsupported:
+        raise ValueError(f"solver {solver.name!r} declares unknown or no models: {unsupported}")
+    if solver.name in _REGISTRY and not replace:
+        raise ValueError(f"a solver named {solver.name!r} is already registered")
+    _REGISTRY[solver.name] = solver
+    return solver
+
+
+def get_solver(name: str) -> Solver:
+    """The solver registered as ``name``; :class:`UnknownSolverError` (a ``ParameterError`` on "solver") else."""
+    if isinstance(name, str) and name in _REGISTRY:
+        return _REGISTRY[name]
+    known = ", ".join(repr(n) for n in solver_names())
+    raise UnknownSolverError("solver", f"unknown solver {name!r}; known solvers: {known}")
+
+
+def solver_names() -> tuple[str, ...]:
+    """Registered solver names, sorted."""
+    return tuple(sorted(_REGISTRY))
+
+
+def list_solvers() -> tuple[Solver, ...]:
+    """Registered solvers, sorted by name."""
+    return tuple(_REGISTRY[name] for name in solver_names())
+
+
+def describe_solvers() -> list[dict[str, Any]]:
+    """JSON-ready descriptions (name, description, models, formula version, params JSON schema) of all solvers."""
+    return [solver.describe() for solver in list_solvers()]
+
+
+_BUILTIN: tuple[type[Solver], ...] = (DPGradientDescent,)
+for _cls in _BUILTIN:
+    register_solver(_cls())

@@ -1,0 +1,87 @@
+"""Helpers for the API tests: a small public dataset, keys of every role, upload and polling."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from fastapi.testclient import TestClient
+
+from privfit.api.app import create_app
+from privfit.settings import Settings
+
+SMALL_SCHEMA: dict[str, Any] = {
+    "label": {"name": "y", "type": "binary", "positive": "yes", "negative": "no"},
+    "features": [
+        {"name": "x1", "type": "numeric", "lower": -1, "upper": 1},
+        {"name": "x2", "type": "numeric", "lower": -1, "upper": 1},
+        {"name": "color", "type": "categorical", "levels": ["red", "green", "blue"]},
+    ],
+    "missing": "reject",
+    "budget": {"epsilon": 2.0, "delta": 1e-6},
+}
+
+
+def small_csv(n: int = 4000, seed: int = 0) -> bytes:
+    """A public synthetic dataset: y = sign(2·x1 − x2 + noise); n = 4000 keeps fits at ε = 0.5 far from the
+    boundary (0 of 200 simulated fits misclassify the test points or flip a coefficient sign)."""
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(-1, 1, size=(n, 2))
+    colors = rng.choice(["red", "green", "blue"], size=n)
+    labels = np.where(2 * x[:, 0] - x[:, 1] + 0.3 * rng.standard_normal(n) > 0, "yes", "no")
+    lines = ["x1,x2,color,y"] + [f"{a:.4f},{b:.4f},{c},{y}" for (a, b), c, y in zip(x, colors, labels, strict=True)]
+    return ("\n".join(lines) + "\n").encode()
+
+
+@dataclass
+class Keys:
+    owner: dict[str, str]
+    owner_id: str
+    other_owner: dict[str, str]
+    analyst: dict[str, str]
+    analyst_id: str
+    stranger_analyst: dict[str, str]
+    admin: dict[str, str]
+
+
+def bearer(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+def make_client(database_url: str, tmp_path: Path, *, workers: bool = True) -> TestClient:
+    settings = Settings(
+        database_url=database_url, data_dir=tmp_path / "store", workers=2, poll_seconds=0.05,
+        heartbeat_seconds=0.2, max_upload_bytes=8 * 1024 * 1024,
+    )  # fmt: skip
+    return TestClient(create_app(settings, run_workers=workers))
+
+
+def upload(test_client: TestClient, keys: Keys, *, csv: bytes | None = None, schema: dict | None = None,
+           epsilon: float = 2.0, grant: bool = True) -> str:  # fmt: skip
+    declared = json.loads(json.dumps(schema or SMALL_SCHEMA))
+    declared["budget"]["epsilon"] = epsilon
+    response = test_client.post(
+        "/v1/datasets", headers=keys.owner, files={"file": ("data.csv", csv or small_csv(), "text/csv")},
+        data={"schema": json.dumps(declared), "name": "small"},
+    )  # fmt: skip
+    assert response.status_code == 201, response.text
+    dataset_id = response.json()["id"]
+    if grant:
+        granted = test_client.post(f"/v1/datasets/{dataset_id}/grants", headers=keys.owner,
+                                   json={"api_key_id": keys.analyst_id})  # fmt: skip
+        assert granted.status_code == 201, granted.text
+    return dataset_id
+
+
+def wait_for(test_client: TestClient, fit_id: str, headers: dict[str, str], timeout: float = 60.0) -> dict:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        body = test_client.get(f"/v1/fits/{fit_id}", headers=headers).json()
+        if body["status"] in ("succeeded", "failed", "cancelled"):
+            return body
+        time.sleep(0.05)
+    raise AssertionError(f"fit {fit_id} did not finish within {timeout} s")

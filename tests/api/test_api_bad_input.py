@@ -1,0 +1,112 @@
+"""Bad input: every case is a 4xx problem+json with a clear message, nothing is stored, and there is no 500."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from api_helpers import SMALL_SCHEMA, small_csv, upload
+
+from privfit.db import Dataset, Job, LedgerEntry
+
+GOOD_CSV = small_csv(50)
+
+
+def schema_with(**changes) -> str:
+    declared = json.loads(json.dumps(SMALL_SCHEMA))
+    declared.update(changes)
+    return json.dumps(declared)
+
+
+UPLOADS = {
+    "malformed csv": (b'x1,x2,color,y\n0.1,"0.2,red,yes\n', json.dumps(SMALL_SCHEMA), 422, "line"),
+    "wrong column count": (b"x1,x2,color,y\n0.1,0.2,red\n", json.dumps(SMALL_SCHEMA), 422, "line 2"),
+    "unknown category": (b"x1,x2,color,y\n0.1,0.2,purple,yes\n", json.dumps(SMALL_SCHEMA), 422, "color"),
+    "label not a declared class": (b"x1,x2,color,y\n0.1,0.2,red,maybe\n", json.dumps(SMALL_SCHEMA), 422, "y"),
+    "nan": (b"x1,x2,color,y\nnan,0.2,red,yes\n", json.dumps(SMALL_SCHEMA), 422, "x1"),
+    "inf": (b"x1,x2,color,y\n0.1,inf,red,yes\n", json.dumps(SMALL_SCHEMA), 422, "x2"),
+    "missing value": (b"x1,x2,color,y\n,0.2,red,yes\n", json.dumps(SMALL_SCHEMA), 422, "x1"),
+    "schema not json": (GOOD_CSV, "{not json", 422, "JSON"),
+    "schema bad bounds": (
+        GOOD_CSV,
+        schema_with(features=[{"name": "x1", "type": "numeric", "lower": 1, "upper": 0}]),
+        422,
+        "features",
+    ),
+    "negative budget": (GOOD_CSV, schema_with(budget={"epsilon": -1, "delta": 1e-6}), 422, "epsilon"),
+    "delta out of range": (GOOD_CSV, schema_with(budget={"epsilon": 1, "delta": 2}), 422, "delta"),
+    "empty file": (b"", json.dumps(SMALL_SCHEMA), 422, ""),
+    "not utf-8": (b"x1,x2,color,y\n\xff\xfe,0.2,red,yes\n", json.dumps(SMALL_SCHEMA), 422, ""),
+}
+
+
+def assert_nothing_stored(client) -> None:
+    with client.app.state.db.read() as session:
+        assert session.query(Dataset).count() == 0
+        assert session.query(Job).count() == 0
+        assert session.query(LedgerEntry).count() == 0
+    assert not list(client.app.state.store.root.glob("*"))
+
+
+def assert_problem(response, status: int, needle: str) -> None:
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith("application/problem+json")
+    body = response.json()
+    assert body["status"] == status and body["title"] and body["detail"]
+    assert needle in json.dumps(body)
+
+
+@pytest.mark.parametrize("case", sorted(UPLOADS))
+def test_bad_upload_is_a_clear_4xx_and_stores_nothing(client, keys, case):
+    content, schema, status, needle = UPLOADS[case]
+    response = client.post("/v1/datasets", headers=keys.owner, files={"file": ("d.csv", content)},
+                           data={"schema": schema})  # fmt: skip
+    assert_problem(response, status, needle)
+    assert "purple" not in response.text and "maybe" not in response.text  # no private cell value is quoted
+    assert_nothing_stored(client)
+
+
+def test_oversize_body_is_413_before_parsing(client, keys):
+    limit = client.app.state.settings.max_upload_bytes
+    response = client.post("/v1/datasets", headers=keys.owner, files={"file": ("d.csv", b"x" * (limit + 10))},
+                           data={"schema": json.dumps(SMALL_SCHEMA)})  # fmt: skip
+    assert_problem(response, 413, "limit")
+    assert_nothing_stored(client)
+
+
+def test_missing_multipart_fields_are_422(client, keys):
+    assert_problem(client.post("/v1/datasets", headers=keys.owner, data={"schema": "{}"}), 422, "file")
+
+
+@pytest.mark.parametrize(
+    ("change", "status", "needle"),
+    [
+        ({"solver": "no_such_solver"}, 422, "dp_gd"),
+        ({"model": "poisson"}, 422, "model"),
+        ({"privacy": {"epsilon": -1}}, 422, "epsilon"),
+        ({"privacy": {"epsilon": 0}}, 422, "epsilon"),
+        ({"params": {"steps": 0}}, 422, "steps"),
+        ({"params": {"unknown": 1}}, 422, "unknown"),
+        ({"privacy": {}}, 422, "noise"),
+        ({"dataset_id": "nope"}, 404, "nope"),
+        ({"extra": True}, 422, "extra"),
+    ],
+)
+def test_bad_fit_requests_are_clear_4xx_and_write_nothing(client, keys, change, status, needle):
+    dataset_id = upload(client, keys)
+    request = {"dataset_id": dataset_id, "model": "logistic", "solver": "dp_gd", "privacy": {"epsilon": 0.5}, **change}
+    response = client.post("/v1/fits", headers=keys.analyst, json=request)
+    assert_problem(response, status, needle)
+    with client.app.state.db.read() as session:
+        assert session.query(Job).count() == 0 and session.query(LedgerEntry).count() == 0
+
+
+def test_predict_rejects_bad_rows_and_unfinished_fits(idle_client, idle_keys):
+    dataset_id = upload(idle_client, idle_keys)
+    fit = idle_client.post("/v1/fits", headers=idle_keys.analyst,
+                           json={"dataset_id": dataset_id, "privacy": {"epsilon": 0.5}}).json()  # fmt: skip
+    response = idle_client.post(f"/v1/fits/{fit['id']}/predict", headers=idle_keys.analyst,
+                                json={"rows": [{"x1": 0, "x2": 0, "color": "red"}]})  # fmt: skip
+    assert_problem(response, 409, "queued")
+    assert_problem(idle_client.post(f"/v1/fits/{fit['id']}/predict", headers=idle_keys.analyst, json={"rows": []}),
+                   422, "rows")  # fmt: skip

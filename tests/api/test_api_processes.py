@@ -1,0 +1,154 @@
+"""Real processes: `privfit serve` under 64 concurrent clients, and a `privfit worker` killed mid-fit."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+from api_helpers import SMALL_SCHEMA, small_csv
+
+from privfit.api.auth import create_api_key
+from privfit.db import make_database
+from privfit.db.migrate import upgrade
+from privfit.privacy import PrivacyCost, get_grid
+
+PRIVFIT = [sys.executable, "-m", "privfit.cli"]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def environment(database_url: str, tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PRIVFIT_")}
+    env.update(PRIVFIT_DATABASE_URL=database_url, PRIVFIT_DATA_DIR=str(tmp_path / "store"), **extra)
+    return env
+
+
+@contextmanager
+def process(args: list[str], env: dict[str, str], log: Path) -> Iterator[subprocess.Popen]:
+    with log.open("wb") as output:
+        proc = subprocess.Popen(args, env=env, stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            yield proc
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(10)
+
+
+@contextmanager
+def server(database_url: str, tmp_path: Path, **extra: str) -> Iterator[str]:
+    port = free_port()
+    env = environment(database_url, tmp_path, **extra)
+    with process([*PRIVFIT, "serve", "--port", str(port), "--log-level", "warning"], env, tmp_path / "serve.log"):
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
+                    yield base
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        raise AssertionError(f"server did not start: {(tmp_path / 'serve.log').read_text()[-2000:]}")
+
+
+def register(base: str, owner: str, epsilon: float) -> str:
+    declared = json.loads(json.dumps(SMALL_SCHEMA))
+    declared["budget"]["epsilon"] = epsilon
+    response = httpx.post(
+        f"{base}/v1/datasets", headers={"Authorization": f"Bearer {owner}"}, files={"file": ("d.csv", small_csv())},
+        data={"schema": json.dumps(declared)}, timeout=30,
+    )  # fmt: skip
+    assert response.status_code == 201, response.text
+    return response.json()["id"]
+
+
+def keys_for(database_url: str) -> tuple[str, str]:
+    upgrade(database_url)
+    db = make_database(database_url)
+    try:
+        return create_api_key(db, "owner")[1], create_api_key(db, "admin")[1]
+    finally:
+        db.dispose()
+
+
+@pytest.mark.parametrize("admitted", [5])
+def test_64_concurrent_fit_requests_admit_exactly_k(database_url: str, tmp_path: Path, admitted: int):
+    owner, _ = keys_for(database_url)
+    headers = {"Authorization": f"Bearer {owner}"}
+    fit = {"model": "logistic", "solver": "dp_gd", "privacy": {"epsilon": 0.3}}
+    with server(database_url, tmp_path, PRIVFIT_QUEUE="none") as base:
+        probe = register(base, owner, 100.0)
+        cost = httpx.post(f"{base}/v1/fits/estimate", headers=headers, json={"dataset_id": probe, **fit}).json()["cost"]
+        one = PrivacyCost(np.array(cost["rdp"]), get_grid(cost["grid"]))
+        limit = ((one * admitted).epsilon(1e-6).epsilon + (one * (admitted + 1)).epsilon(1e-6).epsilon) / 2
+        dataset_id = register(base, owner, limit)
+
+        def request(_: int) -> int:
+            with httpx.Client(timeout=60) as client:
+                return client.post(
+                    f"{base}/v1/fits", headers=headers, json={"dataset_id": dataset_id, **fit}
+                ).status_code
+
+        with ThreadPoolExecutor(64) as pool:
+            statuses = list(pool.map(request, range(64)))
+        budget = httpx.get(f"{base}/v1/datasets/{dataset_id}/budget", headers=headers).json()
+        ledger = httpx.get(f"{base}/v1/datasets/{dataset_id}/ledger", headers=headers).json()
+    assert statuses.count(202) == admitted and statuses.count(409) == 64 - admitted, statuses
+    assert budget["committed_epsilon"] <= budget["epsilon_max"]
+    assert ledger["total"] == admitted
+
+
+def test_worker_killed_mid_fit_keeps_the_charge_and_releases_nothing(database_url: str, tmp_path: Path):
+    owner, _ = keys_for(database_url)
+    headers = {"Authorization": f"Bearer {owner}"}
+    worker_env = environment(database_url, tmp_path, PRIVFIT_LEASE_SECONDS="2", PRIVFIT_HEARTBEAT_SECONDS="0.2",
+                             PRIVFIT_POLL_SECONDS="0.1")  # fmt: skip
+    with server(database_url, tmp_path, PRIVFIT_QUEUE="none") as base:
+        dataset_id = register(base, owner, 10.0)
+        long_fit = {"dataset_id": dataset_id, "privacy": {"epsilon": 0.5}, "params": {"steps": 100_000}}
+        fit_id = httpx.post(f"{base}/v1/fits", headers=headers, json=long_fit).json()["id"]
+        queued_id = None
+        with process([*PRIVFIT, "worker", "--concurrency", "1"], worker_env, tmp_path / "worker1.log") as worker:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                body = httpx.get(f"{base}/v1/fits/{fit_id}", headers=headers).json()
+                if body["status"] == "running" and body["progress"] > 0:
+                    break
+                time.sleep(0.1)
+            assert body["status"] == "running", body
+            # A second fit waits in the queue behind the running one (one worker thread).
+            short_fit = {"dataset_id": dataset_id, "privacy": {"epsilon": 0.5}}
+            queued_id = httpx.post(f"{base}/v1/fits", headers=headers, json=short_fit).json()["id"]
+            os.killpg(worker.pid, signal.SIGKILL)
+            worker.wait(10)
+        cancelled = httpx.post(f"{base}/v1/fits/{queued_id}/cancel", headers=headers).json()
+        assert cancelled["status"] == "cancelled"
+        with process([*PRIVFIT, "worker", "--concurrency", "1"], worker_env, tmp_path / "worker2.log"):
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                body = httpx.get(f"{base}/v1/fits/{fit_id}", headers=headers).json()
+                if body["status"] != "running":
+                    break
+                time.sleep(0.2)
+        ledger = httpx.get(f"{base}/v1/datasets/{dataset_id}/ledger", headers=headers).json()["entries"]
+    assert body["status"] == "failed" and body["error"]["type"] == "worker_lost" and "result" not in body
+    kinds = sorted((entry["job_id"] == fit_id, entry["kind"]) for entry in ledger)
+    assert kinds == [(False, "release"), (False, "reservation"), (True, "charge"), (True, "reservation")]
