@@ -148,3 +148,14 @@ def test_adult_logistic_dp_gd_at_epsilon_1_reaches_083_test_accuracy(client, key
         assert predicted.status_code == 200, predicted.text
         accuracies.append(np.mean(np.array(predicted.json()["predictions"]) == np.array(labels)))
     assert np.mean(accuracies) >= 0.83, accuracies
+
+
+def test_schema_may_be_sent_as_a_text_field_or_a_file_part(client, keys):
+    """`curl -F schema=<s.json` sends a text field, `curl -F schema=@s.json` a file part: both are accepted."""
+    from api_helpers import SMALL_SCHEMA, small_csv
+
+    parts = {"file": ("d.csv", small_csv(50)), "schema": ("s.json", json.dumps(SMALL_SCHEMA))}
+    as_file = client.post("/v1/datasets", headers=keys.owner, files=parts)
+    as_text = client.post("/v1/datasets", headers=keys.owner, files={"file": ("d.csv", small_csv(50))},
+                          data={"schema": json.dumps(SMALL_SCHEMA)})  # fmt: skip
+    assert as_file.status_code == as_text.status_code == 201, (as_file.text, as_text.text)

@@ -70,13 +70,19 @@ def _parse_schema(raw: str) -> DatasetSchema:
 async def upload_dataset(
     request: Request,
     file: UploadFile = File(..., description="The CSV file."),  # noqa: B008
-    schema_text: str = Form(
-        ..., alias="schema", description="The public schema as JSON (label, features, missing, budget, csv)."
+    schema_field: str | UploadFile = Form(  # noqa: B008
+        ...,
+        alias="schema",
+        description="The public schema as JSON (label, features, missing, budget, csv): a text field "
+        "(`-F schema=<schema.json`) or a file part (`-F schema=@schema.json`).",
     ),
     name: str = Form("", max_length=200),
     principal: Principal = Depends(require_role("owner")),  # noqa: B008
 ) -> DatasetOut:
-    declared = _parse_schema(schema_text)
+    raw_schema = (
+        schema_field if isinstance(schema_field, str) else (await schema_field.read()).decode("utf-8", "replace")
+    )
+    declared = _parse_schema(raw_schema)
     grid = get_grid(request.app.state.settings.grid)
     content = await file.read()
     encoded = await run_in_threadpool(parse_and_encode, content, declared)
