@@ -79,7 +79,7 @@ def install_problem_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, error: Exception) -> JSONResponse:
-        return problem_response(500, "Internal error", "an unexpected error occurred; nothing was charged twice",
+        return problem_response(500, "Internal error", "an unexpected error occurred; the request was not completed",
                                 request.url.path)  # fmt: skip
 
 

@@ -110,3 +110,17 @@ def test_predict_rejects_bad_rows_and_unfinished_fits(idle_client, idle_keys):
     assert_problem(response, 409, "queued")
     assert_problem(idle_client.post(f"/v1/fits/{fit['id']}/predict", headers=idle_keys.analyst, json={"rows": []}),
                    422, "rows")  # fmt: skip
+
+
+def test_upload_that_fails_after_storing_the_matrix_leaves_no_orphan_file(client, keys, monkeypatch):
+    """A database failure after the encoded matrix reached the store must not leave the file behind."""
+    from privfit.api.routers import datasets as datasets_router
+
+    def broken_budget(*_args, **_kwargs):
+        raise RuntimeError("database unavailable")
+
+    monkeypatch.setattr(datasets_router, "create_budget", broken_budget)
+    with pytest.raises(RuntimeError, match="database unavailable"):
+        client.post("/v1/datasets", headers=keys.owner, files={"file": ("d.csv", GOOD_CSV)},
+                    data={"schema": json.dumps(SMALL_SCHEMA)})  # fmt: skip
+    assert_nothing_stored(client)

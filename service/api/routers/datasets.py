@@ -89,9 +89,20 @@ async def upload_dataset(
     storage_key = await run_in_threadpool(request.app.state.store.put, encoded)
     dataset_id = str(uuid.uuid4())
     db = request.app.state.db
+    try:
+        dataset = _register(db, dataset_id, principal, name or (file.filename or "dataset"), declared, encoded,
+                            storage_key, grid)  # fmt: skip
+    except BaseException:
+        _purge_if_unreferenced(request, storage_key)  # nothing half-written: no orphan data file
+        raise
+    return _out(dataset, principal)
+
+
+def _register(db, dataset_id, principal, name, declared, encoded, storage_key, grid) -> Dataset:  # type: ignore[no-untyped-def]
+    """Insert the dataset's public metadata and its budget in one transaction."""
     with db.write() as session:
         dataset = Dataset(
-            id=dataset_id, owner_key_id=principal.key_id, name=name or (file.filename or "dataset"),
+            id=dataset_id, owner_key_id=principal.key_id, name=name,
             schema_json=json.loads(declared.canonical_json()), feature_names=list(encoded.feature_names),
             n=encoded.n, d=encoded.d, row_norm_bound=encoded.row_norm_bound, label_bound=encoded.label_bound,
             content_hash=encoded.content_hash, storage_key=storage_key,
@@ -99,7 +110,21 @@ async def upload_dataset(
         session.add(dataset)
         session.flush()
         create_budget(session, dataset_id, declared.budget.epsilon, declared.budget.delta, grid)
-    return _out(dataset, principal)
+    return dataset
+
+
+def _purge_if_unreferenced(request: Request, storage_key: str | None, *, except_id: str | None = None) -> None:
+    """Delete a stored matrix unless another live dataset (same content) still uses it."""
+    if not storage_key:
+        return
+    with request.app.state.db.read() as session:
+        others = session.scalar(
+            select(func.count()).where(
+                Dataset.storage_key == storage_key, Dataset.id != except_id, Dataset.deleted_at.is_(None)
+            )
+        )
+    if not others:
+        request.app.state.store.delete(storage_key)
 
 
 @router.get("", response_model=list[DatasetOut], response_model_by_alias=True, summary="Datasets visible to the caller")
@@ -124,14 +149,8 @@ def delete_dataset(dataset_id: str, request: Request, principal: Principal = Dep
     with db.write() as session:
         row = session.get(Dataset, dataset.id, with_for_update=True)
         row.deleted_at = utcnow()
-        others = session.scalar(
-            select(func.count()).where(
-                Dataset.storage_key == row.storage_key, Dataset.id != row.id, Dataset.deleted_at.is_(None)
-            )
-        )
         key, row.storage_key = row.storage_key, None
-    if key and not others:
-        request.app.state.store.delete(key)
+    _purge_if_unreferenced(request, key, except_id=dataset.id)
 
 
 class GrantRequest(BaseModel):
