@@ -5,6 +5,9 @@
 - :mod:`privfit.solvers.base`: the solver interface (parameters, privacy resolution, cost, fit, result).
 - :mod:`privfit.solvers.registry`: name → solver; JSON schemas for ``GET /v1/solvers``.
 - :mod:`privfit.solvers.dp_gd`: DP full-batch gradient descent (``"dp_gd"``).
+- :mod:`privfit.solvers.dp_otb`: DP online-to-batch (``"dp_otb"``), with
+  :mod:`~privfit.solvers.tree_aggregation`, :mod:`~privfit.solvers.online_learners` and the compiled loop
+  :mod:`~privfit.solvers.otb_kernel`.
 
 Job-runner sequence (cost before data, DESIGN §1.4)::
 
@@ -31,6 +34,7 @@ from .base import (
     SolverParams,
 )
 from .dp_gd import DPGDParams, DPGDResolved, DPGradientDescent
+from .dp_otb import DPOnlineToBatch, DPOTBParams, DPOTBResolved
 from .registry import (
     UnknownSolverError,
     describe_solvers,
@@ -44,6 +48,9 @@ __all__ = [
     "DPGDParams",
     "DPGDResolved",
     "DPGradientDescent",
+    "DPOTBParams",
+    "DPOTBResolved",
+    "DPOnlineToBatch",
     "FitCancelled",
     "FitPlan",
     "FitResult",

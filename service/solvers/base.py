@@ -60,6 +60,7 @@ __all__ = [
     "SolverParameterError",
     "SolverParams",
     "StopCallback",
+    "check_resolved_metadata",
     "validation_error_to_parameter_error",
 ]
 
@@ -531,6 +532,17 @@ def check_model_supported(solver: Solver, model: str) -> None:
     if model not in solver.models:
         known = ", ".join(repr(m) for m in solver.models)
         raise SolverParameterError("model", f"solver {solver.name!r} does not support model {model!r}; use {known}")
+
+
+def check_resolved_metadata(
+    solver: Solver, resolved: ResolvedParams | Mapping[str, Any], meta: PublicMetadata
+) -> ResolvedParams:
+    """Load ``resolved`` for ``solver`` and check it was resolved for ``meta`` (same n, d and bounds)."""
+    r = solver.load_resolved(resolved)
+    stored = tuple(getattr(r, name, None) for name in ("n", "d", "row_norm_bound", "label_bound"))
+    if stored != (meta.n, meta.d, meta.row_norm_bound, meta.label_bound):
+        raise SolverParameterError("resolved", "was resolved for different public metadata (n, d or bounds)")
+    return r
 
 
 def glm_loss(params: GLMParams) -> GLMLoss:

@@ -79,6 +79,7 @@ from .base import (
     SolverParams,
     StopCallback,
     check_model_supported,
+    check_resolved_metadata,
     design_bound,
     design_matrix,
     glm_loss,
@@ -340,10 +341,7 @@ class DPGradientDescent(Solver):
         return resolved
 
     def _check(self, resolved: ResolvedParams | Mapping[str, Any], meta: PublicMetadata) -> DPGDResolved:
-        r = cast(DPGDResolved, self.load_resolved(resolved))
-        if (r.n, r.d, r.row_norm_bound, r.label_bound) != (meta.n, meta.d, meta.row_norm_bound, meta.label_bound):
-            raise SolverParameterError("resolved", "was resolved for different public metadata (n, d or bounds)")
-        return r
+        return cast(DPGDResolved, check_resolved_metadata(self, resolved, meta))
 
     def cost(
         self, resolved: ResolvedParams | Mapping[str, Any], meta: PublicMetadata, grid: OrderGrid = DEFAULT_GRID

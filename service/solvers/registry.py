@@ -10,6 +10,7 @@ from typing import Any
 
 from .base import Solver, SolverParameterError
 from .dp_gd import DPGradientDescent
+from .dp_otb import DPOnlineToBatch
 from .losses import available_models
 
 __all__ = [
@@ -65,6 +66,6 @@ def describe_solvers() -> list[dict[str, Any]]:
     return [solver.describe() for solver in list_solvers()]
 
 
-_BUILTIN: tuple[type[Solver], ...] = (DPGradientDescent,)
+_BUILTIN: tuple[type[Solver], ...] = (DPGradientDescent, DPOnlineToBatch)
 for _cls in _BUILTIN:
     register_solver(_cls())
