@@ -38,6 +38,7 @@ import numpy as np
 
 __all__ = [
     "noise_scale",
+    "noisy_running_sums",
     "tree_block",
     "tree_index_set",
     "tree_levels",
@@ -101,3 +102,37 @@ def tree_noise_step(prefix: np.ndarray, t: int, node_noise: np.ndarray, gamma: n
         value = below[j] + node_noise[j]
         slot[j] = value
         gamma[j] = value
+
+
+@numba.njit(cache=True, nogil=True)
+def noisy_running_sums(increments: np.ndarray, sigma_1: float, k: float, normals: np.ndarray, out: np.ndarray) -> None:
+    """The tree-aggregation mechanism on a given stream: ``out[t−1] = Σ_{i≤t} increments[i−1] + γ_t``.
+
+    The same noise path as the one-pass loop (:func:`tree_noise_step` with σ_t = σ_1 t^{k−1} and the caller's
+    standard normals R̃_t = ``normals[t−1]``), on increments chosen by the caller instead of computed from GLM
+    rows: it serves white-box audits of the noise with worst-case increments, and any private running sum whose
+    per-step sensitivity is bounded as in the module docstring.
+    """
+    rounds, p = increments.shape
+    prefix = np.zeros((tree_levels_compiled(rounds) + 1, p))
+    node = np.empty(p)
+    gamma = np.empty(p)
+    running = np.zeros(p)
+    for t in range(1, rounds + 1):
+        sigma_t = sigma_1 * float(t) ** (k - 1.0)
+        for j in range(p):
+            node[j] = sigma_t * normals[t - 1, j]
+            running[j] += increments[t - 1, j]
+        tree_noise_step(prefix, t, node, gamma)
+        for j in range(p):
+            out[t - 1, j] = running[j] + gamma[j]
+
+
+@numba.njit(cache=True, nogil=True)
+def tree_levels_compiled(horizon: int) -> int:
+    """:func:`tree_levels` for compiled callers."""
+    levels = 0
+    while horizon:
+        horizon >>= 1
+        levels += 1
+    return max(levels, 1)
