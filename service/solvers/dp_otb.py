@@ -75,6 +75,7 @@ LearnerName = Literal["ogd", "adagrad_norm", "adagrad_diagonal", "optimistic", "
 #: default radius of the parameter ball for dp_otb (the noise grows with G + 2RH; see the module docstring)
 OTB_DEFAULT_RADIUS: dict[str, float] = {"logistic": 2.0, "svm": 2.0, "huber": 2.0, "linear": 1.0}
 _NOISE_BLOCK_ELEMENTS = 1 << 20
+_MIN_BLOCK_ROUNDS = 1024
 
 
 class DPOTBParams(GLMParams):
@@ -189,7 +190,8 @@ def dp_online_to_batch(
     """Algorithm 1 over all rows of ``X`` in a secret random order; returns x_T (length p = d + intercept).
 
     ``order`` (a permutation of the rows) is drawn from ``rng`` unless given (tests on public data only).
-    Standard normals are drawn from ``rng`` in blocks of about 2^20 numbers, the next block in a background
+    Standard normals are drawn from ``rng`` in blocks (≥ 1024 rounds, ≤ 2^20 numbers, ~100 per pass: progress
+    and cancellation are checked between blocks), the next block in a background
     thread while the compiled loop (which releases the GIL) runs the current one. ``sigma_1 = 0`` is NOT
     private and exists only for tests of the noiseless path.
     """
@@ -206,7 +208,8 @@ def dp_online_to_batch(
     prefix = np.zeros((tree_levels(n) + 1, p))
     beta_total = np.zeros(1)
     scratch = np.zeros((3, p))
-    block = max(1, min(n, _NOISE_BLOCK_ELEMENTS // p))
+    # blocks of ≥ 1024 rounds, ≤ 2^20 normals, and ~100 per pass for progress and cancellation
+    block = max(1, min(n, _NOISE_BLOCK_ELEMENTS // p, max(_MIN_BLOCK_ROUNDS, math.ceil(n / 100))))
     loss_kind = LOSS_KINDS[model]
     for start, normals in _prefetched_normals(rng, n, p, block):
         if reporter is not None:
