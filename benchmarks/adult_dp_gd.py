@@ -21,27 +21,15 @@ from __future__ import annotations
 
 import argparse
 import functools
-import statistics
-import time
 import warnings
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from common import ADULT_DIR, cell, diffprivlib_predictions, import_diffprivlib_logistic, load_adult, ratio, timed
 
-from privfit.datasets import adult_schema, parse_and_encode
 from privfit.privacy import make_generator
 from privfit.solvers import PublicMetadata, get_solver
-
-ADULT_DIR = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "adult"
-
-
-def timed(fn: Callable[[], np.ndarray]) -> tuple[np.ndarray, float]:
-    """Run ``fn`` (returns test predictions) and its wall-clock seconds."""
-    start = time.perf_counter()
-    out = fn()
-    return out, time.perf_counter() - start
 
 
 def dp_gd_predictions(train: Any, test: Any, meta: PublicMetadata, epsilon: float, delta: float, seed: int):
@@ -50,27 +38,6 @@ def dp_gd_predictions(train: Any, test: Any, meta: PublicMetadata, epsilon: floa
     plan = solver.plan({"model": "logistic"}, meta, target_epsilon=epsilon, delta=delta)
     result = solver.fit(train.X, train.y, meta, plan.resolved, make_generator(seed, data_is_public=True))
     return result.predict(test.X)
-
-
-def diffprivlib_predictions(model_cls: Any, train: Any, test: Any, epsilon: float, c: float, seed: int):
-    """diffprivlib objective perturbation (pure ε-DP) with the PUBLIC data norm; predictions on the test rows."""
-    model = model_cls(epsilon=epsilon, data_norm=train.row_norm_bound, C=c, max_iter=1000, random_state=seed)
-    return model.fit(train.X, train.y).predict(test.X)
-
-
-def cell(accuracies: list[float], seconds: list[float]) -> str:
-    """``mean±sd time`` or n/a."""
-    if not accuracies:
-        return f"{'n/a':>15} {'':>7}"
-    sd = statistics.stdev(accuracies) if len(accuracies) > 1 else 0.0
-    return f"{statistics.fmean(accuracies):8.4f}±{sd:.4f} {statistics.fmean(seconds):6.2f}s"
-
-
-def ratio(numerator: list[float], denominator: list[float], width: int, digits: int = 3) -> str:
-    """mean(numerator) / mean(denominator), or n/a when the peer did not run."""
-    if not numerator or not denominator:
-        return f"{'n/a':>{width}}"
-    return f"{statistics.fmean(numerator) / statistics.fmean(denominator):{width}.{digits}f}"
 
 
 def main() -> None:
@@ -82,8 +49,7 @@ def main() -> None:
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
 
-    train = parse_and_encode((args.data / "adult.data").read_bytes(), adult_schema(1.0, args.delta))
-    test = parse_and_encode((args.data / "adult.test").read_bytes(), adult_schema(1.0, args.delta, test_file=True))
+    train, test = load_adult(args.data, args.delta)
     meta = PublicMetadata.from_dataset(train)
     print(f"UCI Adult: n = {train.n} train, {test.n} test, d = {train.d}, row-norm bound {train.row_norm_bound:.4f}")
     print(f"majority class (test): {max(np.mean(test.y == 1), np.mean(test.y == -1)):.4f}")
@@ -94,11 +60,7 @@ def main() -> None:
     sk_acc = float(np.mean(predictions == test.y))
     print(f"scikit-learn LogisticRegression (non-private, C=1): accuracy {sk_acc:.4f}, fit {sk_time:.2f} s")
 
-    try:
-        from diffprivlib.models import LogisticRegression as DPLogisticRegression
-    except Exception as error:  # diffprivlib breaks on scikit-learn upgrades: report instead of failing
-        DPLogisticRegression = None
-        print(f"diffprivlib not available ({type(error).__name__}: {error}); its columns are skipped")
+    DPLogisticRegression = import_diffprivlib_logistic()
 
     header = (
         f"{'ε':>5} | {'dp_gd acc':>15} {'time':>7} | {'dpl C=1 acc':>15} {'time':>7} | {'dpl C=100/n':>15} "

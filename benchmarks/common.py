@@ -1,0 +1,64 @@
+"""Helpers shared by the Adult benchmarks (``adult_dp_gd.py``, ``adult_dp_otb.py``); not a script.
+
+The scripts run as ``python benchmarks/<name>.py``, which puts this directory first on ``sys.path``, so they
+import these helpers with ``from common import ...``.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from privfit.datasets import adult_schema, parse_and_encode
+
+ADULT_DIR = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "adult"
+
+
+def timed(fn: Callable[[], np.ndarray]) -> tuple[np.ndarray, float]:
+    """Run ``fn`` (returns test predictions) and its wall-clock seconds."""
+    start = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - start
+
+
+def load_adult(data_dir: Path, delta: float) -> tuple[Any, Any]:
+    """UCI Adult encoded with privfit's declared schema: (train from ``adult.data``, test from ``adult.test``)."""
+    train = parse_and_encode((data_dir / "adult.data").read_bytes(), adult_schema(1.0, delta))
+    test = parse_and_encode((data_dir / "adult.test").read_bytes(), adult_schema(1.0, delta, test_file=True))
+    return train, test
+
+
+def import_diffprivlib_logistic() -> Any | None:
+    """diffprivlib's ``LogisticRegression`` class, or None (with a note printed) when it cannot be imported."""
+    try:
+        from diffprivlib.models import LogisticRegression as DPLogisticRegression
+    except Exception as error:  # diffprivlib breaks on scikit-learn upgrades: report instead of failing
+        print(f"diffprivlib not available ({type(error).__name__}: {error}); its columns are skipped")
+        return None
+    return DPLogisticRegression
+
+
+def diffprivlib_predictions(model_cls: Any, train: Any, test: Any, epsilon: float, c: float, seed: int):
+    """diffprivlib objective perturbation (pure ε-DP) with the PUBLIC data norm; predictions on the test rows."""
+    model = model_cls(epsilon=epsilon, data_norm=train.row_norm_bound, C=c, max_iter=1000, random_state=seed)
+    return model.fit(train.X, train.y).predict(test.X)
+
+
+def cell(accuracies: list[float], seconds: list[float]) -> str:
+    """``mean±sd time`` or n/a."""
+    if not accuracies:
+        return f"{'n/a':>15} {'':>7}"
+    sd = statistics.stdev(accuracies) if len(accuracies) > 1 else 0.0
+    return f"{statistics.fmean(accuracies):8.4f}±{sd:.4f} {statistics.fmean(seconds):6.2f}s"
+
+
+def ratio(numerator: list[float], denominator: list[float], width: int, digits: int = 3) -> str:
+    """mean(numerator) / mean(denominator), or n/a when the peer did not run."""
+    if not numerator or not denominator:
+        return f"{'n/a':>{width}}"
+    return f"{statistics.fmean(numerator) / statistics.fmean(denominator):{width}.{digits}f}"
