@@ -60,6 +60,7 @@ __all__ = [
     "SolverParameterError",
     "SolverParams",
     "StopCallback",
+    "check_privacy_source",
     "check_resolved_metadata",
     "validation_error_to_parameter_error",
 ]
@@ -532,6 +533,19 @@ def check_model_supported(solver: Solver, model: str) -> None:
     if model not in solver.models:
         known = ", ".join(repr(m) for m in solver.models)
         raise SolverParameterError("model", f"solver {solver.name!r} does not support model {model!r}; use {known}")
+
+
+def check_privacy_source(
+    target_epsilon: float | None, delta: float | None, explicit: float | None, explicit_name: str
+) -> None:
+    """Exactly one of a target ε (which then needs δ) and the solver's explicit noise parameter must be given."""
+    if target_epsilon is not None and explicit is not None:
+        message = f"give either a target epsilon or an explicit {explicit_name}, not both"
+        raise SolverParameterError(explicit_name, message)
+    if target_epsilon is None and explicit is None:
+        raise SolverParameterError("epsilon", f"a target epsilon is required unless {explicit_name} is given")
+    if target_epsilon is not None and delta is None:
+        raise SolverParameterError("delta", "is required to calibrate the noise to a target epsilon")
 
 
 def check_resolved_metadata(

@@ -79,6 +79,7 @@ from .base import (
     SolverParams,
     StopCallback,
     check_model_supported,
+    check_privacy_source,
     check_resolved_metadata,
     design_bound,
     design_matrix,
@@ -285,14 +286,7 @@ class DPGradientDescent(Solver):
         """Defaults and noise from public inputs: G, β, C, η from the declared bounds; σ calibrated or explicit."""
         p = cast(DPGDParams, self.parse_params(params))
         check_model_supported(self, p.model)
-        if target_epsilon is not None and p.noise_multiplier is not None:
-            raise SolverParameterError(
-                "noise_multiplier", "give either a target epsilon or an explicit noise_multiplier, not both"
-            )
-        if target_epsilon is None and p.noise_multiplier is None:
-            raise SolverParameterError("epsilon", "a target epsilon is required unless noise_multiplier is given")
-        if target_epsilon is not None and delta is None:
-            raise SolverParameterError("delta", "is required to calibrate the noise to a target epsilon")
+        check_privacy_source(target_epsilon, delta, p.noise_multiplier, "noise_multiplier")
 
         loss = glm_loss(p)
         radius = p.effective_radius()

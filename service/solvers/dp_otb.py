@@ -58,6 +58,7 @@ from .base import (
     SolverParams,
     StopCallback,
     check_model_supported,
+    check_privacy_source,
     check_resolved_metadata,
     design_bound,
     glm_loss,
@@ -268,12 +269,7 @@ class DPOnlineToBatch(Solver):
         """Constants from the public bounds; ρ calibrated to (target ε, δ) or explicit; σ_1 from eq. (6)."""
         p = cast(DPOTBParams, self.parse_params(params))
         check_model_supported(self, p.model)
-        if target_epsilon is not None and p.rho is not None:
-            raise SolverParameterError("rho", "give either a target epsilon or an explicit rho, not both")
-        if target_epsilon is None and p.rho is None:
-            raise SolverParameterError("epsilon", "a target epsilon is required unless rho is given")
-        if target_epsilon is not None and delta is None:
-            raise SolverParameterError("delta", "is required to calibrate rho to a target epsilon")
+        check_privacy_source(target_epsilon, delta, p.rho, "rho")
         learner = LEARNERS[p.learner]
         k = p.k if p.k is not None else (learner.required_k or 1.0)
         if learner.required_k is not None and k != learner.required_k:

@@ -103,6 +103,11 @@ class LearnerContext:
     def diameter(self) -> float:
         return 2.0 * self.radius
 
+    @property
+    def adaptive_scale(self) -> float:
+        """lr · D / √2: the step per unit of 1/sqrt(Σ squared gradients) of the AdaGrad-type learners."""
+        return self.learning_rate * self.diameter / math.sqrt(2.0)
+
 
 @dataclass
 class LearnerState:
@@ -149,7 +154,7 @@ class OnlineGradientDescent(OnlineLearner):
         c0 = G * G
         c1 = 2.0 * (k + 1.0) ** 2 * (2.0 * G + 2.0 * D * H) ** 2
         c2 = 2.0 * (k + 1.0) ** 2 * 2.0 * c.dimension * (G + D * H) ** 2 * log_term**2 / c.rho**2
-        return self._state(c.dimension, 0, 1, [c.learning_rate * D / math.sqrt(2.0), c0, c1, c2, k, c.radius])
+        return self._state(c.dimension, 0, 1, [c.adaptive_scale, c0, c1, c2, k, c.radius])
 
 
 class AdaGradNorm(OnlineLearner):
@@ -159,7 +164,7 @@ class AdaGradNorm(OnlineLearner):
 
     def init_state(self, context: LearnerContext) -> LearnerState:
         c = context
-        return self._state(c.dimension, 0, 1, [c.learning_rate * c.diameter / math.sqrt(2.0), c.radius])
+        return self._state(c.dimension, 0, 1, [c.adaptive_scale, c.radius])
 
 
 class AdaGradDiagonal(OnlineLearner):
@@ -170,7 +175,7 @@ class AdaGradDiagonal(OnlineLearner):
     def init_state(self, context: LearnerContext) -> LearnerState:
         c = context
         # vectors[0] = Σ ḡ² per coordinate, vectors[1] = scratch for the metric
-        return self._state(c.dimension, 2, 0, [c.learning_rate * c.diameter / math.sqrt(2.0), c.radius])
+        return self._state(c.dimension, 2, 0, [c.adaptive_scale, c.radius])
 
 
 class OptimisticOGD(OnlineLearner):
@@ -180,7 +185,7 @@ class OptimisticOGD(OnlineLearner):
 
     def init_state(self, context: LearnerContext) -> LearnerState:
         c = context
-        state = self._state(c.dimension, 2, 1, [c.learning_rate * c.diameter / math.sqrt(2.0), c.radius])
+        state = self._state(c.dimension, 2, 1, [c.adaptive_scale, c.radius])
         state.vectors[0] = c.initial_point  # ŵ_1 = x₁; the first hint is ḡ_0 = 0
         return state
 
