@@ -26,7 +26,15 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from common import ADULT_DIR, cell, diffprivlib_predictions, import_diffprivlib_logistic, load_adult, ratio, timed
+from common import (
+    ADULT_DIR,
+    adult_with_baseline,
+    cell,
+    diffprivlib_predictions,
+    import_diffprivlib_logistic,
+    ratio,
+    timed,
+)
 
 from privfit.privacy import make_generator
 from privfit.solvers import PublicMetadata, get_solver
@@ -49,16 +57,8 @@ def main() -> None:
     args = parser.parse_args()
     warnings.filterwarnings("ignore")
 
-    train, test = load_adult(args.data, args.delta)
+    train, test, sk_acc, sk_time = adult_with_baseline(args.data, args.delta)
     meta = PublicMetadata.from_dataset(train)
-    print(f"UCI Adult: n = {train.n} train, {test.n} test, d = {train.d}, row-norm bound {train.row_norm_bound:.4f}")
-    print(f"majority class (test): {max(np.mean(test.y == 1), np.mean(test.y == -1)):.4f}")
-
-    from sklearn.linear_model import LogisticRegression
-
-    predictions, sk_time = timed(lambda: LogisticRegression(C=1.0, max_iter=2000).fit(train.X, train.y).predict(test.X))
-    sk_acc = float(np.mean(predictions == test.y))
-    print(f"scikit-learn LogisticRegression (non-private, C=1): accuracy {sk_acc:.4f}, fit {sk_time:.2f} s")
 
     DPLogisticRegression = import_diffprivlib_logistic()
 

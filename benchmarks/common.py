@@ -33,6 +33,22 @@ def load_adult(data_dir: Path, delta: float) -> tuple[Any, Any]:
     return train, test
 
 
+def adult_with_baseline(data_dir: Path, delta: float) -> tuple[Any, Any, float, float]:
+    """Load Adult, print its shape and majority class, fit non-private scikit-learn ``LogisticRegression(C=1)``.
+
+    Returns (train, test, scikit-learn test accuracy, its fit seconds).
+    """
+    from sklearn.linear_model import LogisticRegression
+
+    train, test = load_adult(data_dir, delta)
+    print(f"UCI Adult: n = {train.n} train, {test.n} test, d = {train.d}, row-norm bound {train.row_norm_bound:.4f}")
+    print(f"majority class (test): {max(np.mean(test.y == 1), np.mean(test.y == -1)):.4f}")
+    predictions, seconds = timed(lambda: LogisticRegression(C=1.0, max_iter=2000).fit(train.X, train.y).predict(test.X))
+    accuracy = float(np.mean(predictions == test.y))
+    print(f"scikit-learn LogisticRegression (non-private, C=1): accuracy {accuracy:.4f}, fit {seconds:.2f} s")
+    return train, test, accuracy, seconds
+
+
 def import_diffprivlib_logistic() -> Any | None:
     """diffprivlib's ``LogisticRegression`` class, or None (with a note printed) when it cannot be imported."""
     try:

@@ -15,6 +15,7 @@ from numpy.typing import ArrayLike, NDArray
 from privfit.errors import ParameterError
 
 __all__ = [
+    "UNIT_ROUNDOFF",
     "GeometryParameterError",
     "augment_intercept",
     "augmented_bound",
@@ -24,7 +25,7 @@ __all__ = [
 
 FloatArray = NDArray[np.float64]
 
-_UNIT_ROUNDOFF = 2.0**-53
+UNIT_ROUNDOFF = 2.0**-53
 # Relative shrink applied when a rescaled vector's computed norm still exceeds the bound by rounding.
 _SHRINK = 1.0 - 2.0**-50
 _MAX_SHRINK_STEPS = 64
@@ -32,7 +33,7 @@ _MAX_SHRINK_STEPS = 64
 
 def _safety_factor(d: int) -> float:
     """1 − 2(d + 2)u: absorbs the rounding of a d-term norm (relative error ≤ (d/2 + 1)u, Higham 2002)."""
-    return 1.0 - 2.0 * (d + 2) * _UNIT_ROUNDOFF
+    return 1.0 - 2.0 * (d + 2) * UNIT_ROUNDOFF
 
 
 class GeometryParameterError(ParameterError):

@@ -45,6 +45,8 @@ import numba
 import numpy as np
 from numpy.typing import NDArray
 
+from .geometry import UNIT_ROUNDOFF
+
 __all__ = [
     "LEARNERS",
     "AdaGradDiagonal",
@@ -63,7 +65,6 @@ __all__ = [
 
 FloatArray = NDArray[np.float64]
 
-_UNIT_ROUNDOFF = 2.0**-53
 _SHRINK = 1.0 - 2.0**-50
 
 
@@ -289,7 +290,7 @@ def project_ball(v: np.ndarray, radius: float) -> None:
     norm = math.sqrt(total)
     if norm <= radius:
         return
-    scale = radius * (1.0 - 2.0 * (v.shape[0] + 2) * _UNIT_ROUNDOFF) / norm
+    scale = radius * (1.0 - 2.0 * (v.shape[0] + 2) * UNIT_ROUNDOFF) / norm
     for j in range(v.shape[0]):
         v[j] *= scale
     for _ in range(64):

@@ -24,6 +24,7 @@ import math
 import numba
 import numpy as np
 
+from .geometry import UNIT_ROUNDOFF
 from .online_learners import learner_update, project_ball
 from .tree_aggregation import tree_noise_step
 
@@ -31,8 +32,6 @@ __all__ = ["LOSS_KINDS", "glm_slope", "online_to_batch_block"]
 
 #: loss name → the integer the compiled loop dispatches on
 LOSS_KINDS: dict[str, int] = {"logistic": 0, "linear": 1, "huber": 2, "svm": 3}
-
-_UNIT_ROUNDOFF = 2.0**-53
 
 
 @numba.njit(cache=True, nogil=True)
@@ -95,7 +94,7 @@ def online_to_batch_block(
     d = X.shape[1]
     p = w.shape[0]
     x_prev, gamma, gbar = scratch[0], scratch[1], scratch[2]
-    safety = 1.0 - 2.0 * (p + 2) * _UNIT_ROUNDOFF
+    safety = 1.0 - 2.0 * (p + 2) * UNIT_ROUNDOFF  # as geometry.clip_rows
     for t in range(t_start, t_stop):
         project_ball(w, radius)
         beta_t = float(t) ** k

@@ -70,7 +70,7 @@ def tree_block(t: int) -> list[int]:
 
 def tree_levels(horizon: int) -> int:
     """The largest |I_t| for t ≤ T, i.e. the number of prefix slots :func:`tree_noise_step` needs."""
-    return max(int(horizon).bit_length(), 1)
+    return int(tree_levels_compiled(int(horizon)))
 
 
 def tree_sensitivity_bound(t: int, *, k: float, lipschitz: float, smoothness: float, diameter: float) -> float:
@@ -130,7 +130,7 @@ def noisy_running_sums(increments: np.ndarray, sigma_1: float, k: float, normals
 
 @numba.njit(cache=True, nogil=True)
 def tree_levels_compiled(horizon: int) -> int:
-    """:func:`tree_levels` for compiled callers."""
+    """:func:`tree_levels` (the bit length of T, at least 1), callable from compiled code."""
     levels = 0
     while horizon:
         horizon >>= 1
