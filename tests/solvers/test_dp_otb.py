@@ -359,3 +359,32 @@ def test_fit_result_metadata_is_the_resolved_settings() -> None:
     assert result.metadata == resolved.model_dump(mode="json")
     assert result.feature_names == ["a", "b", "c"] and len(result.coefficients) == 3
     json.dumps(result.to_dict())
+
+
+@pytest.mark.parametrize("model", ["logistic", "linear", "huber", "svm"])
+def test_replacing_a_row_moves_delta_t_by_at_most_the_data_terms_bound_even_with_l2(model: str) -> None:
+    """Proof of Theorem 3 with the L2 term: given the same history (x_{t−1}, w_t), δ_t − δ'_t involves only the
+    data term, so Δ_t ≤ 2(k+1)t^{k−1}(G + HD) with the UNREGULARISED G and H (what σ_t uses) even when λ > 0."""
+    rng = np.random.default_rng(21)
+    meta = PublicMetadata(n=500, d=3, row_norm_bound=1.0)
+    for k in (1.0, 3.0):
+        learner = "parameter_free" if k == 3.0 else "ogd"
+        r = SOLVER.resolve({"model": model, "l2": 0.7, "rho": 1.0, "learner": learner}, meta)
+        loss = make_loss(model, l2=r.l2, **r.loss_params)
+        worst = 0.0
+        for _ in range(2000):
+            t = int(rng.integers(1, 500))
+            beta_t, beta_prev = float(t) ** k, float(t - 1) ** k
+            beta_sum = sum(float(i) ** k for i in range(1, t + 1))
+            x_prev, w = clip_rows(rng.uniform(-3, 3, (2, 4)), r.radius)
+            x_t = x_prev + beta_t / beta_sum * (w - x_prev)
+            rows = clip_rows(rng.choice([-1.0, 1.0], (2, 4)) * rng.uniform(0.5, 1, (2, 4)), r.design_norm_bound)
+            labels = rng.choice([-1.0, 1.0], 2) * r.label_bound
+            deltas = [
+                beta_t * loss.per_example_gradients(x_t, rows[i : i + 1], labels[i : i + 1])[0]
+                - beta_prev * loss.per_example_gradients(x_prev, rows[i : i + 1], labels[i : i + 1])[0]
+                for i in (0, 1)
+            ]
+            bound = tree_sensitivity_bound(t, k=k, lipschitz=r.lipschitz, smoothness=r.smoothness, diameter=r.diameter)
+            worst = max(worst, float(np.linalg.norm(deltas[0] - deltas[1])) / bound)
+        assert 0.05 < worst <= 1.0, (model, k, worst)
