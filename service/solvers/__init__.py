@@ -8,6 +8,8 @@
 - :mod:`privfit.solvers.dp_otb`: DP online-to-batch (``"dp_otb"``), with
   :mod:`~privfit.solvers.tree_aggregation`, :mod:`~privfit.solvers.online_learners` and the compiled loop
   :mod:`~privfit.solvers.otb_kernel`.
+- :mod:`privfit.solvers.dp_distributed`: DP distributed online learning (``"dp_distributed"``), with the
+  public mixing matrices of :mod:`~privfit.solvers.mixing`.
 
 Job-runner sequence (cost before data, DESIGN §1.4)::
 
@@ -33,6 +35,7 @@ from .base import (
     SolverParameterError,
     SolverParams,
 )
+from .dp_distributed import DPDistributed, DPDistributedParams, DPDistributedResolved
 from .dp_gd import DPGDParams, DPGDResolved, DPGradientDescent
 from .dp_otb import DPOnlineToBatch, DPOTBParams, DPOTBResolved
 from .registry import (
@@ -45,6 +48,9 @@ from .registry import (
 )
 
 __all__ = [
+    "DPDistributed",
+    "DPDistributedParams",
+    "DPDistributedResolved",
     "DPGDParams",
     "DPGDResolved",
     "DPGradientDescent",

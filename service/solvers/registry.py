@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from .base import Solver, SolverParameterError
+from .dp_distributed import DPDistributed
 from .dp_gd import DPGradientDescent
 from .dp_otb import DPOnlineToBatch
 from .losses import available_models
@@ -66,6 +67,6 @@ def describe_solvers() -> list[dict[str, Any]]:
     return [solver.describe() for solver in list_solvers()]
 
 
-_BUILTIN: tuple[type[Solver], ...] = (DPGradientDescent, DPOnlineToBatch)
+_BUILTIN: tuple[type[Solver], ...] = (DPGradientDescent, DPOnlineToBatch, DPDistributed)
 for _cls in _BUILTIN:
     register_solver(_cls())
