@@ -62,6 +62,7 @@ __all__ = [
     "StopCallback",
     "check_privacy_source",
     "check_resolved_metadata",
+    "glm_fit_result",
     "validation_error_to_parameter_error",
 ]
 
@@ -569,6 +570,20 @@ def glm_loss(params: GLMParams) -> GLMLoss:
 def design_bound(meta: PublicMetadata, fit_intercept: bool) -> float:
     """The public row-norm bound of the design matrix: B_x, or sqrt(B_x² + 1) with an intercept column."""
     return augmented_bound(meta.row_norm_bound) if fit_intercept else meta.row_norm_bound
+
+
+def glm_fit_result(solver: Solver, theta: np.ndarray, meta: PublicMetadata, resolved: ResolvedParams) -> FitResult:
+    """The release of a GLM fit: θ split into coefficients and intercept (its last entry when the resolved
+    settings fit one), the feature names, and the resolved settings as metadata."""
+    fit_intercept = bool(getattr(resolved, "fit_intercept", False))
+    return FitResult(
+        solver=solver.name,
+        model=str(getattr(resolved, "model", "")),
+        coefficients=[float(c) for c in theta[: meta.d]],
+        intercept=float(theta[meta.d]) if fit_intercept else None,
+        feature_names=None if meta.feature_names is None else list(meta.feature_names),
+        metadata=resolved.model_dump(mode="json"),
+    )
 
 
 def design_matrix(X: np.ndarray, fit_intercept: bool) -> np.ndarray:

@@ -79,6 +79,7 @@ from .base import (
     check_resolved_metadata,
     design_bound,
     design_matrix,
+    glm_fit_result,
     glm_loss,
 )
 from .geometry import UNIT_ROUNDOFF, clip_rows
@@ -240,6 +241,18 @@ class DPDistributedResolved(ResolvedParams):
     last_noise_scale: float = Field(gt=0.0, description="μ of the last round.")
     output: Output
     tail_start: int = Field(ge=1, description="First round (1-based, over all passes) in the tail average.")
+
+    def round_schedule(self) -> tuple[FloatArray, FloatArray]:
+        """α_k and μ_k for every round k = 1..p·K, from the stored public settings."""
+        alphas = step_sizes(
+            self.rounds_per_pass * self.passes, schedule=self.schedule, l2=self.l2, lr_scale=self.lr_scale,
+            lr_offset=self.lr_offset,
+        )  # fmt: skip
+        mus = laplace_scales(
+            alphas, dimension=self.dimension, clip_norm=self.clip_norm, batch_size=self.batch_size,
+            noise_multiplier=self.noise_multiplier,
+        )  # fmt: skip
+        return alphas, mus
 
     def mixing_schedule(self) -> MixingSchedule:
         return make_mixing(
@@ -535,11 +548,7 @@ class DPDistributed(Solver):
         A, v = meta.check_data(X, y)
         design = design_matrix(A, r.fit_intercept)
         total_rounds = r.rounds_per_pass * r.passes
-        alphas = step_sizes(total_rounds, schedule=r.schedule, l2=r.l2, lr_scale=r.lr_scale, lr_offset=r.lr_offset)
-        mus = laplace_scales(
-            alphas, dimension=r.dimension, clip_norm=r.clip_norm, batch_size=r.batch_size,
-            noise_multiplier=r.noise_multiplier,
-        )  # fmt: skip
+        alphas, mus = r.round_schedule()
         batches = [assign_batches(r.n, r.n_learners, r.batch_size, rng) for _ in range(r.passes)]
         reporter = ProgressReporter(total_rounds, progress, should_stop)
         theta = run_rounds(
@@ -549,11 +558,4 @@ class DPDistributed(Solver):
             tail_start=r.tail_start, output=r.output, reporter=reporter,
         )  # fmt: skip
         reporter.finish()
-        return FitResult(
-            solver=self.name,
-            model=r.model,
-            coefficients=[float(c) for c in theta[: meta.d]],
-            intercept=float(theta[meta.d]) if r.fit_intercept else None,
-            feature_names=None if meta.feature_names is None else list(meta.feature_names),
-            metadata=r.model_dump(mode="json"),
-        )
+        return glm_fit_result(self, theta, meta, r)

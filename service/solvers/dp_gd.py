@@ -83,6 +83,7 @@ from .base import (
     check_resolved_metadata,
     design_bound,
     design_matrix,
+    glm_fit_result,
     glm_loss,
 )
 from .geometry import clip_rows
@@ -376,13 +377,4 @@ class DPGradientDescent(Solver):
             reporter=reporter,
         )[0]
         reporter.finish()
-        coefficients = [float(c) for c in theta[: meta.d]]
-        intercept = float(theta[meta.d]) if r.fit_intercept else None
-        return FitResult(
-            solver=self.name,
-            model=r.model,
-            coefficients=coefficients,
-            intercept=intercept,
-            feature_names=None if meta.feature_names is None else list(meta.feature_names),
-            metadata=r.model_dump(mode="json"),
-        )
+        return glm_fit_result(self, theta, meta, r)

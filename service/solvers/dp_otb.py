@@ -61,6 +61,7 @@ from .base import (
     check_privacy_source,
     check_resolved_metadata,
     design_bound,
+    glm_fit_result,
     glm_loss,
 )
 from .online_learners import LEARNERS, LearnerContext, get_learner
@@ -402,11 +403,4 @@ class DPOnlineToBatch(Solver):
             reporter=reporter,
         )
         reporter.finish()
-        return FitResult(
-            solver=self.name,
-            model=r.model,
-            coefficients=[float(c) for c in theta[: meta.d]],
-            intercept=float(theta[meta.d]) if r.fit_intercept else None,
-            feature_names=None if meta.feature_names is None else list(meta.feature_names),
-            metadata=r.model_dump(mode="json"),
-        )
+        return glm_fit_result(self, theta, meta, r)
