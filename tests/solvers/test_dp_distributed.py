@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from numpy.typing import NDArray
 
-from privfit.privacy import DEFAULT_GRID, PrivacyCost, laplace_rdp, make_generator
+from privfit.privacy import DEFAULT_GRID, PrivacyCost, laplace_rdp, make_generator, pure_dp_rdp
 from privfit.solvers import (
     DPDistributedResolved,
     FitCancelled,
@@ -393,3 +393,22 @@ def test_minimum_rounds_boundary() -> None:
     assert SOLVER.resolve({"noise_multiplier": 1.0}, meta).rounds_per_pass == MIN_ROUNDS
     with pytest.raises(SolverParameterError):
         SOLVER.resolve({"noise_multiplier": 1.0}, PublicMetadata(n=meta.n - 4, d=2, row_norm_bound=1.0))
+
+
+def test_laplace_curve_properties_used_by_the_proof() -> None:
+    """§7.1.3: ε_Lap(α; ε) is increasing in α, ≤ min(ε, αε²/2) and ≤ the randomized-response curve, tends to ε
+    (α → ∞) and to ε + e^{−ε} − 1 (α → 1); and Σ_j ε_Lap(α; s_j) ≤ ε_Lap(α; Σ_j s_j) for random splits — the
+    superadditivity that reduces the n-dimensional Laplace shift to one coordinate (spec §3.3, steps 6–7)."""
+    orders = np.array(DEFAULT_GRID.orders)
+    rng = np.random.default_rng(9)
+    for epsilon in (0.01, 0.1, 0.5, 1.0, 2.0, 5.0):
+        curve = laplace_rdp(orders, scale=1 / epsilon)
+        assert np.all(np.diff(curve) >= -1e-15)
+        assert np.all(curve <= np.minimum(epsilon, orders * epsilon**2 / 2) * (1 + 1e-12))
+        assert np.all(curve <= pure_dp_rdp(orders, epsilon=epsilon) * (1 + 1e-12))
+        assert laplace_rdp([1e9], scale=1 / epsilon)[0] == pytest.approx(epsilon, rel=1e-6)
+        assert laplace_rdp([1.0], scale=1 / epsilon)[0] == pytest.approx(epsilon + math.expm1(-epsilon), rel=1e-12)
+        for _ in range(200):
+            parts = rng.dirichlet(np.ones(int(rng.integers(2, 12)))) * epsilon
+            split = sum(laplace_rdp(orders, scale=1 / s) for s in parts)
+            assert np.all(split <= curve * (1 + 1e-12) + 1e-15)

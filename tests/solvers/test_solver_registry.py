@@ -26,7 +26,8 @@ from privfit.solvers import (
 from privfit.solvers.losses import available_models
 
 SOLVERS = list_solvers()
-META = PublicMetadata(n=40, d=3, row_norm_bound=1.0, label_bound=1.0)
+# n = 800: every solver's defaults must accept it (dp_distributed needs K = ⌊⌊n/m⌋/h⌋ ≥ 20 rounds: 4 × 10 × 20)
+META = PublicMetadata(n=800, d=3, row_norm_bound=1.0, label_bound=1.0)
 
 
 def test_dp_gd_is_registered() -> None:
