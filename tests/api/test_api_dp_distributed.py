@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 import pytest
-from api_helpers import small_csv, upload, wait_for
+from api_helpers import cancel_running_fit_and_check_charge_kept, small_csv, upload, wait_for
 
 import privfit.solvers.dp_distributed as dp_distributed_module
 from privfit.privacy import PrivacyCost, get_grid, laplace_rdp
@@ -88,16 +88,4 @@ def test_a_running_fit_shows_progress_and_stops_on_cancel_keeping_its_charge(cli
     request = {"dataset_id": dataset_id, "solver": "dp_distributed", "privacy": {"epsilon": 0.5},
                "params": {"algorithm": "online", "n_learners": 1}}  # fmt: skip
     fit_id = client.post("/v1/fits", headers=keys.analyst, json=request).json()["id"]
-    deadline = time.monotonic() + 30
-    body = {}
-    while time.monotonic() < deadline:
-        body = client.get(f"/v1/fits/{fit_id}", headers=keys.analyst).json()
-        if body["status"] == "running" and body["progress"] > 0:
-            break
-        time.sleep(0.05)
-    assert body["status"] == "running" and 0 < body["progress"] < 1, body
-    assert client.post(f"/v1/fits/{fit_id}/cancel", headers=keys.analyst).status_code == 200
-    done = wait_for(client, fit_id, keys.analyst)
-    assert done["status"] == "cancelled" and "result" not in done
-    kinds = [e["kind"] for e in client.get(f"/v1/datasets/{dataset_id}/ledger", headers=keys.owner).json()["entries"]]
-    assert kinds == ["reservation", "charge"]
+    cancel_running_fit_and_check_charge_kept(client, keys, fit_id, dataset_id)
