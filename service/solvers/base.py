@@ -60,6 +60,7 @@ __all__ = [
     "SolverParameterError",
     "SolverParams",
     "StopCallback",
+    "check_fit_inputs",
     "check_privacy_source",
     "check_resolved_metadata",
     "glm_fit_result",
@@ -570,6 +571,20 @@ def glm_loss(params: GLMParams) -> GLMLoss:
 def design_bound(meta: PublicMetadata, fit_intercept: bool) -> float:
     """The public row-norm bound of the design matrix: B_x, or sqrt(B_x² + 1) with an intercept column."""
     return augmented_bound(meta.row_norm_bound) if fit_intercept else meta.row_norm_bound
+
+
+def check_fit_inputs(
+    X: Any, y: Any, meta: PublicMetadata, rng: Any, fit_intercept: bool | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """The fit's design matrix and labels, after checking the generator and the public shapes.
+
+    ``rng`` must be a numpy ``Generator`` (:func:`privfit.privacy.make_generator`). With ``fit_intercept`` set,
+    the returned matrix is the design matrix (:func:`design_matrix`); with ``None`` it is ``X`` as given.
+    """
+    if not isinstance(rng, np.random.Generator):
+        raise SolverParameterError("rng", "must be a numpy Generator (privfit.privacy.make_generator())")
+    A, v = meta.check_data(X, y)
+    return (A if fit_intercept is None else design_matrix(A, fit_intercept)), v
 
 
 def glm_fit_result(solver: Solver, theta: np.ndarray, meta: PublicMetadata, resolved: ResolvedParams) -> FitResult:

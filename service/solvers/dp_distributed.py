@@ -74,11 +74,11 @@ from .base import (
     SolverParameterError,
     SolverParams,
     StopCallback,
+    check_fit_inputs,
     check_model_supported,
     check_privacy_source,
     check_resolved_metadata,
     design_bound,
-    design_matrix,
     glm_fit_result,
     glm_loss,
 )
@@ -543,10 +543,7 @@ class DPDistributed(Solver):
     ) -> FitResult:
         """Run the corrected algorithm with ``resolved``; permutation and noise from ``rng`` (OS-seeded)."""
         r = self._check(resolved, meta)
-        if not isinstance(rng, np.random.Generator):
-            raise SolverParameterError("rng", "must be a numpy Generator (privfit.privacy.make_generator())")
-        A, v = meta.check_data(X, y)
-        design = design_matrix(A, r.fit_intercept)
+        design, v = check_fit_inputs(X, y, meta, rng, r.fit_intercept)
         total_rounds = r.rounds_per_pass * r.passes
         alphas, mus = r.round_schedule()
         batches = [assign_batches(r.n, r.n_learners, r.batch_size, rng) for _ in range(r.passes)]

@@ -78,11 +78,11 @@ from .base import (
     SolverParameterError,
     SolverParams,
     StopCallback,
+    check_fit_inputs,
     check_model_supported,
     check_privacy_source,
     check_resolved_metadata,
     design_bound,
-    design_matrix,
     glm_fit_result,
     glm_loss,
 )
@@ -357,10 +357,7 @@ class DPGradientDescent(Solver):
     ) -> FitResult:
         """Run DP-GD with ``resolved`` on the private rows; noise from ``rng`` (OS-seeded for private data)."""
         r = self._check(resolved, meta)
-        if not isinstance(rng, np.random.Generator):
-            raise SolverParameterError("rng", "must be a numpy Generator (privfit.privacy.make_generator())")
-        A, v = meta.check_data(X, y)
-        design = design_matrix(A, r.fit_intercept)
+        design, v = check_fit_inputs(X, y, meta, rng, r.fit_intercept)
         reporter = ProgressReporter(r.steps, progress, should_stop)
         theta = dp_gradient_descent(
             design,

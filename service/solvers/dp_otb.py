@@ -57,6 +57,7 @@ from .base import (
     SolverParameterError,
     SolverParams,
     StopCallback,
+    check_fit_inputs,
     check_model_supported,
     check_privacy_source,
     check_resolved_metadata,
@@ -381,9 +382,7 @@ class DPOnlineToBatch(Solver):
     ) -> FitResult:
         """One pass of Algorithm 1 on the private rows with ``resolved``; noise and order from ``rng``."""
         r = cast(DPOTBResolved, check_resolved_metadata(self, resolved, meta))
-        if not isinstance(rng, np.random.Generator):
-            raise SolverParameterError("rng", "must be a numpy Generator (privfit.privacy.make_generator())")
-        A, v = meta.check_data(X, y)
+        A, v = check_fit_inputs(X, y, meta, rng)
         reporter = ProgressReporter(r.n, progress, should_stop)
         theta = dp_online_to_batch(
             np.ascontiguousarray(A),
