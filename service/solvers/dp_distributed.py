@@ -137,6 +137,13 @@ class DPDistributedParams(GLMParams):
         description="L2 strength λ (the paper's φ): objective mean loss + (λ/2)‖θ‖². The strongly convex "
         "schedule needs λ > 0; larger λ means smaller steps, hence less noise, and more bias.",
     )
+    radius: float | None = Field(
+        None,
+        gt=0.0,
+        le=1e6,
+        description="Public radius R of the parameter ball W. Default sqrt(2·ℓ(0)/λ) when λ > 0 (the regularised "
+        "minimiser lies inside it, spec §2.3), else the GLM default (10; 1 for linear).",
+    )
     schedule: Schedule = Field(
         "strongly_convex",
         description="Step sizes: 'strongly_convex' α_k = c/(λ(k + t0)) (Theorem 2, λ > 0) or 'convex' "
