@@ -94,6 +94,7 @@ __all__ = [
     "assign_batches",
     "laplace_scales",
     "local_update",
+    "round_schedule",
     "run_rounds",
     "step_sizes",
 ]
@@ -251,15 +252,11 @@ class DPDistributedResolved(ResolvedParams):
 
     def round_schedule(self) -> tuple[FloatArray, FloatArray]:
         """α_k and μ_k for every round k = 1..p·K, from the stored public settings."""
-        alphas = step_sizes(
+        return round_schedule(
             self.rounds_per_pass * self.passes, schedule=self.schedule, l2=self.l2, lr_scale=self.lr_scale,
-            lr_offset=self.lr_offset,
+            lr_offset=self.lr_offset, dimension=self.dimension, clip_norm=self.clip_norm,
+            batch_size=self.batch_size, noise_multiplier=self.noise_multiplier,
         )  # fmt: skip
-        mus = laplace_scales(
-            alphas, dimension=self.dimension, clip_norm=self.clip_norm, batch_size=self.batch_size,
-            noise_multiplier=self.noise_multiplier,
-        )  # fmt: skip
-        return alphas, mus
 
     def mixing_schedule(self) -> MixingSchedule:
         return make_mixing(
@@ -292,6 +289,26 @@ def laplace_scales(
     """μ_k = b · 2 α_k √n C / h (Lemma 1, Lemma 7 via L2; spec §7.1.1), with the rounding margin 2⁻⁴⁰."""
     sensitivity = 2.0 * steps * math.sqrt(dimension) * clip_norm / batch_size
     return noise_multiplier * sensitivity * _NOISE_MARGIN
+
+
+def round_schedule(
+    rounds: int,
+    *,
+    schedule: Schedule,
+    l2: float,
+    lr_scale: float,
+    lr_offset: int,
+    dimension: int,
+    clip_norm: float,
+    batch_size: int,
+    noise_multiplier: float,
+) -> tuple[FloatArray, FloatArray]:
+    """(α_k, μ_k) for k = 1..rounds: :func:`step_sizes` and the :func:`laplace_scales` they imply."""
+    steps = step_sizes(rounds, schedule=schedule, l2=l2, lr_scale=lr_scale, lr_offset=lr_offset)
+    scales = laplace_scales(
+        steps, dimension=dimension, clip_norm=clip_norm, batch_size=batch_size, noise_multiplier=noise_multiplier
+    )
+    return steps, scales
 
 
 def assign_batches(n_rows: int, n_learners: int, batch_size: int, rng: np.random.Generator) -> NDArray[np.intp]:
@@ -482,8 +499,10 @@ class DPDistributed(Solver):
         else:
             scale = float(p.noise_multiplier or 0.0)  # not None here: checked above
         total_rounds = rounds * p.passes
-        alphas = step_sizes(total_rounds, schedule=p.schedule, l2=p.l2, lr_scale=p.lr_scale, lr_offset=p.lr_offset)
-        mus = laplace_scales(alphas, dimension=dimension, clip_norm=clip, batch_size=h, noise_multiplier=scale)
+        _, mus = round_schedule(
+            total_rounds, schedule=p.schedule, l2=p.l2, lr_scale=p.lr_scale, lr_offset=p.lr_offset,
+            dimension=dimension, clip_norm=clip, batch_size=h, noise_multiplier=scale,
+        )  # fmt: skip
         resolved = DPDistributedResolved(
             target_epsilon=target_epsilon,
             delta=delta,

@@ -87,6 +87,15 @@ def wait_for(test_client: TestClient, fit_id: str, headers: dict[str, str], time
     raise AssertionError(f"fit {fit_id} did not finish within {timeout} s")
 
 
+def fit_and_wait(test_client: TestClient, keys: Keys, request: dict[str, Any]) -> tuple[dict, dict]:
+    """POST the fit (must be accepted, 202), wait for it to succeed with progress 1; (its admitted cost, its body)."""
+    created = test_client.post("/v1/fits", headers=keys.analyst, json=request)
+    assert created.status_code == 202, created.text
+    done = wait_for(test_client, created.json()["id"], keys.analyst)
+    assert done["status"] == "succeeded" and done["progress"] == 1.0, done
+    return created.json()["cost"], done
+
+
 def wait_until_running(test_client: TestClient, fit_id: str, headers: dict[str, str], timeout: float = 30.0) -> dict:
     """Poll until the fit is running with some progress (> 0); its body then. Fails after ``timeout`` s."""
     deadline = time.monotonic() + timeout

@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 import pytest
-from api_helpers import cancel_running_fit_and_check_charge_kept, small_csv, upload, wait_for
+from api_helpers import cancel_running_fit_and_check_charge_kept, fit_and_wait, small_csv, upload
 
 import privfit.solvers.dp_distributed as dp_distributed_module
 from privfit.privacy import PrivacyCost, get_grid, laplace_rdp
@@ -27,11 +27,7 @@ CASES = [
 def test_fits_end_to_end_and_is_charged_the_laplace_curve(client, keys, params: dict[str, object]) -> None:
     dataset_id = upload(client, keys, epsilon=1.0)
     request = {"dataset_id": dataset_id, "solver": "dp_distributed", "privacy": {"epsilon": 0.8}, "params": params}
-    created = client.post("/v1/fits", headers=keys.analyst, json=request)
-    assert created.status_code == 202, created.text
-    cost = created.json()["cost"]
-    done = wait_for(client, created.json()["id"], keys.analyst)
-    assert done["status"] == "succeeded" and done["progress"] == 1.0, done
+    cost, done = fit_and_wait(client, keys, request)
     settings = done["settings"]
     assert settings["n_learners"] == params["n_learners"]
     grid = get_grid(cost["grid"])

@@ -7,7 +7,7 @@ import time
 
 import numpy as np
 import pytest
-from api_helpers import cancel_running_fit_and_check_charge_kept, small_csv, upload, wait_for
+from api_helpers import cancel_running_fit_and_check_charge_kept, fit_and_wait, small_csv, upload
 
 import privfit.solvers.dp_otb as dp_otb_module
 from privfit.privacy import PrivacyCost, get_grid
@@ -21,11 +21,7 @@ def test_every_learner_fits_end_to_end_and_is_charged_its_cost(client, keys, lea
     if learner == "strongly_convex":
         params["l2"] = 0.01
     request = {"dataset_id": dataset_id, "solver": "dp_otb", "privacy": {"epsilon": 0.9}, "params": params}
-    created = client.post("/v1/fits", headers=keys.analyst, json=request)
-    assert created.status_code == 202, created.text
-    cost = created.json()["cost"]
-    done = wait_for(client, created.json()["id"], keys.analyst)
-    assert done["status"] == "succeeded" and done["progress"] == 1.0, done
+    cost, done = fit_and_wait(client, keys, request)
     settings = done["settings"]
     assert settings["learner"] == learner and settings["k"] == (3.0 if learner == "parameter_free" else 1.0)
     # Theorem 3: the charged curve is αρ²/2 on the dataset's grid, and it is what the ledger holds
