@@ -1,0 +1,346 @@
+r"""``objective_perturbation``: minimise a randomly perturbed regularised ERM objective (pure ε or (ε, δ)).
+
+Algorithms: Chaudhuri, Monteleoni & Sarwate, JMLR 2011 (CMS), Alg. 2 (pure ε, L2-Laplace noise); Kifer, Smith &
+Thakurta, COLT 2012 (KST), Alg. 1/Thm 2 (Gaussian noise, (ε, δ)); with the approximate-minimum output step of
+Iyengar, Near, Song, Thakkar, Thakurta & Wang, IEEE S&P 2019 (AMP, Alg. 1), since a numerical solver never
+returns the exact minimiser the first two proofs assume. With the design rows x_i (‖x_i‖ ≤ B, a trailing 1
+for the intercept), a GLM loss ℓ(θ; x, y) = φ(⟨θ, x⟩, y) with |φ'| ≤ a (G = a·B) and 0 ≤ φ'' ≤ c
+(smoothness β = c·B²), and public λ > 0:
+
+    b ~ N(0, σ_b² I_d)  [gaussian]   or   density ∝ exp(−ε_b ‖b‖ / (2G))  [laplace],                      (1)
+    θ_b = argmin_{θ ∈ R^d}  J(θ) = (1/n) Σ_i ℓ(θ; x_i, y_i) + (λ/2)‖θ‖² + (1/n)⟨b, θ⟩,                     (2)
+    release  θ̂ + v,  ‖∇J(θ̂)‖ ≤ γ (certified),  v ~ N(0, σ_out² I) [gaussian]  or  ∝ exp(−ε_out‖v‖/Δ_out).  (3)
+
+**Privacy of θ_b** (CMS Thm 9 / KST Thm 2, replace-one). J is λ-strongly convex and smooth, so (2) has a unique
+minimiser, and the first-order condition b = −Σ_i ∇ℓ(θ_b; z_i) − nλθ_b makes b ↦ θ_b a bijection of R^d with
+Jacobian A_D(θ) = Σ_i φ''_i x_i x_iᵀ + nλI. The density of θ_b at θ is p_D(θ) = ν(b_D(θ))·|det A_D(θ)|.
+Replacing z_k by z'_k:
+
+* *Jacobian part.* A_D and A_D' differ by a rank-one term each side of M = Σ_{i≠k} φ''_i x_i x_iᵀ + nλI ⪰ nλI;
+  by the matrix determinant lemma det A_D/det A_D' = (1 + φ''_k x_kᵀM⁻¹x_k)/(1 + φ''_k' x'_kᵀM⁻¹x'_k), which
+  lies within [1/(1 + cB²/(nλ)), 1 + cB²/(nλ)]. privfit charges CMS's (larger) bound
+
+      ε_J = 2 log(1 + cB²/(nλ))            (CMS Alg. 2: ε' = ε − log(1 + 2c/(nλ) + c²/(n²λ²)) at B = 1). (4)
+
+* *Noise part.* b_D'(θ) = b_D(θ) + u(θ) with u = ∇ℓ(θ; z_k) − ∇ℓ(θ; z'_k), ‖u‖ ≤ 2G. For the L2-Laplace
+  density of (1) the ratio is ≤ e^{ε_b} (CMS). For the Gaussian, log ν(b)/ν(b + u) = (2⟨b, u⟩ + ‖u‖²)/(2σ_b²),
+  and for a GLM u = φ'_k x_k − φ'_k' x'_k lies in the FIXED plane S = span(x_k, x'_k) (KST's rank argument), so
+  ⟨b, u⟩ ≤ 2G‖P_S b‖ with ‖P_S b‖/σ_b distributed as χ with ≤ 2 degrees of freedom, P(χ > t) ≤ e^{−t²/2}.
+  With r = 2G/σ_b and t = sqrt(2 log(1/δ_b)) the privacy loss is ≤ r·t + r²/2 outside an event of
+  probability δ_b. The noise of AMP (Iyengar et al. 2019, Alg. 1, in the sum normalisation)
+
+      σ_b = 2G (1 + sqrt(2 log(1/δ_b))) / ε_b                                                           (5)
+
+  gives r·t + r²/2 = ε_b (t/(1 + t) + ε_b/(2(1 + t)²)) ≤ ε_b exactly when ε_b ≤ 2(1 + t), which resolve
+  checks (a larger ε_b is refused with a clear message).
+
+So θ_b is (ε_J + ε_b)-DP (laplace) or (ε_J + ε_b, δ_b)-DP (gaussian). The loss must be twice differentiable
+almost everywhere with bounded φ'' (the change of variables holds for the Lipschitz map b(θ)) and globally
+Lipschitz: logistic, Huber and the smoothed hinge qualify; the squared loss is NOT globally Lipschitz (‖u‖ is
+unbounded over R^d) and is refused — use ``output_perturbation``, ``dp_gd`` or ``dp_sgd`` for it.
+
+**The approximate minimiser** (AMP's output step, with a conservative sensitivity). Given θ_b = t, the noise is
+determined, b = −Σ_i∇ℓ(t; z_i) − nλt, so the solver's output θ̂ = g(D, t) is a function of (D, t) with
+‖g(D, t) − t‖ ≤ γ/λ (strong convexity of J). For fixed t, D ↦ g(D, t) therefore has L2 sensitivity
+Δ_out = 2γ/λ, and (3) adds noise calibrated to it: an adaptive composition of θ_b's mechanism with a Gaussian
+(or L2-Laplace, ε_out-DP) mechanism, of which only the second output is released (post-processing).
+(AMP's code uses nγ/Λ in its 1/n-normalised objective, i.e. γ/λ here: privfit's 2γ/λ is the conservative
+triangle-inequality bound.) γ is tiny (default 1e-9·G), so this noise is small.
+
+**Cost** (:meth:`ObjectivePerturbation.cost`):
+* laplace: ``pure_dp_rdp(ε_J + ε_b) + pure_dp_rdp(ε_out)`` — pure DP, no δ;
+* gaussian: ``pure_dp_rdp(ε_J + ε_b) + gaussian_rdp(σ_out, Δ_out)`` with approximate-DP part δ_b
+  (:meth:`PrivacyCost.approximate_dp` semantics).
+
+**Calibration** to a target (ε, δ): ε_out = 1% of the target (AMP's split) for the pure version; for the
+Gaussian, σ_out gets 1% of the target's zCDP ρ (:func:`output_noise_multiplier`) and δ_b = δ/2. Then ε_J + ε_b
+is the largest pure ε whose composition with the output part converts to ≤ the target at δ. λ (default: the
+larger of the λ that keeps ε_J ≤ (ε_J + ε_b)/2, CMS's choice when it adds regularisation, and the bias–noise
+balance of :func:`~privfit.solvers.perturbation.default_l2_second_order`) fixes ε_J by (4), and ε_b is the
+rest. A user λ too small to leave ε_b > 0 is refused with the minimum λ in the message.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any, ClassVar, Literal, cast
+
+import numpy as np
+from pydantic import Field
+
+from privfit.privacy import DEFAULT_GRID, OrderGrid, PrivacyCost, gaussian_rdp, pure_dp_rdp
+
+from .base import (
+    FitResult,
+    ModelName,
+    ProgressCallback,
+    ProgressReporter,
+    PublicMetadata,
+    ResolvedParams,
+    Solver,
+    SolverParameterError,
+    SolverParams,
+    StopCallback,
+    check_fit_inputs,
+    check_model_supported,
+    check_resolved_metadata,
+    design_bound,
+    glm_fit_result,
+    glm_loss,
+)
+from .erm import MAX_ITERATIONS, minimize_regularized_glm
+from .losses import make_loss
+from .perturbation import (
+    OUTPUT_SHARE,
+    NoiseKind,
+    PerturbationParams,
+    default_gradient_tolerance,
+    default_l2_second_order,
+    pure_epsilon_for_target,
+    sample_noise,
+)
+
+__all__ = [
+    "ObjectivePerturbation",
+    "ObjectivePerturbationParams",
+    "ObjectivePerturbationResolved",
+    "amp_objective_sigma",
+    "jacobian_epsilon",
+    "minimum_l2",
+    "output_noise_multiplier",
+]
+
+
+class ObjectivePerturbationParams(PerturbationParams):
+    """Parameters of ``objective_perturbation`` (all optional; a target ε and δ are required). ``model`` must
+    have bounded φ' and φ'': 'logistic', 'huber' or 'svm' (the squared loss is refused)."""
+
+
+class ObjectivePerturbationResolved(ResolvedParams):
+    """Fully resolved ``objective_perturbation`` settings (public, data-independent)."""
+
+    solver: Literal["objective_perturbation"] = "objective_perturbation"
+    formula_version: Literal["objective_perturbation/cms-kst-amp/v1"] = "objective_perturbation/cms-kst-amp/v1"
+    n: int = Field(ge=1)
+    d: int = Field(ge=1)
+    row_norm_bound: float = Field(gt=0.0)
+    label_bound: float = Field(ge=0.0)
+    model: ModelName
+    loss_params: dict[str, float]
+    l2: float = Field(gt=0.0, description="λ of the objective (2).")
+    fit_intercept: bool
+    design_norm_bound: float = Field(gt=0.0)
+    lipschitz: float = Field(gt=0.0, description="G = a·B: global gradient bound of the loss.")
+    curvature_bound: float = Field(gt=0.0, description="c: bound on φ''.")
+    smoothness: float = Field(gt=0.0, description="β = c·B².")
+    noise: NoiseKind
+    jacobian_epsilon: float = Field(ge=0.0, description="ε_J = 2 log(1 + cB²/(nλ)), eq. (4).")
+    noise_epsilon: float = Field(gt=0.0, description="ε_b of the objective noise.")
+    noise_delta: float = Field(ge=0.0, description="δ_b of the Gaussian objective noise (0 for laplace).")
+    objective_noise_scale: float = Field(gt=0.0, description="σ_b (eq. (5)) or the L2-Laplace scale 2G/ε_b.")
+    gradient_tolerance: float = Field(gt=0.0, description="γ: certified ‖∇J(θ̂)‖ bound.")
+    output_sensitivity: float = Field(gt=0.0, description="Δ_out = 2γ/λ.")
+    output_noise_scale: float = Field(gt=0.0, description="σ_out (gaussian) or Δ_out/ε_out (laplace).")
+    output_epsilon: float | None = Field(None, description="ε_out of the laplace output noise (None: gaussian).")
+
+
+def jacobian_epsilon(curvature_bound: float, design_norm_bound: float, n: int, l2: float) -> float:
+    """ε_J = 2 log(1 + cB²/(nλ)), eq. (4) (CMS 2011, Alg. 2, step 1, with ‖x‖ ≤ B)."""
+    return 2.0 * math.log1p(curvature_bound * design_norm_bound**2 / (n * l2))
+
+
+def minimum_l2(curvature_bound: float, design_norm_bound: float, n: int, jacobian_budget: float) -> float:
+    """The λ at which ε_J equals ``jacobian_budget``: cB²/(n(e^{budget/2} − 1)) (CMS 2011, Alg. 2, step 2)."""
+    return curvature_bound * design_norm_bound**2 / (n * math.expm1(jacobian_budget / 2.0))
+
+
+def output_noise_multiplier(target_epsilon: float, delta: float) -> float:
+    """σ_out/Δ_out of the Gaussian output step: 1% (``OUTPUT_SHARE``) of the zCDP ρ of the target.
+
+    ρ = (sqrt(log(1/δ) + ε) − sqrt(log(1/δ)))² is the ρ whose conversion ρ + 2 sqrt(ρ log(1/δ)) equals ε
+    (Bun & Steinke 2016, Prop. 1.3); a Gaussian of noise multiplier z is 1/(2z²)-zCDP, so z = 1/sqrt(2·0.01·ρ).
+    (A Gaussian calibrated to 1% of ε itself would need an enormous z: the RDP conversion of a tiny ε is
+    dominated by log(1/δ)/(α − 1).) The exact cost of this step enters the calibration of ε_J + ε_b.
+    """
+    log_inverse_delta = math.log(1.0 / delta)
+    rho = (math.sqrt(log_inverse_delta + target_epsilon) - math.sqrt(log_inverse_delta)) ** 2
+    return 1.0 / math.sqrt(2.0 * OUTPUT_SHARE * rho)
+
+
+def amp_objective_sigma(lipschitz: float, noise_epsilon: float, noise_delta: float) -> float:
+    """σ_b = 2G(1 + sqrt(2 log(1/δ_b)))/ε_b, eq. (5) (Iyengar et al. 2019, Alg. 1, sum normalisation)."""
+    return 2.0 * lipschitz * (1.0 + math.sqrt(2.0 * math.log(1.0 / noise_delta))) / noise_epsilon
+
+
+class ObjectivePerturbation(Solver):
+    """Objective perturbation (CMS 2011 pure ε; KST 2012 Gaussian) with AMP's approximate-minimum step."""
+
+    name: ClassVar[str] = "objective_perturbation"
+    description: ClassVar[str] = (
+        "Objective perturbation (Chaudhuri et al. 2011; Kifer et al. 2012): minimise the L2-regularised ERM "
+        "objective plus a random linear term ⟨b, θ⟩/n (Gaussian for (ε, δ), L2-Laplace for pure ε), to a "
+        "certified gradient norm, then add the small output noise of Iyengar et al. 2019 that covers the "
+        "approximate minimiser. Smooth, Lipschitz losses only (logistic, huber, svm); needs λ > 0."
+    )
+    models: ClassVar[tuple[str, ...]] = ("logistic", "huber", "svm")
+    Params: ClassVar[type[SolverParams]] = ObjectivePerturbationParams
+    Resolved: ClassVar[type[ResolvedParams]] = ObjectivePerturbationResolved
+    formula_version: ClassVar[str] = "objective_perturbation/cms-kst-amp/v1"
+
+    def resolve(
+        self,
+        params: Mapping[str, Any] | SolverParams | None,
+        meta: PublicMetadata,
+        *,
+        target_epsilon: float | None = None,
+        delta: float | None = None,
+        grid: OrderGrid = DEFAULT_GRID,
+    ) -> ObjectivePerturbationResolved:
+        """The ε split of the module docstring, λ, and the noise scales (5), from public inputs only."""
+        p = cast(ObjectivePerturbationParams, self.parse_params(params))
+        if p.model == "linear":
+            raise SolverParameterError(
+                "model",
+                "objective perturbation needs a globally Lipschitz loss and the squared loss ('linear') is not; "
+                "use output_perturbation, dp_gd or dp_sgd for linear regression",
+            )
+        check_model_supported(self, p.model)
+        if target_epsilon is None or delta is None:
+            raise SolverParameterError(
+                "epsilon", "objective perturbation is calibrated to a target: give both epsilon and delta"
+            )
+        loss = glm_loss(p)
+        bound = design_bound(meta, p.fit_intercept)
+        dimension = meta.d + int(p.fit_intercept)
+        lipschitz = loss.lipschitz(bound, meta.label_bound)
+        curvature = loss.second_derivative_bound()
+        tolerance = p.gradient_tolerance or default_gradient_tolerance(meta.n, dimension, lipschitz)
+        noise_delta = delta / 2.0 if p.noise == "gaussian" else 0.0
+
+        # The output step, as a noise per unit sensitivity (independent of λ): pure ε_out = 1% of the target, or
+        # a Gaussian with 1% of the zCDP ρ that the target corresponds to.
+        if p.noise == "gaussian":
+            output_multiplier = output_noise_multiplier(target_epsilon, delta)
+            output_curve = gaussian_rdp(grid, sigma=output_multiplier)
+        else:
+            output_epsilon = OUTPUT_SHARE * target_epsilon
+            output_multiplier = 1.0 / output_epsilon
+            output_curve = pure_dp_rdp(grid, epsilon=output_epsilon)
+        objective_epsilon = pure_epsilon_for_target(
+            target_epsilon, delta, grid, PrivacyCost(output_curve, grid, noise_delta)
+        )
+
+        if p.l2 is None:
+            half = objective_epsilon / 2.0
+            expected_b_norm = (
+                amp_objective_sigma(lipschitz, half, noise_delta) * math.sqrt(dimension)
+                if p.noise == "gaussian"
+                else dimension * 2.0 * lipschitz / half
+            )
+            l2 = max(
+                minimum_l2(curvature, bound, meta.n, half),
+                default_l2_second_order(expected_b_norm / meta.n, p.effective_radius()),
+            )
+        else:
+            l2 = p.l2
+        jacobian = jacobian_epsilon(curvature, bound, meta.n, l2)
+        noise_epsilon = objective_epsilon - jacobian
+        if not noise_epsilon > 0.0:
+            recommended = minimum_l2(curvature, bound, meta.n, objective_epsilon / 2.0)
+            raise SolverParameterError(
+                "l2",
+                f"l2 = {l2:g} is too small for objective perturbation at epsilon = {target_epsilon:g} with n = "
+                f"{meta.n}: the Jacobian term 2·log(1 + c·B²/(n·l2)) = {jacobian:.4g} uses the whole "
+                f"ε = {objective_epsilon:.4g}; use l2 ≥ {recommended:.4g} (half the budget) or omit l2",
+            )
+        if p.noise == "gaussian":
+            t = math.sqrt(2.0 * math.log(1.0 / noise_delta))
+            if noise_epsilon > 2.0 * (1.0 + t):
+                raise SolverParameterError(
+                    "epsilon",
+                    f"the Gaussian objective noise (5) is proven for ε_b ≤ 2(1 + sqrt(2 log(1/δ_b))) = "
+                    f"{2.0 * (1.0 + t):.4g}; this request needs ε_b = {noise_epsilon:.4g}: lower epsilon or use "
+                    "noise='laplace'",
+                )
+            objective_scale = amp_objective_sigma(lipschitz, noise_epsilon, noise_delta)
+        else:
+            objective_scale = 2.0 * lipschitz / noise_epsilon
+        output_sensitivity = 2.0 * tolerance / l2
+        resolved = ObjectivePerturbationResolved(
+            target_epsilon=target_epsilon,
+            delta=delta,
+            epsilon=None,
+            n=meta.n,
+            d=meta.d,
+            row_norm_bound=meta.row_norm_bound,
+            label_bound=meta.label_bound,
+            model=p.model,
+            loss_params=p.loss_params(),
+            l2=l2,
+            fit_intercept=p.fit_intercept,
+            design_norm_bound=bound,
+            lipschitz=lipschitz,
+            curvature_bound=curvature,
+            smoothness=loss.smoothness(bound),
+            noise=p.noise,
+            jacobian_epsilon=jacobian,
+            noise_epsilon=noise_epsilon,
+            noise_delta=noise_delta,
+            objective_noise_scale=objective_scale,
+            gradient_tolerance=tolerance,
+            output_sensitivity=output_sensitivity,
+            output_noise_scale=output_multiplier * output_sensitivity,
+            output_epsilon=None if p.noise == "gaussian" else 1.0 / output_multiplier,
+        )
+        epsilon = self.cost(resolved, meta, grid).epsilon(delta).epsilon
+        return resolved.model_copy(update={"epsilon": epsilon})
+
+    def _check(
+        self, resolved: ResolvedParams | Mapping[str, Any], meta: PublicMetadata
+    ) -> ObjectivePerturbationResolved:
+        return cast(ObjectivePerturbationResolved, check_resolved_metadata(self, resolved, meta))
+
+    def cost(
+        self, resolved: ResolvedParams | Mapping[str, Any], meta: PublicMetadata, grid: OrderGrid = DEFAULT_GRID
+    ) -> PrivacyCost:
+        """The curve of the module docstring: θ_b's pure ε_J + ε_b (with δ_b for the Gaussian) plus the output
+        step (Gaussian RDP of sensitivity Δ_out, or pure ε_out); reads no row."""
+        r = self._check(resolved, meta)
+        objective = PrivacyCost.approximate_dp(r.jacobian_epsilon + r.noise_epsilon, r.noise_delta, grid)
+        if r.noise == "gaussian":
+            output = gaussian_rdp(grid, sigma=r.output_noise_scale, sensitivity=r.output_sensitivity)
+        else:
+            output = pure_dp_rdp(grid, epsilon=r.output_sensitivity / r.output_noise_scale)
+        return objective + PrivacyCost(output, grid)
+
+    def fit(
+        self,
+        X: Any,
+        y: Any,
+        meta: PublicMetadata,
+        resolved: ResolvedParams | Mapping[str, Any],
+        rng: np.random.Generator,
+        progress: ProgressCallback | None = None,
+        should_stop: StopCallback | None = None,
+    ) -> FitResult:
+        """Draw b, minimise (2) to the certified tolerance γ, release θ̂ + output noise (3)."""
+        r = self._check(resolved, meta)
+        design, v = check_fit_inputs(X, y, meta, rng, r.fit_intercept)
+        reporter = ProgressReporter(MAX_ITERATIONS, progress, should_stop)
+        dimension = design.shape[1]
+        b = sample_noise(r.noise, dimension, r.objective_noise_scale, rng)[0]
+        solution = minimize_regularized_glm(
+            design,
+            v,
+            loss=make_loss(r.model, **r.loss_params),
+            l2=r.l2,
+            tolerance=r.gradient_tolerance,
+            lipschitz=r.lipschitz,
+            smoothness=r.smoothness,
+            linear_term=b,
+            reporter=reporter,
+        )
+        theta = solution.theta + sample_noise(r.noise, dimension, r.output_noise_scale, rng)[0]
+        reporter.finish()
+        return glm_fit_result(self, theta, meta, r)

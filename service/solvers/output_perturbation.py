@@ -1,0 +1,247 @@
+r"""``output_perturbation``: the regularised ERM minimiser plus noise calibrated to its sensitivity.
+
+Algorithm (Chaudhuri, Monteleoni & Sarwate, "Differentially Private Empirical Risk Minimization", JMLR 2011,
+Alg. 1 "output perturbation"; Gaussian form as in Wu et al., SIGMOD 2017). With the design matrix rows x_i
+(a trailing 1 for the intercept), the GLM loss ℓ(θ; x, y) = φ(⟨θ, x⟩, y) and public λ > 0,
+
+    F_D(θ) = (1/n) Σ_i ℓ(θ; x_i, y_i) + (λ/2)‖θ‖²,      θ* = argmin_{θ ∈ R^d} F_D(θ),                   (1)
+    release  Π_{R*}(θ̂ + v),    v ~ N(0, σ² I_d)  or  density ∝ exp(−ε‖v‖/Δ),                           (2)
+
+where θ̂ is the solver's approximation of θ* (:func:`~privfit.solvers.erm.minimize_regularized_glm`, certified
+‖∇F_D(θ̂)‖ ≤ γ) and Π_{R*} the projection onto the ball of radius R* = sqrt(2 ℓ_max(0)/λ), which contains θ*
+(``RegularizedLoss.minimizer_radius``) — post-processing.
+
+**Sensitivity** (replace-one; CMS 2011, Cor. 8, with the approximate minimiser). Let D, D' differ in row k
+and θ₁ = θ*(D), θ₂ = θ*(D'). F_D is λ-strongly convex, so λ‖θ₁ − θ₂‖² ≤ ⟨∇F_D(θ₂) − ∇F_D(θ₁), θ₂ − θ₁⟩,
+with ∇F_D(θ₁) = 0 and ∇F_D(θ₂) = ∇F_D(θ₂) − ∇F_D'(θ₂) = (1/n)(∇ℓ(θ₂; z_k) − ∇ℓ(θ₂; z'_k)). Hence
+
+    ‖θ*(D) − θ*(D')‖ ≤ 2G/(nλ),   G = sup_{‖θ‖ ≤ R*} ‖∇ℓ(θ; z)‖ = ``loss.lipschitz(B, B_y, R*)``.     (3)
+
+(Only gradients at minimisers enter, and minimisers lie in the R* ball, so the squared loss — Lipschitz only on
+bounded sets — is covered too.) λ-strong convexity also gives ‖θ̂ − θ*‖ ≤ ‖∇F(θ̂)‖/λ ≤ γ/λ for the released
+approximation, so by the triangle inequality θ̂ itself, a deterministic function of the data, has sensitivity
+
+    Δ = 2G/(nλ) + 2γ/λ.                                                                                  (4)
+
+The Gaussian release is the Gaussian mechanism of L2 sensitivity Δ: (α, αΔ²/(2σ²))-RDP (Mironov 2017);
+the L2-Laplace release is ε-DP with ε = Δ/s (see :mod:`privfit.solvers.perturbation`), whose tight RDP
+curve is :func:`~privfit.privacy.pure_dp_rdp`. :meth:`OutputPerturbation.cost` returns exactly that curve.
+Calibration: σ = :func:`~privfit.privacy.gaussian_sigma` with sensitivity Δ; the pure ε is the largest one
+whose curve converts to ≤ the target at δ. An explicit ``noise_multiplier`` z gives σ = zΔ (gaussian) or
+s = zΔ, ε = 1/z (laplace).
+
+Unlike gradient methods there is one noise draw, so the noise does not grow with an iteration count; but
+it scales with 1/λ, so a stronger regulariser is needed than for DP-GD (default λ: module
+:mod:`privfit.solvers.perturbation`). Cost per fit: one trust-region Newton solve, O(n d²) per iteration.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any, ClassVar, Literal, cast
+
+import numpy as np
+from pydantic import Field
+
+from privfit.privacy import DEFAULT_GRID, OrderGrid, PrivacyCost, gaussian_rdp, gaussian_sigma, pure_dp_rdp
+
+from .base import (
+    FitResult,
+    ModelName,
+    ProgressCallback,
+    ProgressReporter,
+    PublicMetadata,
+    ResolvedParams,
+    Solver,
+    SolverParameterError,
+    SolverParams,
+    StopCallback,
+    check_fit_inputs,
+    check_model_supported,
+    check_privacy_source,
+    check_resolved_metadata,
+    design_bound,
+    glm_fit_result,
+    glm_loss,
+)
+from .erm import MAX_ITERATIONS, minimize_regularized_glm
+from .geometry import clip_rows
+from .losses import make_loss
+from .perturbation import (
+    NoiseKind,
+    PerturbationParams,
+    default_gradient_tolerance,
+    default_l2,
+    pure_epsilon_for_target,
+    sample_noise,
+)
+
+__all__ = ["OutputPerturbation", "OutputPerturbationParams", "OutputPerturbationResolved", "perturb_output"]
+
+
+class OutputPerturbationParams(PerturbationParams):
+    """Parameters of ``output_perturbation`` (all optional)."""
+
+    noise_multiplier: float | None = Field(
+        None,
+        gt=0.0,
+        le=1e8,
+        description="Explicit noise instead of a target ε, in units of the sensitivity Δ = 2G/(nλ) + 2γ/λ: "
+        "σ = zΔ for 'gaussian' noise, s = zΔ (so ε = 1/z) for 'laplace'.",
+    )
+
+
+class OutputPerturbationResolved(ResolvedParams):
+    """Fully resolved ``output_perturbation`` settings (public, data-independent)."""
+
+    solver: Literal["output_perturbation"] = "output_perturbation"
+    formula_version: Literal["output_perturbation/sensitivity-2G-over-n-lambda/v1"] = (
+        "output_perturbation/sensitivity-2G-over-n-lambda/v1"
+    )
+    n: int = Field(ge=1)
+    d: int = Field(ge=1)
+    row_norm_bound: float = Field(gt=0.0)
+    label_bound: float = Field(ge=0.0)
+    model: ModelName
+    loss_params: dict[str, float]
+    l2: float = Field(gt=0.0, description="λ of the objective (1).")
+    fit_intercept: bool
+    design_norm_bound: float = Field(gt=0.0)
+    minimizer_radius: float = Field(gt=0.0, description="R* = sqrt(2 ℓ_max(0)/λ): θ* lies in this ball.")
+    lipschitz: float = Field(gt=0.0, description="G: gradient bound of the loss on the R* ball.")
+    smoothness: float = Field(ge=0.0, description="c·B² of the unregularised loss (rounding bound).")
+    gradient_tolerance: float = Field(gt=0.0, description="γ: certified ‖∇F(θ̂)‖ bound.")
+    sensitivity: float = Field(gt=0.0, description="Δ = 2G/(nλ) + 2γ/λ, eq. (4).")
+    noise: NoiseKind
+    noise_scale: float = Field(gt=0.0, description="σ (gaussian) or s (laplace) of the output noise.")
+    noise_multiplier: float = Field(gt=0.0, description="noise_scale / Δ.")
+    pure_epsilon: float | None = Field(None, description="ε = Δ/s of the laplace release (None for gaussian).")
+
+
+def perturb_output(
+    theta_hat: np.ndarray, resolved: OutputPerturbationResolved, rng: np.random.Generator, runs: int = 1
+) -> np.ndarray:
+    """Release (2): ``runs`` independent draws of Π_{R*}(θ̂ + v), shape (runs, d) (runs > 1: audits)."""
+    noise = sample_noise(resolved.noise, theta_hat.shape[-1], resolved.noise_scale, rng, runs)
+    return clip_rows(theta_hat + noise, resolved.minimizer_radius)
+
+
+class OutputPerturbation(Solver):
+    """Output perturbation (Chaudhuri et al. 2011, Alg. 1): regularised minimiser + calibrated noise."""
+
+    name: ClassVar[str] = "output_perturbation"
+    description: ClassVar[str] = (
+        "Output perturbation (Chaudhuri et al. 2011): the L2-regularised ERM minimiser, solved to a certified "
+        "gradient norm γ, plus one Gaussian (or pure-ε L2-Laplace) noise vector calibrated to its replace-one "
+        "sensitivity 2G/(nλ) + 2γ/λ. One noise draw, no iterations to pay for; needs λ > 0 (default chosen "
+        "from public constants)."
+    )
+    models: ClassVar[tuple[str, ...]] = ("logistic", "linear", "huber", "svm")
+    Params: ClassVar[type[SolverParams]] = OutputPerturbationParams
+    Resolved: ClassVar[type[ResolvedParams]] = OutputPerturbationResolved
+    formula_version: ClassVar[str] = "output_perturbation/sensitivity-2G-over-n-lambda/v1"
+
+    def resolve(
+        self,
+        params: Mapping[str, Any] | SolverParams | None,
+        meta: PublicMetadata,
+        *,
+        target_epsilon: float | None = None,
+        delta: float | None = None,
+        grid: OrderGrid = DEFAULT_GRID,
+    ) -> OutputPerturbationResolved:
+        """λ, R*, G, γ, Δ from public inputs; the noise calibrated to the target or explicit."""
+        p = cast(OutputPerturbationParams, self.parse_params(params))
+        check_model_supported(self, p.model)
+        check_privacy_source(target_epsilon, delta, p.noise_multiplier, "noise_multiplier")
+        loss = glm_loss(p)
+        bound = design_bound(meta, p.fit_intercept)
+        dimension = meta.d + int(p.fit_intercept)
+
+        # Noise per unit sensitivity: z = σ/Δ (gaussian) or s/Δ = 1/ε (laplace); independent of λ.
+        if target_epsilon is None:
+            multiplier = float(p.noise_multiplier or 0.0)  # not None: checked above
+        elif p.noise == "gaussian":
+            multiplier = gaussian_sigma(target_epsilon, delta, sensitivity=1.0, grid=grid).noise
+        else:
+            multiplier = 1.0 / pure_epsilon_for_target(target_epsilon, delta, grid)  # type: ignore[arg-type]
+        # Expected noise norm per unit sensitivity: z·sqrt(d) (gaussian) or z·d (Gamma(d) radius).
+        norm_per_unit = multiplier * (math.sqrt(dimension) if p.noise == "gaussian" else dimension)
+        heuristic_lipschitz = loss.lipschitz(bound, meta.label_bound, p.effective_radius())
+        l2 = p.effective_l2(
+            default_l2(heuristic_lipschitz, norm_per_unit * 2.0 * heuristic_lipschitz / meta.n, p.effective_radius())
+        )
+        minimizer_radius = make_loss(p.model, l2=l2, **p.loss_params()).minimizer_radius(meta.label_bound)
+        lipschitz = loss.lipschitz(bound, meta.label_bound, minimizer_radius)
+        if not (lipschitz > 0.0 and math.isfinite(lipschitz)):
+            raise SolverParameterError("row_norm_bound", "gives a zero or infinite Lipschitz constant")
+        tolerance = p.gradient_tolerance or default_gradient_tolerance(meta.n, dimension, lipschitz)
+        sensitivity = 2.0 * lipschitz / (meta.n * l2) + 2.0 * tolerance / l2
+        resolved = OutputPerturbationResolved(
+            target_epsilon=target_epsilon,
+            delta=delta,
+            epsilon=None,
+            n=meta.n,
+            d=meta.d,
+            row_norm_bound=meta.row_norm_bound,
+            label_bound=meta.label_bound,
+            model=p.model,
+            loss_params=p.loss_params(),
+            l2=l2,
+            fit_intercept=p.fit_intercept,
+            design_norm_bound=bound,
+            minimizer_radius=minimizer_radius,
+            lipschitz=lipschitz,
+            smoothness=loss.smoothness(bound),
+            gradient_tolerance=tolerance,
+            sensitivity=sensitivity,
+            noise=p.noise,
+            noise_scale=multiplier * sensitivity,
+            noise_multiplier=multiplier,
+            pure_epsilon=None if p.noise == "gaussian" else 1.0 / multiplier,
+        )
+        if delta is not None:
+            epsilon = self.cost(resolved, meta, grid).epsilon(delta).epsilon
+            resolved = resolved.model_copy(update={"epsilon": epsilon})
+        return resolved
+
+    def _check(self, resolved: ResolvedParams | Mapping[str, Any], meta: PublicMetadata) -> OutputPerturbationResolved:
+        return cast(OutputPerturbationResolved, check_resolved_metadata(self, resolved, meta))
+
+    def cost(
+        self, resolved: ResolvedParams | Mapping[str, Any], meta: PublicMetadata, grid: OrderGrid = DEFAULT_GRID
+    ) -> PrivacyCost:
+        """Gaussian: ``gaussian_rdp(σ, Δ)``; laplace: ``pure_dp_rdp(Δ/s)`` (eq. (4)); reads no row."""
+        r = self._check(resolved, meta)
+        if r.noise == "gaussian":
+            return PrivacyCost(gaussian_rdp(grid, sigma=r.noise_scale, sensitivity=r.sensitivity), grid)
+        return PrivacyCost(pure_dp_rdp(grid, epsilon=r.sensitivity / r.noise_scale), grid)
+
+    def fit(
+        self,
+        X: Any,
+        y: Any,
+        meta: PublicMetadata,
+        resolved: ResolvedParams | Mapping[str, Any],
+        rng: np.random.Generator,
+        progress: ProgressCallback | None = None,
+        should_stop: StopCallback | None = None,
+    ) -> FitResult:
+        """Solve (1) to the certified tolerance, add the calibrated noise, project onto the R* ball."""
+        r = self._check(resolved, meta)
+        design, v = check_fit_inputs(X, y, meta, rng, r.fit_intercept)
+        reporter = ProgressReporter(MAX_ITERATIONS, progress, should_stop)
+        solution = minimize_regularized_glm(
+            design,
+            v,
+            loss=make_loss(r.model, **r.loss_params),
+            l2=r.l2,
+            tolerance=r.gradient_tolerance,
+            lipschitz=r.lipschitz,
+            smoothness=r.smoothness,
+            reporter=reporter,
+        )
+        theta = perturb_output(solution.theta, r, rng)[0]
+        reporter.finish()
+        return glm_fit_result(self, theta, meta, r)

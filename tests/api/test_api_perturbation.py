@@ -1,0 +1,109 @@
+"""``output_perturbation`` and ``objective_perturbation`` through the HTTP API (SQLite and PostgreSQL): fits end to
+end for every supported model and both noise kinds, the ledger curve equal to the solver's cost, clear 422s that
+charge nothing, the solver listing, and cancellation of a running fit."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+from api_helpers import cancel_running_fit_and_check_charge_kept, fit_and_wait, small_csv, upload
+
+import privfit.solvers.erm as erm_module
+from privfit.privacy import PrivacyCost, get_grid
+from privfit.solvers import PublicMetadata, get_solver
+
+CASES = [
+    ("output_perturbation", {}),
+    ("output_perturbation", {"noise": "laplace", "model": "svm"}),
+    ("output_perturbation", {"model": "huber", "l2": 0.5}),
+    ("objective_perturbation", {}),
+    ("objective_perturbation", {"noise": "laplace", "model": "huber"}),
+    ("objective_perturbation", {"model": "svm", "hinge_smoothing": 0.5}),
+]
+
+
+@pytest.mark.parametrize(("solver", "params"), CASES, ids=lambda value: str(value))
+def test_fits_end_to_end_and_the_ledger_holds_the_solver_cost(client, keys, solver: str, params: dict) -> None:
+    dataset_id = upload(client, keys, epsilon=1.0)
+    params = dict(params)
+    model = params.pop("model", "logistic")
+    request = {
+        "dataset_id": dataset_id,
+        "solver": solver,
+        "model": model,
+        "privacy": {"epsilon": 0.8},
+        "params": params,
+    }
+    cost, done = fit_and_wait(client, keys, request)
+    settings = done["settings"]
+    grid = get_grid(cost["grid"])
+    implementation = get_solver(solver)
+    meta = PublicMetadata(
+        n=settings["n"], d=settings["d"], row_norm_bound=settings["row_norm_bound"], label_bound=settings["label_bound"]
+    )
+    expected = implementation.cost(settings, meta, grid)
+    np.testing.assert_allclose(cost["rdp"], expected.rdp, rtol=1e-12)
+    assert PrivacyCost(np.array(cost["rdp"]), grid, cost.get("extra_delta", 0.0)).epsilon(1e-6).epsilon <= 0.8
+    assert settings["noise"] == params.get("noise", "gaussian")
+    entries = client.get(f"/v1/datasets/{dataset_id}/ledger", headers=keys.owner).json()["entries"]
+    assert [entry["kind"] for entry in entries] == ["reservation", "charge"]
+    result = done["result"]
+    assert len(result["coefficients"]) == 5 and np.isfinite([*result["coefficients"], result["intercept"]]).all()
+
+
+@pytest.mark.parametrize(
+    ("solver", "params", "field"),
+    [
+        ("objective_perturbation", {"model": "linear"}, "model"),
+        ("objective_perturbation", {"l2": 1e-9}, "l2"),
+        ("output_perturbation", {"l2": 0.0}, "l2"),
+        ("output_perturbation", {"noise": "uniform"}, "noise"),
+    ],
+)
+def test_bad_params_are_a_422_naming_the_field_and_charge_nothing(client, keys, solver, params, field) -> None:
+    dataset_id = upload(client, keys)
+    params = dict(params)
+    model = params.pop("model", "logistic")
+    request = {
+        "dataset_id": dataset_id,
+        "solver": solver,
+        "model": model,
+        "privacy": {"epsilon": 0.5},
+        "params": params,
+    }
+    refused = client.post("/v1/fits", headers=keys.analyst, json=request)
+    assert refused.status_code == 422, refused.text
+    assert refused.headers["content-type"].startswith("application/problem+json")
+    assert field in refused.text
+    assert client.get(f"/v1/datasets/{dataset_id}/ledger", headers=keys.owner).json()["total"] == 0
+
+
+def test_solvers_endpoint_lists_both_with_their_noise_kinds(client, keys) -> None:
+    solvers = {s["name"]: s for s in client.get("/v1/solvers", headers=keys.analyst).json()}
+    for name in ("output_perturbation", "objective_perturbation"):
+        assert set(solvers[name]["params_schema"]["properties"]["noise"]["enum"]) == {"gaussian", "laplace"}
+    assert "linear" not in solvers["objective_perturbation"]["models"]
+
+
+def test_a_running_fit_stops_on_cancel_keeping_its_charge(client, keys, monkeypatch) -> None:
+    """The minimiser polls for a stop between iterations; each iteration's Hessian is slowed down here so the
+    test can watch the fit run (database, job runner and solver are the real ones). Its progress stays 0 until
+    the end: the iteration count depends on the data and is not released."""
+    real_minimize = erm_module.optimize.minimize
+
+    def slow_minimize(fun, x0, **kwargs):  # type: ignore[no-untyped-def]
+        hessian = kwargs["hess"]
+
+        def slow_hessian(theta: np.ndarray) -> np.ndarray:
+            time.sleep(0.5)
+            return hessian(theta)
+
+        return real_minimize(fun, x0, **{**kwargs, "hess": slow_hessian})
+
+    monkeypatch.setattr(erm_module.optimize, "minimize", slow_minimize)
+    dataset_id = upload(client, keys, csv=small_csv(n=2_000))
+    request = {"dataset_id": dataset_id, "solver": "objective_perturbation", "privacy": {"epsilon": 0.5}}
+    fit_id = client.post("/v1/fits", headers=keys.analyst, json=request).json()["id"]
+    cancel_running_fit_and_check_charge_kept(client, keys, fit_id, dataset_id, with_progress=False)
