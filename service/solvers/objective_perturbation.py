@@ -113,8 +113,14 @@ __all__ = [
 
 
 class ObjectivePerturbationParams(PerturbationParams):
-    """Parameters of ``objective_perturbation`` (all optional; a target ε and δ are required). ``model`` must
-    have bounded φ' and φ'': 'logistic', 'huber' or 'svm' (the squared loss is refused)."""
+    """Parameters of ``objective_perturbation`` (all optional; a target ε and δ are required)."""
+
+    model: Literal["logistic", "huber", "svm"] = Field(  # type: ignore[assignment]
+        "logistic",
+        description="GLM loss with bounded φ' and φ'' (objective perturbation's conditions): 'logistic', "
+        "'huber' or 'svm' (smoothed hinge). The squared loss is not globally Lipschitz: use "
+        "output_perturbation, dp_gd or dp_sgd for linear regression.",
+    )
 
 
 class ObjectivePerturbationResolved(ResolvedParams):
@@ -188,6 +194,16 @@ class ObjectivePerturbation(Solver):
     Resolved: ClassVar[type[ResolvedParams]] = ObjectivePerturbationResolved
     formula_version: ClassVar[str] = "objective_perturbation/cms-kst-amp/v1"
 
+    def parse_params(self, params: Mapping[str, Any] | SolverParams | None = None) -> SolverParams:
+        """As :meth:`Solver.parse_params`; the squared loss gets a message naming the solvers that take it."""
+        if isinstance(params, Mapping) and params.get("model") == "linear":
+            raise SolverParameterError(
+                "model",
+                "objective perturbation needs a globally Lipschitz loss and the squared loss ('linear') is not; "
+                "use output_perturbation, dp_gd or dp_sgd for linear regression",
+            )
+        return super().parse_params(params)
+
     def resolve(
         self,
         params: Mapping[str, Any] | SolverParams | None,
@@ -199,12 +215,6 @@ class ObjectivePerturbation(Solver):
     ) -> ObjectivePerturbationResolved:
         """The ε split of the module docstring, λ, and the noise scales (5), from public inputs only."""
         p = cast(ObjectivePerturbationParams, self.parse_params(params))
-        if p.model == "linear":
-            raise SolverParameterError(
-                "model",
-                "objective perturbation needs a globally Lipschitz loss and the squared loss ('linear') is not; "
-                "use output_perturbation, dp_gd or dp_sgd for linear regression",
-            )
         check_model_supported(self, p.model)
         if target_epsilon is None or delta is None:
             raise SolverParameterError(
