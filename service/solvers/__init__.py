@@ -10,6 +10,10 @@
   :mod:`~privfit.solvers.otb_kernel`.
 - :mod:`privfit.solvers.dp_distributed`: DP distributed online learning (``"dp_distributed"``), with the
   public mixing matrices of :mod:`~privfit.solvers.mixing`.
+- :mod:`privfit.solvers.dp_sgd`: DP-SGD with Poisson, fixed-size or shuffled batches (``"dp_sgd"``).
+- :mod:`privfit.solvers.output_perturbation` (``"output_perturbation"``) and
+  :mod:`privfit.solvers.objective_perturbation` (``"objective_perturbation"``): the regularised ERM minimiser
+  of :mod:`~privfit.solvers.erm` with output or objective noise (:mod:`~privfit.solvers.perturbation`).
 
 Job-runner sequence (cost before data, DESIGN §1.4)::
 
@@ -38,6 +42,9 @@ from .base import (
 from .dp_distributed import DPDistributed, DPDistributedParams, DPDistributedResolved
 from .dp_gd import DPGDParams, DPGDResolved, DPGradientDescent
 from .dp_otb import DPOnlineToBatch, DPOTBParams, DPOTBResolved
+from .dp_sgd import DPSGD, DPSGDParams, DPSGDResolved
+from .objective_perturbation import ObjectivePerturbation, ObjectivePerturbationParams, ObjectivePerturbationResolved
+from .output_perturbation import OutputPerturbation, OutputPerturbationParams, OutputPerturbationResolved
 from .registry import (
     UnknownSolverError,
     describe_solvers,
@@ -48,6 +55,7 @@ from .registry import (
 )
 
 __all__ = [
+    "DPSGD",
     "DPDistributed",
     "DPDistributedParams",
     "DPDistributedResolved",
@@ -57,10 +65,18 @@ __all__ = [
     "DPOTBParams",
     "DPOTBResolved",
     "DPOnlineToBatch",
+    "DPSGDParams",
+    "DPSGDResolved",
     "FitCancelled",
     "FitPlan",
     "FitResult",
     "GLMParams",
+    "ObjectivePerturbation",
+    "ObjectivePerturbationParams",
+    "ObjectivePerturbationResolved",
+    "OutputPerturbation",
+    "OutputPerturbationParams",
+    "OutputPerturbationResolved",
     "ProgressReporter",
     "PublicMetadata",
     "ResolvedParams",

@@ -12,7 +12,10 @@ from .base import Solver, SolverParameterError
 from .dp_distributed import DPDistributed
 from .dp_gd import DPGradientDescent
 from .dp_otb import DPOnlineToBatch
+from .dp_sgd import DPSGD
 from .losses import available_models
+from .objective_perturbation import ObjectivePerturbation
+from .output_perturbation import OutputPerturbation
 
 __all__ = [
     "UnknownSolverError",
@@ -67,6 +70,13 @@ def describe_solvers() -> list[dict[str, Any]]:
     return [solver.describe() for solver in list_solvers()]
 
 
-_BUILTIN: tuple[type[Solver], ...] = (DPGradientDescent, DPOnlineToBatch, DPDistributed)
+_BUILTIN: tuple[type[Solver], ...] = (
+    DPGradientDescent,
+    DPOnlineToBatch,
+    DPDistributed,
+    DPSGD,
+    ObjectivePerturbation,
+    OutputPerturbation,
+)
 for _cls in _BUILTIN:
     register_solver(_cls())
