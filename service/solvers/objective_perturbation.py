@@ -89,8 +89,7 @@ from .base import (
     glm_fit_result,
     glm_loss,
 )
-from .erm import MAX_ITERATIONS, minimize_regularized_glm
-from .losses import make_loss
+from .erm import MAX_ITERATIONS
 from .perturbation import (
     OUTPUT_SHARE,
     NoiseKind,
@@ -99,6 +98,7 @@ from .perturbation import (
     default_l2_second_order,
     pure_epsilon_for_target,
     sample_noise,
+    solve_regularized,
 )
 
 __all__ = [
@@ -340,17 +340,7 @@ class ObjectivePerturbation(Solver):
         reporter = ProgressReporter(MAX_ITERATIONS, progress, should_stop)
         dimension = design.shape[1]
         b = sample_noise(r.noise, dimension, r.objective_noise_scale, rng)[0]
-        solution = minimize_regularized_glm(
-            design,
-            v,
-            loss=make_loss(r.model, **r.loss_params),
-            l2=r.l2,
-            tolerance=r.gradient_tolerance,
-            lipschitz=r.lipschitz,
-            smoothness=r.smoothness,
-            linear_term=b,
-            reporter=reporter,
-        )
+        solution = solve_regularized(design, v, r, reporter, linear_term=b)
         theta = solution.theta + sample_noise(r.noise, dimension, r.output_noise_scale, rng)[0]
         reporter.finish()
         return glm_fit_result(self, theta, meta, r)

@@ -65,7 +65,7 @@ from .base import (
     glm_fit_result,
     glm_loss,
 )
-from .erm import MAX_ITERATIONS, minimize_regularized_glm
+from .erm import MAX_ITERATIONS
 from .geometry import clip_rows
 from .losses import make_loss
 from .perturbation import (
@@ -75,6 +75,7 @@ from .perturbation import (
     default_l2,
     pure_epsilon_for_target,
     sample_noise,
+    solve_regularized,
 )
 
 __all__ = ["OutputPerturbation", "OutputPerturbationParams", "OutputPerturbationResolved", "perturb_output"]
@@ -232,16 +233,7 @@ class OutputPerturbation(Solver):
         r = self._check(resolved, meta)
         design, v = check_fit_inputs(X, y, meta, rng, r.fit_intercept)
         reporter = ProgressReporter(MAX_ITERATIONS, progress, should_stop)
-        solution = minimize_regularized_glm(
-            design,
-            v,
-            loss=make_loss(r.model, **r.loss_params),
-            l2=r.l2,
-            tolerance=r.gradient_tolerance,
-            lipschitz=r.lipschitz,
-            smoothness=r.smoothness,
-            reporter=reporter,
-        )
+        solution = solve_regularized(design, v, r, reporter)
         theta = perturb_output(solution.theta, r, rng)[0]
         reporter.finish()
         return glm_fit_result(self, theta, meta, r)

@@ -22,7 +22,7 @@ at ε ≥ 0.5.
 from __future__ import annotations
 
 import math
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -30,7 +30,9 @@ from pydantic import Field
 
 from privfit.privacy import OrderGrid, PrivacyCost, calibrate_noise, pure_dp_rdp
 
-from .base import GLMParams
+from .base import GLMParams, ProgressReporter
+from .erm import ERMSolution, minimize_regularized_glm
+from .losses import make_loss
 
 __all__ = [
     "OUTPUT_SHARE",
@@ -42,6 +44,7 @@ __all__ = [
     "pure_epsilon_for_target",
     "sample_l2_laplace",
     "sample_noise",
+    "solve_regularized",
 ]
 
 FloatArray = NDArray[np.float64]
@@ -115,6 +118,28 @@ def sample_noise(kind: NoiseKind, dimension: int, scale: float, rng: np.random.G
     if kind == "gaussian":
         return scale * rng.standard_normal((runs, dimension))
     return sample_l2_laplace(dimension, scale, rng, runs)
+
+
+def solve_regularized(
+    design: FloatArray,
+    labels: FloatArray,
+    resolved: Any,
+    reporter: ProgressReporter,
+    linear_term: FloatArray | None = None,
+) -> ERMSolution:
+    """The certified minimiser of the resolved objective (model, loss parameters, λ, γ, G and β read from
+    ``resolved``), plus ⟨b, θ⟩/n when ``linear_term`` b is given (:mod:`privfit.solvers.erm`)."""
+    return minimize_regularized_glm(
+        design,
+        labels,
+        loss=make_loss(resolved.model, **resolved.loss_params),
+        l2=resolved.l2,
+        tolerance=resolved.gradient_tolerance,
+        lipschitz=resolved.lipschitz,
+        smoothness=resolved.smoothness,
+        linear_term=linear_term,
+        reporter=reporter,
+    )
 
 
 def pure_epsilon_for_target(

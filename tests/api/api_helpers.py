@@ -123,3 +123,18 @@ def cancel_running_fit_and_check_charge_kept(
     assert done["status"] == "cancelled" and "result" not in done
     ledger = test_client.get(f"/v1/datasets/{dataset_id}/ledger", headers=keys.owner).json()
     assert [e["kind"] for e in ledger["entries"]] == ["reservation", "charge"]  # rows were read: the charge stays
+
+
+def check_bad_params_refused(
+    test_client: TestClient, keys: Keys, solver: str, params: dict[str, Any], field: str, *, model: str = "logistic"
+) -> None:
+    """A fit of ``solver`` with bad ``params`` on a fresh dataset: a problem+json 422 that names ``field``, and
+    nothing written to the dataset's ledger."""
+    dataset_id = upload(test_client, keys)
+    request = {"dataset_id": dataset_id, "solver": solver, "model": model, "privacy": {"epsilon": 0.5},
+               "params": params}  # fmt: skip
+    refused = test_client.post("/v1/fits", headers=keys.analyst, json=request)
+    assert refused.status_code == 422, refused.text
+    assert refused.headers["content-type"].startswith("application/problem+json")
+    assert field in refused.text
+    assert test_client.get(f"/v1/datasets/{dataset_id}/ledger", headers=keys.owner).json()["total"] == 0

@@ -7,7 +7,13 @@ import time
 
 import numpy as np
 import pytest
-from api_helpers import cancel_running_fit_and_check_charge_kept, fit_and_wait, small_csv, upload
+from api_helpers import (
+    cancel_running_fit_and_check_charge_kept,
+    check_bad_params_refused,
+    fit_and_wait,
+    small_csv,
+    upload,
+)
 
 import privfit.solvers.dp_otb as dp_otb_module
 from privfit.privacy import PrivacyCost, get_grid
@@ -44,13 +50,7 @@ def test_solvers_endpoint_lists_dp_otb_with_its_learners(client, keys) -> None:
 
 
 def test_bad_dp_otb_params_are_a_422_naming_the_field_and_charge_nothing(client, keys) -> None:
-    dataset_id = upload(client, keys)
-    request = {"dataset_id": dataset_id, "solver": "dp_otb", "privacy": {"epsilon": 0.5},
-               "params": {"learner": "strongly_convex"}}  # fmt: skip
-    refused = client.post("/v1/fits", headers=keys.analyst, json=request)
-    assert refused.status_code == 422 and refused.headers["content-type"].startswith("application/problem+json")
-    assert "l2" in refused.text
-    assert client.get(f"/v1/datasets/{dataset_id}/ledger", headers=keys.owner).json()["total"] == 0
+    check_bad_params_refused(client, keys, "dp_otb", {"learner": "strongly_convex"}, "l2")
 
 
 def test_a_running_pass_shows_progress_and_stops_on_cancel_keeping_its_charge(client, keys, monkeypatch) -> None:

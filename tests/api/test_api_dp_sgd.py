@@ -7,7 +7,13 @@ import time
 
 import numpy as np
 import pytest
-from api_helpers import cancel_running_fit_and_check_charge_kept, fit_and_wait, small_csv, upload
+from api_helpers import (
+    cancel_running_fit_and_check_charge_kept,
+    check_bad_params_refused,
+    fit_and_wait,
+    small_csv,
+    upload,
+)
 
 import privfit.solvers.dp_sgd as dp_sgd_module
 from privfit.privacy import PrivacyCost, get_grid
@@ -62,13 +68,7 @@ def test_fits_end_to_end_and_is_charged_exactly_the_solver_cost(client, keys, pa
     ],
 )
 def test_bad_params_are_a_422_naming_the_field_and_charge_nothing(client, keys, params, field: str) -> None:
-    dataset_id = upload(client, keys)
-    request = {"dataset_id": dataset_id, "solver": "dp_sgd", "privacy": {"epsilon": 0.5}, "params": params}
-    refused = client.post("/v1/fits", headers=keys.analyst, json=request)
-    assert refused.status_code == 422, refused.text
-    assert refused.headers["content-type"].startswith("application/problem+json")
-    assert field in refused.text
-    assert client.get(f"/v1/datasets/{dataset_id}/ledger", headers=keys.owner).json()["total"] == 0
+    check_bad_params_refused(client, keys, "dp_sgd", params, field)
 
 
 def test_solvers_endpoint_lists_dp_sgd(client, keys) -> None:

@@ -8,7 +8,13 @@ import time
 
 import numpy as np
 import pytest
-from api_helpers import cancel_running_fit_and_check_charge_kept, fit_and_wait, small_csv, upload
+from api_helpers import (
+    cancel_running_fit_and_check_charge_kept,
+    check_bad_params_refused,
+    fit_and_wait,
+    small_csv,
+    upload,
+)
 
 import privfit.solvers.erm as erm_module
 from privfit.privacy import PrivacyCost, get_grid
@@ -63,21 +69,8 @@ def test_fits_end_to_end_and_the_ledger_holds_the_solver_cost(client, keys, solv
     ],
 )
 def test_bad_params_are_a_422_naming_the_field_and_charge_nothing(client, keys, solver, params, field) -> None:
-    dataset_id = upload(client, keys)
     params = dict(params)
-    model = params.pop("model", "logistic")
-    request = {
-        "dataset_id": dataset_id,
-        "solver": solver,
-        "model": model,
-        "privacy": {"epsilon": 0.5},
-        "params": params,
-    }
-    refused = client.post("/v1/fits", headers=keys.analyst, json=request)
-    assert refused.status_code == 422, refused.text
-    assert refused.headers["content-type"].startswith("application/problem+json")
-    assert field in refused.text
-    assert client.get(f"/v1/datasets/{dataset_id}/ledger", headers=keys.owner).json()["total"] == 0
+    check_bad_params_refused(client, keys, solver, params, field, model=params.pop("model", "logistic"))
 
 
 def test_solvers_endpoint_lists_both_with_their_noise_kinds(client, keys) -> None:
