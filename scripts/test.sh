@@ -4,5 +4,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup-venv.sh test
-.venv/bin/ruff check service tests benchmarks alembic
+.venv/bin/ruff check service tests benchmarks alembic docker
 exec .venv/bin/python -m pytest "$@"

@@ -3,32 +3,46 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import signal
 import sys
 import threading
 
+from privfit.logs import configure_logging
 from privfit.settings import get_settings
 
 
 def _serve(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from privfit.api.app import create_app
+    from privfit.logs import uvicorn_log_config
 
-    uvicorn.run(create_app(), host=args.host, port=args.port, log_level=args.log_level)
+    settings = get_settings()
+    workers = args.workers or settings.api_workers
+    if workers > 1 and settings.database_url.startswith("sqlite"):
+        from privfit.db.migrate import upgrade
+
+        upgrade(settings.database_url)  # once here, not by N processes racing at start-up
+    uvicorn.run(
+        "privfit.api.app:create_app", factory=True, host=args.host, port=args.port, workers=workers,
+        log_level=args.log_level, log_config=uvicorn_log_config(settings.log_format, args.log_level),
+    )  # fmt: skip
     return 0
 
 
 def _worker(args: argparse.Namespace) -> int:
-    from privfit.datasets.store import LocalDatasetStore
+    from privfit.datasets.store import make_store
     from privfit.db import make_database
     from privfit.jobs import WorkerPool
 
     settings = get_settings()
+    if settings.queue == "celery":
+        from privfit.jobs.celery_app import run_worker
+
+        run_worker(settings, args.concurrency or settings.workers)
+        return 0
     db = make_database(settings.database_url)
     pool = WorkerPool(
-        db, LocalDatasetStore(settings.data_dir), size=args.concurrency or settings.workers,
+        db, make_store(settings, db), size=args.concurrency or settings.workers,
         lease_seconds=settings.lease_seconds, heartbeat_seconds=settings.heartbeat_seconds,
         poll_seconds=settings.poll_seconds,
     )  # fmt: skip
@@ -73,8 +87,11 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--log-level", default="info")
+    serve.add_argument("--workers", type=int, default=0, help="processes (default: PRIVFIT_API_WORKERS)")
     serve.set_defaults(handler=_serve)
-    worker = commands.add_parser("worker", help="run a worker pool alone (no API)")
+    worker = commands.add_parser(
+        "worker", help="run a worker alone (no API): a polling pool, or a Celery worker with PRIVFIT_QUEUE=celery"
+    )
     worker.add_argument("--concurrency", type=int, default=0, help="threads (default: PRIVFIT_WORKERS)")
     worker.set_defaults(handler=_worker)
     commands.add_parser("migrate", help="apply database migrations").set_defaults(handler=_migrate)
@@ -84,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     create.add_argument("--name", default="")
     create.set_defaults(handler=_keys_create)
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    configure_logging(get_settings().log_format)
     return int(args.handler(args))
 
 

@@ -17,8 +17,29 @@ class Settings(BaseSettings):
 
     database_url: str = Field("sqlite:///./privfit.db", description="SQLAlchemy URL (SQLite file or PostgreSQL).")
     data_dir: Path = Field(Path("./privfit-data"), description="Directory of the content-addressed dataset store.")
-    queue: Literal["embedded", "none"] = Field(
-        "embedded", description="'embedded': `privfit serve` runs a worker pool; 'none': run `privfit worker`."
+    store: Literal["local", "database"] = Field(
+        "local",
+        description="'local': files under data_dir (one machine); 'database': blobs in the service database, "
+        "reachable by every worker that has PRIVFIT_DATABASE_URL.",
+    )
+    queue: Literal["embedded", "none", "celery"] = Field(
+        "embedded",
+        description="'embedded': `privfit serve` runs a worker pool; 'none': run `privfit worker` processes that "
+        "poll the database; 'celery': the API publishes job ids to the broker and `privfit worker` runs a Celery "
+        "worker (any number of machines).",
+    )
+    broker_url: str = Field(
+        "redis://127.0.0.1:6379/0",
+        description="Celery broker (queue 'celery'): redis://host:6379/0 or amqp://user:password@host:5672//.",
+    )
+    celery_queue: str = Field(
+        "privfit", min_length=1, description="Queue 'celery': the broker queue the API publishes to and workers read."
+    )
+    redispatch_seconds: float = Field(
+        30.0,
+        gt=0,
+        description="Queue 'celery': a job still queued this long after its last publication is published again "
+        "(messages lost by a broker restart); duplicates are harmless, the job row is claimed once.",
     )
     workers: int = Field(2, ge=1, le=64, description="Worker threads of the embedded pool / `privfit worker`.")
     max_upload_bytes: int = Field(64 * 1024 * 1024, ge=1024, description="Largest accepted request body.")
@@ -27,6 +48,12 @@ class Settings(BaseSettings):
     poll_seconds: float = Field(0.5, gt=0, description="How often idle workers look for queued jobs.")
     grid: str = Field("dp-accounting-156/v1", description="RDP order grid of new datasets.")
     enable_experimental_solvers: bool = Field(False, description="List solvers marked experimental.")
+    log_format: Literal["json", "text"] = Field(
+        "text", description="'json': one JSON object per log line (containers); 'text': human-readable lines."
+    )
+    api_workers: int = Field(
+        1, ge=1, le=64, description="Processes of `privfit serve` (uvicorn workers); the container image sets 2."
+    )
 
 
 @lru_cache

@@ -9,10 +9,11 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from privfit import __version__
-from privfit.datasets.store import LocalDatasetStore
+from privfit.datasets.store import make_store
 from privfit.db import make_database
 from privfit.db.migrate import upgrade
 from privfit.jobs import WorkerPool
+from privfit.jobs.dispatch import PollingDispatcher, make_dispatcher
 from privfit.settings import Settings, get_settings
 
 from .limits import BodySizeLimit
@@ -24,7 +25,8 @@ log = logging.getLogger("privfit.api")
 
 def create_app(settings: Settings | None = None, *, run_workers: bool | None = None) -> FastAPI:
     """Build the app. With SQLite the schema is migrated at start-up; with ``queue == "embedded"`` (default)
-    a worker pool runs inside the process (``run_workers`` overrides this, e.g. for tests)."""
+    a worker pool runs inside the process (``run_workers`` overrides this, e.g. for tests); with ``"celery"``
+    new jobs are published to the broker after their row is committed (:mod:`privfit.jobs.dispatch`)."""
     settings = settings or get_settings()
     start_pool = settings.queue == "embedded" if run_workers is None else run_workers
 
@@ -34,14 +36,16 @@ def create_app(settings: Settings | None = None, *, run_workers: bool | None = N
         if db.is_sqlite:
             upgrade(settings.database_url)
         app.state.db = db
-        app.state.store = LocalDatasetStore(settings.data_dir)
+        app.state.store = make_store(settings, db)
         app.state.workers = None
+        app.state.dispatcher = make_dispatcher(settings)
         if start_pool:
             app.state.workers = WorkerPool(
                 db, app.state.store, size=settings.workers, lease_seconds=settings.lease_seconds,
                 heartbeat_seconds=settings.heartbeat_seconds, poll_seconds=settings.poll_seconds,
             )  # fmt: skip
             app.state.workers.start()
+            app.state.dispatcher = PollingDispatcher(app.state.workers)
         try:
             yield
         finally:

@@ -1,6 +1,17 @@
 """Database layer: SQLAlchemy 2 models and engine/session setup for SQLite (default) and PostgreSQL."""
 
 from .engine import Database, make_database
-from .models import ApiKey, Base, Budget, Dataset, DatasetGrant, Job, LedgerEntry
+from .models import ApiKey, Base, Budget, Dataset, DatasetBlob, DatasetGrant, Job, LedgerEntry
 
-__all__ = ["ApiKey", "Base", "Budget", "Database", "Dataset", "DatasetGrant", "Job", "LedgerEntry", "make_database"]
+__all__ = [
+    "ApiKey",
+    "Base",
+    "Budget",
+    "Database",
+    "Dataset",
+    "DatasetBlob",
+    "DatasetGrant",
+    "Job",
+    "LedgerEntry",
+    "make_database",
+]

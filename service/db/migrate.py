@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from alembic.config import Config
@@ -11,11 +12,20 @@ from alembic import command
 ALEMBIC_INI = Path(__file__).resolve().parents[2] / "alembic.ini"
 
 
+def alembic_ini() -> Path:
+    """The source checkout's ``alembic.ini``; an installed (non-editable) privfit, e.g. the container image, has no
+    checkout around it and names the copy shipped next to it in ``PRIVFIT_ALEMBIC_INI``."""
+    return Path(os.environ.get("PRIVFIT_ALEMBIC_INI") or ALEMBIC_INI)
+
+
 def alembic_config(url: str) -> Config:
     """The project's Alembic configuration pointed at ``url``."""
-    if not ALEMBIC_INI.exists():
-        raise FileNotFoundError(f"alembic.ini not found at {ALEMBIC_INI}; run from a privfit source checkout")
-    config = Config(str(ALEMBIC_INI))
+    ini = alembic_ini()
+    if not ini.exists():
+        raise FileNotFoundError(
+            f"alembic.ini not found at {ini}; run from a privfit source checkout or set PRIVFIT_ALEMBIC_INI"
+        )
+    config = Config(str(ini))
     config.attributes["url"] = url
     return config
 

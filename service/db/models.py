@@ -13,6 +13,7 @@ from typing import Any
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     CheckConstraint,
     DateTime,
@@ -20,6 +21,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Text,
@@ -82,6 +84,20 @@ class Dataset(Base):
     storage_key: Mapped[str | None] = mapped_column(String(200))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     deleted_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class DatasetBlob(Base):
+    """A dataset's encoded matrix in the ``database`` store (``PRIVFIT_STORE=database``): the ``.npz`` bytes of
+    X and y under their sha256 (``datasets.storage_key``), read by every worker through the database URL.
+    ``content`` is ``bytea`` on PostgreSQL and ``BLOB`` on SQLite; see :class:`privfit.datasets.store.
+    DatabaseDatasetStore` for the size limit."""
+
+    __tablename__ = "dataset_blobs"
+
+    key: Mapped[str] = mapped_column(String(64), primary_key=True)
+    content: Mapped[bytes] = mapped_column(LargeBinary)
+    size: Mapped[int] = mapped_column(BigInteger)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
 class DatasetGrant(Base):
@@ -148,6 +164,8 @@ class Job(Base):
     error: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    #: set (and committed) just before the worker reads the dataset: a lost job without it read nothing
+    data_read_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 

@@ -15,13 +15,13 @@ import logging
 import threading
 from dataclasses import dataclass, field
 
-from privfit.datasets.store import DatasetStoreError, LocalDatasetStore
+from privfit.datasets.store import DatasetStore, DatasetStoreError
 from privfit.db import Database, Dataset
 from privfit.privacy import secure_generator
 from privfit.solvers.base import FitCancelled, PublicMetadata
 from privfit.solvers.registry import get_solver
 
-from .states import ClaimedJob, LeaseLostError, claim, end_cancelled, fail, finish, heartbeat
+from .states import ClaimedJob, LeaseLostError, claim, end_cancelled, fail, finish, heartbeat, mark_reading
 
 log = logging.getLogger("privfit.jobs")
 
@@ -50,7 +50,7 @@ def _heartbeat_loop(db: Database, job: ClaimedJob, worker: str, lease: float, ev
 
 
 def run_job(
-    db: Database, store: LocalDatasetStore, job_id: str, worker: str, *, lease_seconds: float, heartbeat_seconds: float
+    db: Database, store: DatasetStore, job_id: str, worker: str, *, lease_seconds: float, heartbeat_seconds: float
 ) -> str | None:
     """Claim and run ``job_id``; returns its final status, or None if another worker had it or it was not queued."""
     job = claim(db, job_id, worker, lease_seconds)
@@ -69,7 +69,7 @@ def run_job(
         beat.join()
 
 
-def _execute(db: Database, store: LocalDatasetStore, job: ClaimedJob, worker: str, monitor: _Monitor) -> str | None:
+def _execute(db: Database, store: DatasetStore, job: ClaimedJob, worker: str, monitor: _Monitor) -> str | None:
     try:
         solver = get_solver(job.solver)
         resolved = solver.load_resolved(job.params)
@@ -85,6 +85,9 @@ def _execute(db: Database, store: LocalDatasetStore, job: ClaimedJob, worker: st
                 db, job.id, worker, {"type": "dataset_deleted", "detail": "the dataset was deleted before the fit ran"}
             )
             return "failed"
+        if not mark_reading(db, job.id, worker):
+            monitor.lost.set()
+            return None
         X, y = store.get(storage_key)
 
         def progress(fraction: float) -> None:

@@ -8,9 +8,12 @@ whether it won. The ledger moves in the same transactions:
   the dataset is read. A job is charged at most once (``UNIQUE(job_id, kind)``).
 - ``finish``: running → succeeded with the result, only by the lease owner; the result is written once.
 - ``fail``: running → failed; the charge is kept (rows may have been read).
-- ``cancel``: queued → cancelled with the reservation released; running → ``cancel_requested`` (the solver
-  stops at its next step and the job ends cancelled with its charge kept).
-- ``recover_lost``: running jobs whose lease expired (their worker died) → failed, charge kept, no result.
+- ``cancel``: queued → cancelled with the reservation released (a re-queued job keeps its charge); running →
+  ``cancel_requested`` (the solver stops at its next step and the job ends cancelled with its charge kept).
+- ``mark_reading``: committed just before the worker reads the dataset (``data_read_at``).
+- ``recover_lost``: running jobs whose lease expired (their worker died) → failed, charge kept, no result; or, if
+  the job never started reading its dataset, back to queued with its charge (a later claim finds the charge
+  and does not make a second one: ``charge`` is idempotent per job).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from typing import Any
 
 from sqlalchemy import select, update
 
-from privfit.db import Database, Job
+from privfit.db import Database, Job, LedgerEntry
 from privfit.db.models import utcnow
 from privfit.ledger import charge, release
 
@@ -126,26 +129,66 @@ def cancel(db: Database, job_id: str) -> str:
         job = session.execute(select(Job).where(Job.id == job_id).with_for_update()).scalar_one()
         if job.status == "queued":
             job.status, job.finished_at = "cancelled", utcnow()
-            job.error = {"type": "cancelled", "detail": "cancelled while queued; its reservation was released"}
-            release(session, job.dataset_id, job.id)
+            charged = session.execute(
+                select(LedgerEntry.id).where(LedgerEntry.job_id == job.id, LedgerEntry.kind == "charge")
+            ).first()
+            if charged is None:
+                job.error = {"type": "cancelled", "detail": "cancelled while queued; its reservation was released"}
+                release(session, job.dataset_id, job.id)
+            else:  # re-queued after its worker was lost: it was charged when first claimed, and stays charged
+                job.error = {"type": "cancelled", "detail": "cancelled while re-queued; its charge is kept"}
         elif job.status == "running":
             job.cancel_requested = True
         return job.status
 
 
+def mark_reading(db: Database, job_id: str, worker: str) -> bool:
+    """Record that ``worker`` is about to read the job's dataset; False if it no longer owns the running job."""
+    with db.write() as session:
+        result = session.execute(
+            update(Job)
+            .where(Job.id == job_id, Job.status == "running", Job.lease_owner == worker)
+            .values(data_read_at=utcnow())
+        )
+        return result.rowcount == 1
+
+
+def queued_before(db: Database, cutoff: datetime, limit: int = 1000) -> list[str]:
+    """Ids of jobs queued (and not being cancelled) since before ``cutoff``, oldest first."""
+    with db.read() as session:
+        return list(
+            session.execute(
+                select(Job.id).where(Job.status == "queued", Job.cancel_requested.is_(False), Job.created_at < cutoff)
+                .order_by(Job.created_at).limit(limit)
+            ).scalars()
+        )  # fmt: skip
+
+
 def recover_lost(db: Database, now: datetime | None = None) -> list[str]:
-    """Fail every running job whose lease has expired (its worker died): charge kept, no result."""
+    """Running jobs whose lease has expired (their worker died): re-queued if they never started reading their
+    dataset (charge kept, no second charge later), else failed with the charge kept and no result."""
     now = now or utcnow()
     with db.write() as session:
-        lost = session.execute(
+        requeued = session.execute(
             update(Job)
-            .where(Job.status == "running", Job.lease_expires_at < now)
-            .values(
-                status="failed",
-                finished_at=now,
-                lease_expires_at=None,
-                error={"type": "worker_lost", "detail": "the worker running this fit stopped; its charge is kept"},
-            )
+            .where(Job.status == "running", Job.lease_expires_at < now, Job.data_read_at.is_(None),
+                   Job.cancel_requested.is_(False))
+            .values(status="queued", lease_owner=None, lease_expires_at=None, started_at=None, progress=0.0)
             .returning(Job.id)
-        ).scalars()
-        return list(lost)
+        ).scalars().all()  # fmt: skip
+        lost = (
+            session.execute(
+                update(Job)
+                .where(Job.status == "running", Job.lease_expires_at < now)
+                .values(
+                    status="failed",
+                    finished_at=now,
+                    lease_expires_at=None,
+                    error={"type": "worker_lost", "detail": "the worker running this fit stopped; its charge is kept"},
+                )
+                .returning(Job.id)
+            )
+            .scalars()
+            .all()
+        )
+        return [*requeued, *lost]

@@ -8,7 +8,7 @@ import socket
 import threading
 import uuid
 
-from privfit.datasets.store import LocalDatasetStore
+from privfit.datasets.store import DatasetStore
 from privfit.db import Database
 
 from .runner import run_job
@@ -23,7 +23,7 @@ class WorkerPool:
     def __init__(
         self,
         db: Database,
-        store: LocalDatasetStore,
+        store: DatasetStore,
         *,
         size: int,
         lease_seconds: float,

@@ -52,10 +52,12 @@ def bearer(key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"}
 
 
-def make_client(database_url: str, tmp_path: Path, *, workers: bool = True) -> TestClient:
+def make_client(database_url: str, tmp_path: Path, *, workers: bool = True, **overrides: Any) -> TestClient:
+    """A test client of an app on ``database_url`` with its data_dir under ``tmp_path``; ``overrides`` are further
+    :class:`Settings` fields (e.g. ``store="database"``)."""
     settings = Settings(
         database_url=database_url, data_dir=tmp_path / "store", workers=2, poll_seconds=0.05,
-        heartbeat_seconds=0.2, max_upload_bytes=8 * 1024 * 1024,
+        heartbeat_seconds=0.2, max_upload_bytes=8 * 1024 * 1024, **overrides,
     )  # fmt: skip
     return TestClient(create_app(settings, run_workers=workers))
 

@@ -2,91 +2,18 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
-import socket
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 import numpy as np
 import pytest
-from api_helpers import SMALL_SCHEMA, small_csv
+from process_helpers import PRIVFIT, environment, keys_for, process, register, server
 
-from privfit.api.auth import create_api_key
-from privfit.db import make_database
-from privfit.db.migrate import upgrade
 from privfit.privacy import PrivacyCost, get_grid
-
-PRIVFIT = [sys.executable, "-m", "privfit.cli"]
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def environment(database_url: str, tmp_path: Path, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PRIVFIT_")}
-    env.update(PRIVFIT_DATABASE_URL=database_url, PRIVFIT_DATA_DIR=str(tmp_path / "store"), **extra)
-    return env
-
-
-@contextmanager
-def process(args: list[str], env: dict[str, str], log: Path) -> Iterator[subprocess.Popen]:
-    with log.open("wb") as output:
-        proc = subprocess.Popen(args, env=env, stdout=output, stderr=subprocess.STDOUT, start_new_session=True)
-        try:
-            yield proc
-        finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(10)
-
-
-@contextmanager
-def server(database_url: str, tmp_path: Path, **extra: str) -> Iterator[str]:
-    port = free_port()
-    env = environment(database_url, tmp_path, **extra)
-    with process([*PRIVFIT, "serve", "--port", str(port), "--log-level", "warning"], env, tmp_path / "serve.log"):
-        base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
-                    yield base
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        raise AssertionError(f"server did not start: {(tmp_path / 'serve.log').read_text()[-2000:]}")
-
-
-def register(base: str, owner: str, epsilon: float) -> str:
-    declared = json.loads(json.dumps(SMALL_SCHEMA))
-    declared["budget"]["epsilon"] = epsilon
-    response = httpx.post(
-        f"{base}/v1/datasets", headers={"Authorization": f"Bearer {owner}"}, files={"file": ("d.csv", small_csv())},
-        data={"schema": json.dumps(declared)}, timeout=30,
-    )  # fmt: skip
-    assert response.status_code == 201, response.text
-    return response.json()["id"]
-
-
-def keys_for(database_url: str) -> tuple[str, str]:
-    upgrade(database_url)
-    db = make_database(database_url)
-    try:
-        return create_api_key(db, "owner")[1], create_api_key(db, "admin")[1]
-    finally:
-        db.dispose()
 
 
 @pytest.mark.parametrize("admitted", [5])

@@ -116,9 +116,7 @@ def create_fit(
         if replay is None:
             raise
         return replay
-    pool = getattr(request.app.state, "workers", None)
-    if pool is not None:
-        pool.wake()
+    request.app.state.dispatcher.job_created(job_id)  # after the commit: a worker never sees a half-written job
     with db.read() as session:
         job = session.get(Job, job_id)
     return JSONResponse(_jsonable(_job_json(job)), status_code=202, headers={"Location": f"/v1/fits/{job_id}"})

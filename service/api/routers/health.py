@@ -14,7 +14,9 @@ def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
-@router.get("/readyz", summary="The database is reachable and its schema is at the latest migration")
+@router.get(
+    "/readyz", summary="The database (and, with queue 'celery', the broker) is reachable; the schema is current"
+)
 def readyz(request: Request) -> JSONResponse:
     from alembic.runtime.migration import MigrationContext
     from alembic.script import ScriptDirectory
@@ -32,6 +34,12 @@ def readyz(request: Request) -> JSONResponse:
         checks["schema"] = "ok" if current == head else f"at {current}, expected {head}"
     except Exception as error:
         checks["database"] = f"unreachable: {type(error).__name__}"
+    settings = request.app.state.settings
+    if settings.queue == "celery":
+        from privfit.jobs.celery_app import broker_problem
+
+        problem = broker_problem(settings.broker_url)
+        checks["broker"] = "ok" if problem is None else f"unreachable: {problem.split(':')[0]}"
     ready = all(value == "ok" for value in checks.values()) and "schema" in checks
     return JSONResponse(
         {"status": "ready" if ready else "not ready", "checks": checks}, status_code=200 if ready else 503

@@ -1,0 +1,10 @@
+#!/bin/sh
+# The image's install step (docker/Dockerfile, builder stage), also run by docker/check.sh: a fresh virtual
+# environment at $1 holding privfit installed (not editable) from the source tree at $2, dependencies from
+# pyproject.toml only.
+set -eu
+venv="$1"
+src="$2"
+"${PYTHON:-python3}" -m venv "$venv"
+"$venv/bin/python" -m pip install --quiet "$src"
+"$venv/bin/privfit" --help >/dev/null

@@ -1,0 +1,69 @@
+"""The sweeper every Celery worker process runs beside its consumer: lost leases and lost messages.
+
+Every ``poll_seconds``·k (half a lease at most):
+
+* :func:`~privfit.jobs.states.recover_lost` — a running job whose lease expired belongs to a dead worker: failed
+  with its charge kept, or re-queued (same charge, never a second one) if it had not started reading its dataset;
+* jobs still queued ``redispatch_seconds`` after their creation or their last publication by this sweeper are
+  published again (a message lost by a broker restart, or never published because the broker was down). A
+  duplicate message is harmless: the row is claimed once.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from datetime import timedelta
+
+from privfit.db import Database
+from privfit.db.models import utcnow
+from privfit.settings import Settings
+
+from .dispatch import Dispatcher
+from .states import queued_before, recover_lost
+
+log = logging.getLogger("privfit.jobs")
+
+
+class Sweeper:
+    """A daemon thread running :meth:`sweep` periodically until :meth:`stop`."""
+
+    def __init__(self, db: Database, settings: Settings, dispatcher: Dispatcher) -> None:
+        self.db, self.settings, self.dispatcher = db, settings, dispatcher
+        self.interval = min(settings.lease_seconds / 2, max(settings.poll_seconds, 1.0))
+        self._published: dict[str, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="privfit-sweeper", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.sweep()
+            except Exception as error:
+                log.warning("sweep failed", extra={"error_type": type(error).__name__})
+
+    def sweep(self) -> tuple[list[str], list[str]]:
+        """One pass: (jobs recovered from dead workers, jobs published again)."""
+        recovered = recover_lost(self.db)
+        if recovered:
+            log.warning("recovered lost jobs", extra={"job_ids": recovered})
+        grace = self.settings.redispatch_seconds
+        now = time.monotonic()
+        republished = []
+        for job_id in queued_before(self.db, utcnow() - timedelta(seconds=grace)):
+            if now - self._published.get(job_id, -float("inf")) >= grace:
+                self.dispatcher.job_created(job_id)
+                self._published[job_id] = now
+                republished.append(job_id)
+        if republished:
+            log.info("queued jobs published again", extra={"job_ids": republished})
+        self._published = {k: v for k, v in self._published.items() if now - v < 10 * grace}
+        return recovered, republished

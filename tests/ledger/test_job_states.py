@@ -1,0 +1,88 @@
+"""The job state machine's recovery paths on SQLite and PostgreSQL: a lost job is re-queued (same charge, never a
+second one) when it had not started reading its dataset, failed with its charge kept otherwise; a re-queued job
+can be cancelled (charge kept); the sweeper publishes jobs whose message was lost."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from ledger_helpers import fit_cost, make_dataset
+from sqlalchemy import select
+
+from privfit.db import Database, Job, LedgerEntry
+from privfit.db.models import utcnow
+from privfit.jobs.states import cancel, claim, mark_reading, queued_before, recover_lost
+from privfit.jobs.sweeper import Sweeper
+from privfit.ledger import reserve
+from privfit.settings import Settings
+
+
+def queued_jobs(db: Database, count: int) -> tuple[str, list[str]]:
+    dataset_id, job_ids = make_dataset(db, epsilon_max=50.0, jobs=count)
+    with db.write() as session:
+        for job_id in job_ids:
+            reserve(session, dataset_id, job_id, fit_cost())
+    return dataset_id, job_ids
+
+
+def ledger_kinds(db: Database, job_id: str) -> list[str]:
+    with db.read() as session:
+        return sorted(session.execute(select(LedgerEntry.kind).where(LedgerEntry.job_id == job_id)).scalars())
+
+
+def job(db: Database, job_id: str) -> Job:
+    with db.read() as session:
+        return session.get(Job, job_id)
+
+
+def test_a_lost_job_that_read_nothing_is_requeued_and_charged_once(database: Database):
+    _, (job_id,) = queued_jobs(database, 1)
+    assert claim(database, job_id, "w1", lease_seconds=0.0) is not None  # lease already expired
+    assert recover_lost(database, now=utcnow() + timedelta(seconds=1)) == [job_id]
+    assert job(database, job_id).status == "queued" and job(database, job_id).lease_owner is None
+    assert ledger_kinds(database, job_id) == ["charge", "reservation"]
+    again = claim(database, job_id, "w2", lease_seconds=60.0)
+    assert again is not None and again.attempt == 2
+    assert ledger_kinds(database, job_id) == ["charge", "reservation"]  # no second charge
+
+
+def test_a_lost_job_that_started_reading_is_failed_with_its_charge(database: Database):
+    _, (job_id,) = queued_jobs(database, 1)
+    claim(database, job_id, "w1", lease_seconds=0.0)
+    assert mark_reading(database, job_id, "w1")
+    assert not mark_reading(database, job_id, "someone else")
+    assert recover_lost(database, now=utcnow() + timedelta(seconds=1)) == [job_id]
+    row = job(database, job_id)
+    assert row.status == "failed" and row.error["type"] == "worker_lost" and row.result is None
+    assert ledger_kinds(database, job_id) == ["charge", "reservation"]
+
+
+def test_cancelling_a_requeued_job_keeps_its_charge(database: Database):
+    _, (requeued, fresh) = queued_jobs(database, 2)
+    claim(database, requeued, "w1", lease_seconds=0.0)
+    recover_lost(database, now=utcnow() + timedelta(seconds=1))
+    assert cancel(database, requeued) == "cancelled" and cancel(database, fresh) == "cancelled"
+    assert ledger_kinds(database, requeued) == ["charge", "reservation"]
+    assert ledger_kinds(database, fresh) == ["release", "reservation"]
+    assert "charge is kept" in job(database, requeued).error["detail"]
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.published: list[str] = []
+
+    def job_created(self, job_id: str) -> None:
+        self.published.append(job_id)
+
+
+def test_the_sweeper_publishes_jobs_queued_too_long_once_per_grace_period(database: Database):
+    _, job_ids = queued_jobs(database, 3)
+    claim(database, job_ids[2], "w1", lease_seconds=60.0)  # running: not published again
+    assert queued_before(database, utcnow() - timedelta(seconds=60)) == []
+    recorder = Recorder()
+    sweeper = Sweeper(database, Settings(redispatch_seconds=1e-6), recorder)
+    sweeper.sweep()
+    assert sorted(recorder.published) == sorted(job_ids[:2])
+    sweeper.settings = Settings(redispatch_seconds=3600.0)
+    sweeper.sweep()  # within the (new) grace period of the last publication: nothing more
+    assert sorted(recorder.published) == sorted(job_ids[:2])
