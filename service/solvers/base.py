@@ -34,7 +34,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, TypeVar
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
@@ -400,6 +400,9 @@ class FitPlan:
 # ---------------------------------------------------------------------------------------------------------
 
 
+ResolvedParamsT = TypeVar("ResolvedParamsT", bound=ResolvedParams)
+
+
 class Solver(ABC):
     """A private solver: parameter model, privacy resolution, cost function and fitting function.
 
@@ -490,6 +493,14 @@ class Solver(ABC):
     @abstractmethod
     def cost(self, resolved: ResolvedParams, meta: PublicMetadata, grid: OrderGrid = DEFAULT_GRID) -> PrivacyCost:
         """The privacy cost of a fit with these settings: public inputs only, no row is read (DESIGN §1.4)."""
+
+    def with_reported_epsilon(
+        self, resolved: ResolvedParamsT, meta: PublicMetadata, grid: OrderGrid = DEFAULT_GRID
+    ) -> ResolvedParamsT:
+        """``resolved`` with ``epsilon`` set to the ε of its own :meth:`cost` at its δ (unchanged without a δ)."""
+        if resolved.delta is None:
+            return resolved
+        return resolved.model_copy(update={"epsilon": self.cost(resolved, meta, grid).epsilon(resolved.delta).epsilon})
 
     def plan(
         self,

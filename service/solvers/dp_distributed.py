@@ -542,10 +542,7 @@ class DPDistributed(Solver):
             output=p.output,
             tail_start=max(1, total_rounds // 2),
         )
-        if delta is not None:
-            epsilon = self.cost(resolved, meta, grid).epsilon(delta).epsilon
-            resolved = resolved.model_copy(update={"epsilon": epsilon})
-        return resolved
+        return self.with_reported_epsilon(resolved, meta, grid)
 
     def _check(self, resolved: ResolvedParams | Mapping[str, Any], meta: PublicMetadata) -> DPDistributedResolved:
         return cast(DPDistributedResolved, check_resolved_metadata(self, resolved, meta))

@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, cast
 
 import numpy as np
@@ -91,9 +92,11 @@ from .losses import GLMLoss, RegularizedLoss, make_loss
 
 __all__ = [
     "DEFAULT_STEPS",
+    "ClippedGradientConstants",
     "DPGDParams",
     "DPGDResolved",
     "DPGradientDescent",
+    "clipped_gradient_constants",
     "clipped_gradient_sum",
     "dp_gradient_descent",
 ]
@@ -171,6 +174,40 @@ class DPGDResolved(ResolvedParams):
     sigma: float = Field(gt=0.0, description="Standard deviation of the Gaussian noise added to each gradient sum.")
     noise_multiplier: float = Field(gt=0.0, description="σ / (2C).")
     output: Output
+
+
+@dataclass(frozen=True)
+class ClippedGradientConstants:
+    """The public constants of a clipped-gradient method (``dp_gd``, ``dp_sgd``), from the declared bounds."""
+
+    radius: float
+    design_norm_bound: float
+    lipschitz: float
+    smoothness: float
+    clip_norm: float
+    step_size: float
+
+
+def clipped_gradient_constants(params: GLMParams, meta: PublicMetadata) -> ClippedGradientConstants:
+    """R, B, the loss's Lipschitz constant G on the ball, the objective's smoothness β = c·B² + λ, the clipping
+    norm C (the user's, capped at G; default G) and the step size (the user's; default 1/β). ``params`` must
+    have the fields ``clip_norm`` and ``step_size`` (None for the defaults)."""
+    radius = params.effective_radius()
+    bound = design_bound(meta, params.fit_intercept)
+    lipschitz = glm_loss(params).lipschitz(bound, meta.label_bound, radius)
+    smoothness = make_loss(params.model, l2=params.l2, **params.loss_params()).smoothness(bound)
+    if not (lipschitz > 0.0 and math.isfinite(lipschitz)):
+        raise SolverParameterError("row_norm_bound", "gives a zero or infinite Lipschitz constant")
+    clip_norm: float | None = getattr(params, "clip_norm", None)
+    step_size: float | None = getattr(params, "step_size", None)
+    return ClippedGradientConstants(
+        radius=radius,
+        design_norm_bound=bound,
+        lipschitz=lipschitz,
+        smoothness=smoothness,
+        clip_norm=lipschitz if clip_norm is None else min(clip_norm, lipschitz),
+        step_size=1.0 / smoothness if step_size is None else step_size,
+    )
 
 
 def clipped_gradient_sum(
@@ -289,17 +326,10 @@ class DPGradientDescent(Solver):
         check_model_supported(self, p.model)
         check_privacy_source(target_epsilon, delta, p.noise_multiplier, "noise_multiplier")
 
-        loss = glm_loss(p)
-        radius = p.effective_radius()
-        bound = design_bound(meta, p.fit_intercept)
-        lipschitz = loss.lipschitz(bound, meta.label_bound, radius)
-        regularized = make_loss(p.model, l2=p.l2, **p.loss_params())
-        smoothness = regularized.smoothness(bound)
-        if not (lipschitz > 0.0 and math.isfinite(lipschitz)):
-            raise SolverParameterError("row_norm_bound", "gives a zero or infinite Lipschitz constant")
-        clip = lipschitz if p.clip_norm is None else min(p.clip_norm, lipschitz)
+        constants = clipped_gradient_constants(p, meta)
+        radius, bound, lipschitz = constants.radius, constants.design_norm_bound, constants.lipschitz
+        smoothness, clip, step_size = constants.smoothness, constants.clip_norm, constants.step_size
         sensitivity = 2.0 * clip
-        step_size = 1.0 / smoothness if p.step_size is None else p.step_size
 
         if target_epsilon is not None:
             calibration = gaussian_sigma(target_epsilon, delta, sensitivity=sensitivity, count=p.steps, grid=grid)
@@ -330,10 +360,7 @@ class DPGradientDescent(Solver):
             noise_multiplier=sigma / sensitivity,
             output=p.output,
         )
-        if delta is not None:
-            epsilon = self.cost(resolved, meta, grid).epsilon(delta).epsilon
-            resolved = resolved.model_copy(update={"epsilon": epsilon})
-        return resolved
+        return self.with_reported_epsilon(resolved, meta, grid)
 
     def _check(self, resolved: ResolvedParams | Mapping[str, Any], meta: PublicMetadata) -> DPGDResolved:
         return cast(DPGDResolved, check_resolved_metadata(self, resolved, meta))

@@ -328,10 +328,7 @@ class DPOnlineToBatch(Solver):
             rho=rho,
             noise_scale=sigma_1,
         )
-        if delta is not None:
-            epsilon = self.cost(resolved, meta, grid).epsilon(delta).epsilon
-            resolved = resolved.model_copy(update={"epsilon": epsilon})
-        return resolved
+        return self.with_reported_epsilon(resolved, meta, grid)
 
     @staticmethod
     def _initial_point(p: DPOTBParams, dimension: int, radius: float) -> FloatArray:

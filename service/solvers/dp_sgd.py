@@ -141,11 +141,9 @@ from .base import (
     check_model_supported,
     check_privacy_source,
     check_resolved_metadata,
-    design_bound,
     glm_fit_result,
-    glm_loss,
 )
-from .dp_gd import clipped_gradient_sum
+from .dp_gd import clipped_gradient_constants, clipped_gradient_sum
 from .geometry import clip_rows
 from .losses import GLMLoss, make_loss
 
@@ -469,15 +467,9 @@ class DPSGD(Solver):
             )
         rate = batch_size / meta.n
 
-        loss = glm_loss(p)
-        radius = p.effective_radius()
-        bound = design_bound(meta, p.fit_intercept)
-        lipschitz = loss.lipschitz(bound, meta.label_bound, radius)
-        smoothness = make_loss(p.model, l2=p.l2, **p.loss_params()).smoothness(bound)
-        if not (lipschitz > 0.0 and math.isfinite(lipschitz)):
-            raise SolverParameterError("row_norm_bound", "gives a zero or infinite Lipschitz constant")
-        clip = lipschitz if p.clip_norm is None else min(p.clip_norm, lipschitz)
-        step_size = 1.0 / smoothness if p.step_size is None else p.step_size
+        constants = clipped_gradient_constants(p, meta)
+        radius, bound, lipschitz = constants.radius, constants.design_norm_bound, constants.lipschitz
+        smoothness, clip, step_size = constants.smoothness, constants.clip_norm, constants.step_size
 
         if target_epsilon is not None:
             assert delta is not None  # checked by check_privacy_source
@@ -522,10 +514,7 @@ class DPSGD(Solver):
             replace_one_noise_multiplier=sigma / (2.0 * clip),
             output=p.output,
         )
-        if delta is not None:
-            epsilon = self.cost(resolved, meta, grid).epsilon(delta).epsilon
-            resolved = resolved.model_copy(update={"epsilon": epsilon})
-        return resolved
+        return self.with_reported_epsilon(resolved, meta, grid)
 
     def _check(self, resolved: ResolvedParams | Mapping[str, Any], meta: PublicMetadata) -> DPSGDResolved:
         return cast(DPSGDResolved, check_resolved_metadata(self, resolved, meta))

@@ -303,8 +303,7 @@ class ObjectivePerturbation(Solver):
             output_noise_scale=output_multiplier * output_sensitivity,
             output_epsilon=None if p.noise == "gaussian" else 1.0 / output_multiplier,
         )
-        epsilon = self.cost(resolved, meta, grid).epsilon(delta).epsilon
-        return resolved.model_copy(update={"epsilon": epsilon})
+        return self.with_reported_epsilon(resolved, meta, grid)
 
     def _check(
         self, resolved: ResolvedParams | Mapping[str, Any], meta: PublicMetadata

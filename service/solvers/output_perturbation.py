@@ -202,10 +202,7 @@ class OutputPerturbation(Solver):
             noise_multiplier=multiplier,
             pure_epsilon=None if p.noise == "gaussian" else 1.0 / multiplier,
         )
-        if delta is not None:
-            epsilon = self.cost(resolved, meta, grid).epsilon(delta).epsilon
-            resolved = resolved.model_copy(update={"epsilon": epsilon})
-        return resolved
+        return self.with_reported_epsilon(resolved, meta, grid)
 
     def _check(self, resolved: ResolvedParams | Mapping[str, Any], meta: PublicMetadata) -> OutputPerturbationResolved:
         return cast(OutputPerturbationResolved, check_resolved_metadata(self, resolved, meta))
