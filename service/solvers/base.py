@@ -296,6 +296,40 @@ class ResolvedParams(BaseModel):
     epsilon: float | None = Field(description="ε of this fit alone at ``delta`` (None without δ).")
 
 
+class GLMResolved(ResolvedParams):
+    """The public facts every GLM solver's resolved settings record: the metadata they were resolved for (checked
+    again before cost and fit, :func:`check_resolved_metadata`), the model and its loss parameters."""
+
+    n: int = Field(ge=1, description="Rows (public).")
+    d: int = Field(ge=1, description="Encoded feature columns (without intercept).")
+    row_norm_bound: float = Field(gt=0.0, description="Declared B_x of the rows (without intercept).")
+    label_bound: float = Field(ge=0.0, description="Declared B_y of the labels.")
+    model: ModelName
+    loss_params: dict[str, float]
+    fit_intercept: bool
+    design_norm_bound: float = Field(gt=0.0, description="Row-norm bound of the design matrix (with intercept).")
+
+
+def glm_resolved_fields(
+    params: GLMParams, meta: PublicMetadata, target_epsilon: float | None, delta: float | None
+) -> dict[str, Any]:
+    """The :class:`GLMResolved` fields of a resolution (``epsilon`` left None: see
+    :meth:`Solver.with_reported_epsilon`)."""
+    return {
+        "target_epsilon": target_epsilon,
+        "delta": delta,
+        "epsilon": None,
+        "n": meta.n,
+        "d": meta.d,
+        "row_norm_bound": meta.row_norm_bound,
+        "label_bound": meta.label_bound,
+        "model": params.model,
+        "loss_params": params.loss_params(),
+        "fit_intercept": params.fit_intercept,
+        "design_norm_bound": design_bound(meta, params.fit_intercept),
+    }
+
+
 # ---------------------------------------------------------------------------------------------------------
 # results and progress
 # ---------------------------------------------------------------------------------------------------------

@@ -65,7 +65,7 @@ from privfit.privacy import DEFAULT_GRID, OrderGrid, PrivacyCost, laplace_rdp, l
 from .base import (
     FitResult,
     GLMParams,
-    ModelName,
+    GLMResolved,
     ProgressCallback,
     ProgressReporter,
     PublicMetadata,
@@ -81,6 +81,7 @@ from .base import (
     design_bound,
     glm_fit_result,
     glm_loss,
+    glm_resolved_fields,
 )
 from .geometry import UNIT_ROUNDOFF, clip_rows
 from .losses import GLMLoss, make_loss
@@ -210,22 +211,14 @@ class DPDistributedParams(GLMParams):
         return 1 if self.algorithm == "online" else (10 if self.batch_size is None else self.batch_size)
 
 
-class DPDistributedResolved(ResolvedParams):
+class DPDistributedResolved(GLMResolved):
     """Fully resolved ``dp_distributed`` settings (public, data-independent; JSON-serialisable)."""
 
     solver: Literal["dp_distributed"] = "dp_distributed"
     formula_version: Literal["dp_distributed/laplace-rdp/v1"] = "dp_distributed/laplace-rdp/v1"
-    n: int = Field(ge=1, description="Rows N (public).")
-    d: int = Field(ge=1, description="Encoded feature columns (without intercept).")
-    row_norm_bound: float = Field(gt=0.0)
-    label_bound: float = Field(ge=0.0)
-    model: ModelName
-    loss_params: dict[str, float]
     l2: float = Field(ge=0.0)
-    fit_intercept: bool
     radius: float = Field(gt=0.0, description="Radius R of the parameter ball W.")
     dimension: int = Field(ge=1, description="Model coordinates n (with the intercept).")
-    design_norm_bound: float = Field(gt=0.0)
     lipschitz: float = Field(gt=0.0, description="Public Lipschitz bound G of the loss on W.")
     clip_norm: float = Field(gt=0.0, description="Clipping norm C used (≤ G).")
     algorithm: Algorithm
@@ -504,20 +497,10 @@ class DPDistributed(Solver):
             dimension=dimension, clip_norm=clip, batch_size=h, noise_multiplier=scale,
         )  # fmt: skip
         resolved = DPDistributedResolved(
-            target_epsilon=target_epsilon,
-            delta=delta,
-            epsilon=None,
-            n=meta.n,
-            d=meta.d,
-            row_norm_bound=meta.row_norm_bound,
-            label_bound=meta.label_bound,
-            model=p.model,
-            loss_params=p.loss_params(),
+            **glm_resolved_fields(p, meta, target_epsilon, delta),
             l2=p.l2,
-            fit_intercept=p.fit_intercept,
             radius=radius,
             dimension=dimension,
-            design_norm_bound=bound,
             lipschitz=lipschitz,
             clip_norm=clip,
             algorithm=p.algorithm,

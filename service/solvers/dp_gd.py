@@ -70,7 +70,7 @@ from privfit.privacy import DEFAULT_GRID, OrderGrid, PrivacyCost, gaussian_rdp, 
 from .base import (
     FitResult,
     GLMParams,
-    ModelName,
+    GLMResolved,
     ProgressCallback,
     ProgressReporter,
     PublicMetadata,
@@ -86,6 +86,7 @@ from .base import (
     design_bound,
     glm_fit_result,
     glm_loss,
+    glm_resolved_fields,
 )
 from .geometry import clip_rows
 from .losses import GLMLoss, RegularizedLoss, make_loss
@@ -150,21 +151,13 @@ class DPGDParams(GLMParams):
     )
 
 
-class DPGDResolved(ResolvedParams):
+class DPGDResolved(GLMResolved):
     """Fully resolved ``dp_gd`` settings (public, data-independent; JSON-serialisable)."""
 
     solver: Literal["dp_gd"] = "dp_gd"
     formula_version: Literal["dp_gd/gaussian-rdp-2C/v1"] = "dp_gd/gaussian-rdp-2C/v1"
-    n: int = Field(ge=1, description="Rows (public); the gradient sum is divided by n.")
-    d: int = Field(ge=1, description="Encoded feature columns (without intercept).")
-    row_norm_bound: float = Field(gt=0.0, description="Declared B_x of the rows (without intercept).")
-    label_bound: float = Field(ge=0.0, description="Declared B_y of the labels.")
-    model: ModelName
-    loss_params: dict[str, float]
     l2: float = Field(ge=0.0)
-    fit_intercept: bool
     radius: float = Field(gt=0.0)
-    design_norm_bound: float = Field(gt=0.0, description="Row-norm bound of the design matrix (with intercept).")
     lipschitz: float = Field(gt=0.0, description="Public Lipschitz bound G of the unregularised loss on the ball.")
     smoothness: float = Field(gt=0.0, description="Public smoothness β of the regularised objective.")
     steps: int = Field(ge=1, le=MAX_STEPS)
@@ -181,7 +174,6 @@ class ClippedGradientConstants:
     """The public constants of a clipped-gradient method (``dp_gd``, ``dp_sgd``), from the declared bounds."""
 
     radius: float
-    design_norm_bound: float
     lipschitz: float
     smoothness: float
     clip_norm: float
@@ -189,7 +181,7 @@ class ClippedGradientConstants:
 
 
 def clipped_gradient_constants(params: GLMParams, meta: PublicMetadata) -> ClippedGradientConstants:
-    """R, B, the loss's Lipschitz constant G on the ball, the objective's smoothness β = c·B² + λ, the clipping
+    """R, the loss's Lipschitz constant G on the ball, the objective's smoothness β = c·B² + λ, the clipping
     norm C (the user's, capped at G; default G) and the step size (the user's; default 1/β). ``params`` must
     have the fields ``clip_norm`` and ``step_size`` (None for the defaults)."""
     radius = params.effective_radius()
@@ -202,7 +194,6 @@ def clipped_gradient_constants(params: GLMParams, meta: PublicMetadata) -> Clipp
     step_size: float | None = getattr(params, "step_size", None)
     return ClippedGradientConstants(
         radius=radius,
-        design_norm_bound=bound,
         lipschitz=lipschitz,
         smoothness=smoothness,
         clip_norm=lipschitz if clip_norm is None else min(clip_norm, lipschitz),
@@ -327,7 +318,7 @@ class DPGradientDescent(Solver):
         check_privacy_source(target_epsilon, delta, p.noise_multiplier, "noise_multiplier")
 
         constants = clipped_gradient_constants(p, meta)
-        radius, bound, lipschitz = constants.radius, constants.design_norm_bound, constants.lipschitz
+        radius, lipschitz = constants.radius, constants.lipschitz
         smoothness, clip, step_size = constants.smoothness, constants.clip_norm, constants.step_size
         sensitivity = 2.0 * clip
 
@@ -337,19 +328,9 @@ class DPGradientDescent(Solver):
         else:
             sigma = float(p.noise_multiplier or 0.0) * sensitivity  # not None here: checked above
         resolved = DPGDResolved(
-            target_epsilon=target_epsilon,
-            delta=delta,
-            epsilon=None,
-            n=meta.n,
-            d=meta.d,
-            row_norm_bound=meta.row_norm_bound,
-            label_bound=meta.label_bound,
-            model=p.model,
-            loss_params=p.loss_params(),
+            **glm_resolved_fields(p, meta, target_epsilon, delta),
             l2=p.l2,
-            fit_intercept=p.fit_intercept,
             radius=radius,
-            design_norm_bound=bound,
             lipschitz=lipschitz,
             smoothness=smoothness,
             steps=p.steps,

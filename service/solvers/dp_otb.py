@@ -48,7 +48,7 @@ from privfit.privacy import DEFAULT_GRID, OrderGrid, PrivacyCost, gaussian_sigma
 from .base import (
     FitResult,
     GLMParams,
-    ModelName,
+    GLMResolved,
     ProgressCallback,
     ProgressReporter,
     PublicMetadata,
@@ -64,6 +64,7 @@ from .base import (
     design_bound,
     glm_fit_result,
     glm_loss,
+    glm_resolved_fields,
 )
 from .online_learners import LEARNERS, LearnerContext, get_learner
 from .otb_kernel import LOSS_KINDS, online_to_batch_block
@@ -142,22 +143,14 @@ class DPOTBParams(GLMParams):
         return OTB_DEFAULT_RADIUS[self.model] if self.radius is None else self.radius
 
 
-class DPOTBResolved(ResolvedParams):
+class DPOTBResolved(GLMResolved):
     """Fully resolved ``dp_otb`` settings (public, data-independent; JSON-serialisable)."""
 
     solver: Literal["dp_otb"] = "dp_otb"
     formula_version: Literal["dp_otb/theorem3-zcdp/v1"] = "dp_otb/theorem3-zcdp/v1"
-    n: int = Field(ge=1, description="Rows = rounds T (public).")
-    d: int = Field(ge=1)
-    row_norm_bound: float = Field(gt=0.0)
-    label_bound: float = Field(ge=0.0)
-    model: ModelName
-    loss_params: dict[str, float]
     l2: float = Field(ge=0.0)
-    fit_intercept: bool
     radius: float = Field(gt=0.0)
     diameter: float = Field(gt=0.0, description="D = 2R.")
-    design_norm_bound: float = Field(gt=0.0)
     lipschitz: float = Field(gt=0.0, description="G of the data term on the ball (enters σ_t).")
     smoothness: float = Field(ge=0.0, description="H of the data term (enters σ_t).")
     lipschitz_total: float = Field(gt=0.0, description="G + λR (the learners' schedules).")
@@ -298,20 +291,10 @@ class DPOnlineToBatch(Solver):
             k=k, lipschitz=lipschitz, smoothness=smoothness, diameter=diameter, horizon=meta.n, rho=rho
         )
         resolved = DPOTBResolved(
-            target_epsilon=target_epsilon,
-            delta=delta,
-            epsilon=None,
-            n=meta.n,
-            d=meta.d,
-            row_norm_bound=meta.row_norm_bound,
-            label_bound=meta.label_bound,
-            model=p.model,
-            loss_params=p.loss_params(),
+            **glm_resolved_fields(p, meta, target_epsilon, delta),
             l2=p.l2,
-            fit_intercept=p.fit_intercept,
             radius=radius,
             diameter=diameter,
-            design_norm_bound=bound,
             lipschitz=lipschitz,
             smoothness=smoothness,
             lipschitz_total=lipschitz + p.l2 * radius,

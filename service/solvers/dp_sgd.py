@@ -128,7 +128,7 @@ from privfit.privacy import (
 from .base import (
     FitResult,
     GLMParams,
-    ModelName,
+    GLMResolved,
     ProgressCallback,
     ProgressReporter,
     PublicMetadata,
@@ -142,6 +142,7 @@ from .base import (
     check_privacy_source,
     check_resolved_metadata,
     glm_fit_result,
+    glm_resolved_fields,
 )
 from .dp_gd import clipped_gradient_constants, clipped_gradient_sum
 from .geometry import clip_rows
@@ -234,21 +235,13 @@ class DPSGDParams(GLMParams):
     )
 
 
-class DPSGDResolved(ResolvedParams):
+class DPSGDResolved(GLMResolved):
     """Fully resolved ``dp_sgd`` settings (public, data-independent; JSON-serialisable)."""
 
     solver: Literal["dp_sgd"] = "dp_sgd"
     formula_version: Literal["dp_sgd/sampled-gaussian-rdp/v1"] = "dp_sgd/sampled-gaussian-rdp/v1"
-    n: int = Field(ge=1, description="Rows (public).")
-    d: int = Field(ge=1, description="Encoded feature columns (without intercept).")
-    row_norm_bound: float = Field(gt=0.0, description="Declared B_x of the rows (without intercept).")
-    label_bound: float = Field(ge=0.0, description="Declared B_y of the labels.")
-    model: ModelName
-    loss_params: dict[str, float]
     l2: float = Field(ge=0.0)
-    fit_intercept: bool
     radius: float = Field(gt=0.0)
-    design_norm_bound: float = Field(gt=0.0, description="Row-norm bound of the design matrix (with intercept).")
     lipschitz: float = Field(gt=0.0, description="Public Lipschitz bound G of the unregularised loss on the ball.")
     smoothness: float = Field(gt=0.0, description="Public smoothness β of the regularised objective.")
     sampling: Sampling
@@ -468,7 +461,7 @@ class DPSGD(Solver):
         rate = batch_size / meta.n
 
         constants = clipped_gradient_constants(p, meta)
-        radius, bound, lipschitz = constants.radius, constants.design_norm_bound, constants.lipschitz
+        radius, lipschitz = constants.radius, constants.lipschitz
         smoothness, clip, step_size = constants.smoothness, constants.clip_norm, constants.step_size
 
         if target_epsilon is not None:
@@ -484,19 +477,9 @@ class DPSGD(Solver):
         else:
             sigma = float(p.noise_multiplier or 0.0) * clip  # not None here: checked above
         resolved = DPSGDResolved(
-            target_epsilon=target_epsilon,
-            delta=delta,
-            epsilon=None,
-            n=meta.n,
-            d=meta.d,
-            row_norm_bound=meta.row_norm_bound,
-            label_bound=meta.label_bound,
-            model=p.model,
-            loss_params=p.loss_params(),
+            **glm_resolved_fields(p, meta, target_epsilon, delta),
             l2=p.l2,
-            fit_intercept=p.fit_intercept,
             radius=radius,
-            design_norm_bound=bound,
             lipschitz=lipschitz,
             smoothness=smoothness,
             sampling=p.sampling,

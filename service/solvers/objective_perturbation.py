@@ -73,7 +73,7 @@ from privfit.privacy import DEFAULT_GRID, OrderGrid, PrivacyCost, gaussian_rdp, 
 
 from .base import (
     FitResult,
-    ModelName,
+    GLMResolved,
     ProgressCallback,
     ProgressReporter,
     PublicMetadata,
@@ -88,6 +88,7 @@ from .base import (
     design_bound,
     glm_fit_result,
     glm_loss,
+    glm_resolved_fields,
 )
 from .erm import MAX_ITERATIONS
 from .perturbation import (
@@ -123,20 +124,12 @@ class ObjectivePerturbationParams(PerturbationParams):
     )
 
 
-class ObjectivePerturbationResolved(ResolvedParams):
+class ObjectivePerturbationResolved(GLMResolved):
     """Fully resolved ``objective_perturbation`` settings (public, data-independent)."""
 
     solver: Literal["objective_perturbation"] = "objective_perturbation"
     formula_version: Literal["objective_perturbation/cms-kst-amp/v1"] = "objective_perturbation/cms-kst-amp/v1"
-    n: int = Field(ge=1)
-    d: int = Field(ge=1)
-    row_norm_bound: float = Field(gt=0.0)
-    label_bound: float = Field(ge=0.0)
-    model: ModelName
-    loss_params: dict[str, float]
     l2: float = Field(gt=0.0, description="λ of the objective (2).")
-    fit_intercept: bool
-    design_norm_bound: float = Field(gt=0.0)
     lipschitz: float = Field(gt=0.0, description="G = a·B: global gradient bound of the loss.")
     curvature_bound: float = Field(gt=0.0, description="c: bound on φ''.")
     smoothness: float = Field(gt=0.0, description="β = c·B².")
@@ -278,18 +271,8 @@ class ObjectivePerturbation(Solver):
             objective_scale = 2.0 * lipschitz / noise_epsilon
         output_sensitivity = 2.0 * tolerance / l2
         resolved = ObjectivePerturbationResolved(
-            target_epsilon=target_epsilon,
-            delta=delta,
-            epsilon=None,
-            n=meta.n,
-            d=meta.d,
-            row_norm_bound=meta.row_norm_bound,
-            label_bound=meta.label_bound,
-            model=p.model,
-            loss_params=p.loss_params(),
+            **glm_resolved_fields(p, meta, target_epsilon, delta),
             l2=l2,
-            fit_intercept=p.fit_intercept,
-            design_norm_bound=bound,
             lipschitz=lipschitz,
             curvature_bound=curvature,
             smoothness=loss.smoothness(bound),

@@ -48,7 +48,7 @@ from privfit.privacy import DEFAULT_GRID, OrderGrid, PrivacyCost, gaussian_rdp, 
 
 from .base import (
     FitResult,
-    ModelName,
+    GLMResolved,
     ProgressCallback,
     ProgressReporter,
     PublicMetadata,
@@ -64,6 +64,7 @@ from .base import (
     design_bound,
     glm_fit_result,
     glm_loss,
+    glm_resolved_fields,
 )
 from .erm import MAX_ITERATIONS
 from .geometry import clip_rows
@@ -93,22 +94,14 @@ class OutputPerturbationParams(PerturbationParams):
     )
 
 
-class OutputPerturbationResolved(ResolvedParams):
+class OutputPerturbationResolved(GLMResolved):
     """Fully resolved ``output_perturbation`` settings (public, data-independent)."""
 
     solver: Literal["output_perturbation"] = "output_perturbation"
     formula_version: Literal["output_perturbation/sensitivity-2G-over-n-lambda/v1"] = (
         "output_perturbation/sensitivity-2G-over-n-lambda/v1"
     )
-    n: int = Field(ge=1)
-    d: int = Field(ge=1)
-    row_norm_bound: float = Field(gt=0.0)
-    label_bound: float = Field(ge=0.0)
-    model: ModelName
-    loss_params: dict[str, float]
     l2: float = Field(gt=0.0, description="λ of the objective (1).")
-    fit_intercept: bool
-    design_norm_bound: float = Field(gt=0.0)
     minimizer_radius: float = Field(gt=0.0, description="R* = sqrt(2 ℓ_max(0)/λ): θ* lies in this ball.")
     lipschitz: float = Field(gt=0.0, description="G: gradient bound of the loss on the R* ball.")
     smoothness: float = Field(ge=0.0, description="c·B² of the unregularised loss (rounding bound).")
@@ -180,18 +173,8 @@ class OutputPerturbation(Solver):
         tolerance = p.gradient_tolerance or default_gradient_tolerance(meta.n, dimension, lipschitz)
         sensitivity = 2.0 * lipschitz / (meta.n * l2) + 2.0 * tolerance / l2
         resolved = OutputPerturbationResolved(
-            target_epsilon=target_epsilon,
-            delta=delta,
-            epsilon=None,
-            n=meta.n,
-            d=meta.d,
-            row_norm_bound=meta.row_norm_bound,
-            label_bound=meta.label_bound,
-            model=p.model,
-            loss_params=p.loss_params(),
+            **glm_resolved_fields(p, meta, target_epsilon, delta),
             l2=l2,
-            fit_intercept=p.fit_intercept,
-            design_norm_bound=bound,
             minimizer_radius=minimizer_radius,
             lipschitz=lipschitz,
             smoothness=loss.smoothness(bound),
