@@ -177,8 +177,8 @@ def minimize_regularized_glm(
     )  # fmt: skip
     bound = gradient_norm + rounding
     if not (bound <= tolerance):
+        # The bound and the iteration count are computed from private rows: the message names neither.
         raise ERMConvergenceError(
-            f"the regularised minimiser did not reach the gradient tolerance {tolerance:g} "
-            f"(certified bound {bound:.3g} after {iterations} iterations); nothing was released"
+            f"the regularised minimiser did not certify the gradient tolerance {tolerance:g}; nothing was released"
         )
     return ERMSolution(theta=theta, gradient_norm=gradient_norm, gradient_bound=bound, iterations=iterations)
