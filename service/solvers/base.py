@@ -459,21 +459,27 @@ class Solver(ABC):
 
     # --- step 1 -----------------------------------------------------------------------------------
     def parse_params(self, params: Mapping[str, Any] | SolverParams | None = None) -> SolverParams:
-        """Validate user parameters (a JSON object; ``None`` means all defaults).
+        """Validate user parameters (a JSON object; ``None`` means all defaults), including that the solver
+        supports the requested ``model``.
 
         Raises:
             SolverParameterError: naming the first offending field (and listing all in ``errors``).
         """
         if isinstance(params, self.Params):
-            return params
-        if params is None:
-            params = {}
-        if not isinstance(params, Mapping):
-            raise SolverParameterError("params", f"must be a JSON object, got {type(params).__name__}")
-        try:
-            return self.Params.model_validate(dict(params))
-        except ValidationError as error:
-            raise validation_error_to_parameter_error(error) from None
+            parsed = params
+        else:
+            if params is None:
+                params = {}
+            if not isinstance(params, Mapping):
+                raise SolverParameterError("params", f"must be a JSON object, got {type(params).__name__}")
+            try:
+                parsed = self.Params.model_validate(dict(params))
+            except ValidationError as error:
+                raise validation_error_to_parameter_error(error) from None
+        model = getattr(parsed, "model", None)
+        if model is not None:
+            check_model_supported(self, model)
+        return parsed
 
     def params_schema(self) -> dict[str, Any]:
         """JSON schema of :attr:`Params` (pydantic ``model_json_schema()``)."""

@@ -75,7 +75,6 @@ from .base import (
     SolverParams,
     StopCallback,
     check_fit_inputs,
-    check_model_supported,
     check_privacy_source,
     check_resolved_metadata,
     design_bound,
@@ -449,7 +448,6 @@ class DPDistributed(Solver):
     ) -> DPDistributedResolved:
         """Defaults, batches and noise from public inputs only (spec §6.1)."""
         p = cast(DPDistributedParams, self.parse_params(params))
-        check_model_supported(self, p.model)
         check_privacy_source(target_epsilon, delta, p.noise_multiplier, "noise_multiplier")
         problems = p.consistency_errors()
         if problems:

@@ -80,7 +80,6 @@ from .base import (
     SolverParams,
     StopCallback,
     check_fit_inputs,
-    check_model_supported,
     check_privacy_source,
     check_resolved_metadata,
     design_bound,
@@ -314,7 +313,6 @@ class DPGradientDescent(Solver):
     ) -> DPGDResolved:
         """Defaults and noise from public inputs: G, β, C, η from the declared bounds; σ calibrated or explicit."""
         p = cast(DPGDParams, self.parse_params(params))
-        check_model_supported(self, p.model)
         check_privacy_source(target_epsilon, delta, p.noise_multiplier, "noise_multiplier")
 
         constants = clipped_gradient_constants(p, meta)

@@ -58,7 +58,6 @@ from .base import (
     SolverParams,
     StopCallback,
     check_fit_inputs,
-    check_model_supported,
     check_privacy_source,
     check_resolved_metadata,
     design_bound,
@@ -263,7 +262,6 @@ class DPOnlineToBatch(Solver):
     ) -> DPOTBResolved:
         """Constants from the public bounds; ρ calibrated to (target ε, δ) or explicit; σ_1 from eq. (6)."""
         p = cast(DPOTBParams, self.parse_params(params))
-        check_model_supported(self, p.model)
         check_privacy_source(target_epsilon, delta, p.rho, "rho")
         learner = LEARNERS[p.learner]
         k = p.k if p.k is not None else (learner.required_k or 1.0)

@@ -138,7 +138,6 @@ from .base import (
     SolverParams,
     StopCallback,
     check_fit_inputs,
-    check_model_supported,
     check_privacy_source,
     check_resolved_metadata,
     glm_fit_result,
@@ -445,7 +444,6 @@ class DPSGD(Solver):
         """Defaults and noise from public inputs: G, β, C, η, m, q, T from the declared metadata; σ calibrated with
         the accountant of the sampling mode, or explicit (σ = z·C)."""
         p = cast(DPSGDParams, self.parse_params(params))
-        check_model_supported(self, p.model)
         check_privacy_source(target_epsilon, delta, p.noise_multiplier, "noise_multiplier")
         if p.batch_size is not None and p.batch_size > meta.n:
             raise SolverParameterError("batch_size", f"must be ≤ n = {meta.n} (the number of rows), got {p.batch_size}")

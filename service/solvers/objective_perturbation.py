@@ -83,7 +83,6 @@ from .base import (
     SolverParams,
     StopCallback,
     check_fit_inputs,
-    check_model_supported,
     check_resolved_metadata,
     design_bound,
     glm_fit_result,
@@ -208,7 +207,6 @@ class ObjectivePerturbation(Solver):
     ) -> ObjectivePerturbationResolved:
         """The ε split of the module docstring, λ, and the noise scales (5), from public inputs only."""
         p = cast(ObjectivePerturbationParams, self.parse_params(params))
-        check_model_supported(self, p.model)
         if target_epsilon is None or delta is None:
             raise SolverParameterError(
                 "epsilon", "objective perturbation is calibrated to a target: give both epsilon and delta"

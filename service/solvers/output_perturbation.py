@@ -58,7 +58,6 @@ from .base import (
     SolverParams,
     StopCallback,
     check_fit_inputs,
-    check_model_supported,
     check_privacy_source,
     check_resolved_metadata,
     design_bound,
@@ -147,7 +146,6 @@ class OutputPerturbation(Solver):
     ) -> OutputPerturbationResolved:
         """λ, R*, G, γ, Δ from public inputs; the noise calibrated to the target or explicit."""
         p = cast(OutputPerturbationParams, self.parse_params(params))
-        check_model_supported(self, p.model)
         check_privacy_source(target_epsilon, delta, p.noise_multiplier, "noise_multiplier")
         loss = glm_loss(p)
         bound = design_bound(meta, p.fit_intercept)
