@@ -10,6 +10,9 @@
   :mod:`~privfit.solvers.otb_kernel`.
 - :mod:`privfit.solvers.dp_distributed`: DP distributed online learning (``"dp_distributed"``), with the
   public mixing matrices of :mod:`~privfit.solvers.mixing`.
+- :mod:`privfit.solvers.dp_lazy_oco`: private lazy OCO, P-COMW with exact truncated-Gaussian draws
+  (``"dp_lazy_oco"``), with :mod:`~privfit.solvers.lazy_oco`, :mod:`~privfit.solvers.lazy_oco_sampling` and
+  :mod:`~privfit.solvers.lazy_oco_accounting`.
 - :mod:`privfit.solvers.dp_sgd`: DP-SGD with Poisson, fixed-size or shuffled batches (``"dp_sgd"``).
 - :mod:`privfit.solvers.output_perturbation` (``"output_perturbation"``) and
   :mod:`privfit.solvers.objective_perturbation` (``"objective_perturbation"``): the regularised ERM minimiser
@@ -41,6 +44,7 @@ from .base import (
 )
 from .dp_distributed import DPDistributed, DPDistributedParams, DPDistributedResolved
 from .dp_gd import DPGDParams, DPGDResolved, DPGradientDescent
+from .dp_lazy_oco import DPLazyOCO, DPLazyOCOParams, DPLazyOCOResolved
 from .dp_otb import DPOnlineToBatch, DPOTBParams, DPOTBResolved
 from .dp_sgd import DPSGD, DPSGDParams, DPSGDResolved
 from .objective_perturbation import ObjectivePerturbation, ObjectivePerturbationParams, ObjectivePerturbationResolved
@@ -49,6 +53,7 @@ from .registry import (
     UnknownSolverError,
     describe_solvers,
     get_solver,
+    known_models,
     list_solvers,
     register_solver,
     solver_names,
@@ -62,6 +67,9 @@ __all__ = [
     "DPGDParams",
     "DPGDResolved",
     "DPGradientDescent",
+    "DPLazyOCO",
+    "DPLazyOCOParams",
+    "DPLazyOCOResolved",
     "DPOTBParams",
     "DPOTBResolved",
     "DPOnlineToBatch",
@@ -86,6 +94,7 @@ __all__ = [
     "UnknownSolverError",
     "describe_solvers",
     "get_solver",
+    "known_models",
     "list_solvers",
     "register_solver",
     "solver_names",

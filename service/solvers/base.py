@@ -46,6 +46,7 @@ from .geometry import augment_intercept, augmented_bound
 from .losses import GLMLoss, available_models, make_loss
 
 __all__ = [
+    "CLASSIFICATION_MODELS",
     "DEFAULT_RADIUS",
     "FitCancelled",
     "FitPlan",
@@ -74,6 +75,8 @@ StopCallback = Callable[[], bool]
 """Polled once per iteration; returning True cancels the fit (:class:`FitCancelled`)."""
 
 ModelName = Literal["logistic", "linear", "huber", "svm"]
+#: Models whose predictions are sign(⟨θ, x⟩ + b): the margin losses and ``dp_lazy_oco``'s linear loss −y⟨x, θ⟩.
+CLASSIFICATION_MODELS = ("logistic", "svm", "linear_loss")
 
 
 class SolverParameterError(ParameterError):
@@ -346,6 +349,8 @@ class FitResult:
         intercept: b, or ``None`` when ``fit_intercept`` is false.
         feature_names: the column names, if the metadata had them.
         metadata: the resolved settings and noise scales (no quantity computed from private rows).
+        predictor: whether ⟨θ, x⟩ + b predicts the label (False for an estimate of a feature statistic, e.g.
+            ``dp_lazy_oco``'s mean of the features, which has no predictions).
     """
 
     solver: str
@@ -354,6 +359,7 @@ class FitResult:
     intercept: float | None
     feature_names: list[str] | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
+    predictor: bool = True
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (plain lists, floats, strings)."""
@@ -364,6 +370,7 @@ class FitResult:
             "intercept": self.intercept,
             "feature_names": None if self.feature_names is None else list(self.feature_names),
             "metadata": dict(self.metadata),
+            "predictor": self.predictor,
         }
 
     def decision_function(self, X: Any) -> np.ndarray:
@@ -374,7 +381,7 @@ class FitResult:
     def predict(self, X: Any) -> np.ndarray:
         """Labels ±1 (0 ↦ +1) for classification models, ⟨θ, x⟩ + b for regression models."""
         z = self.decision_function(X)
-        if self.model in ("logistic", "svm"):
+        if self.model in CLASSIFICATION_MODELS:
             return np.where(z >= 0.0, 1.0, -1.0)
         return z
 
@@ -414,6 +421,19 @@ class ProgressReporter:
         if bucket > self._bucket:
             self._bucket = bucket
             self._progress(done / self.total)
+
+    def advance(self, done: int) -> None:
+        """Report every milestone k/``updates`` that ``done`` has reached and that was not reported yet, in order.
+
+        For loops whose step sizes depend on the data (e.g. ``dp_lazy_oco`` jumps from switch to switch): the
+        reported values are always the same sequence 1/updates, 2/updates, … whatever the jumps were.
+        """
+        if self._progress is None:
+            return
+        reached = min(max(int(done), 0), self.total) * self._updates // self.total
+        for bucket in range(self._bucket + 1, reached + 1):
+            self._bucket = bucket
+            self._progress(bucket / self._updates)
 
     def finish(self) -> None:
         """Report 1.0 (once)."""

@@ -9,9 +9,9 @@ Pure functions only (numpy/scipy); the Solver class, API, ledger and audit build
 * :func:`log_normalizers` — ``log Z_t`` for t = 1..T+1 (paper eq. 3.2), one vectorised 1-D quadrature per round;
 * :func:`log_keep_probability` — Algorithm 1's clamped keep probability ``a_t = min{1, max{Φ^{-2}, r_t}}`` in log
   space, with ``log r_t = −β l_t(x_t) − (log Z_{t+1} − log Z_t) − log Φ`` (spec §2.3);
-* :func:`run_pcomw_tg` — the loop (forced-switch coin, keep coin, switch cap ceil(B));
-* :func:`pcomw_tg` — calibrate (mode ``"paper"``), build the stream, run, and return only releasable quantities:
-  the average iterate, the number of switches, the guarantee and the *theoretical* regret bound (spec §6.1).
+* :func:`run_pcomw_tg` — the loop (forced-switch coin, keep coin, switch cap ceil(B)).
+
+The solver ``dp_lazy_oco`` (:mod:`privfit.solvers.dp_lazy_oco`) calibrates, streams the rows and releases.
 """
 
 from __future__ import annotations
@@ -22,14 +22,12 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from privfit.solvers.base import SolverParameterError
+from privfit.solvers.base import ProgressReporter, SolverParameterError
 from privfit.solvers.geometry import clip_rows
-from privfit.solvers.lazy_oco_accounting import LazyOcoParameters, calibrate_paper, regret_bound
+from privfit.solvers.lazy_oco_accounting import LazyOcoParameters
 from privfit.solvers.lazy_oco_sampling import log_ball_mass, log_partition, sample_truncated_gaussian
 
 __all__ = [
-    "LOSS_FAMILIES",
-    "LazyOcoRelease",
     "LazyOcoRun",
     "PcomwConfig",
     "QuadraticLossStream",
@@ -38,12 +36,9 @@ __all__ = [
     "log_normalizer_ratios",
     "log_normalizers",
     "mean_estimation_loss_stream",
-    "pcomw_tg",
     "run_pcomw_tg",
 ]
 
-#: The exact families of spec §2.6 / §5.3; anything else must be routed elsewhere (spec §5.2).
-LOSS_FAMILIES = ("linear", "mean")
 _NORMALIZER_CHUNK = 4096
 _DEFAULT_BLOCK = 1024
 
@@ -246,6 +241,7 @@ def run_pcomw_tg(
     *,
     record_diagnostics: bool = False,
     block: int = _DEFAULT_BLOCK,
+    reporter: ProgressReporter | None = None,
 ) -> LazyOcoRun:
     """Algorithm 1 (P-COMW) for the truncated-Gaussian family (spec §2.2 pseudo-code, §5.3 "Main loop").
 
@@ -257,6 +253,9 @@ def run_pcomw_tg(
     are drawn at once and the first ζ_t = 1 is located; coins after it are discarded unused, which leaves the law of
     x_{1:T} unchanged.  x_{T+1} is not part of the output (spec §6.1) and is not drawn.  Once the cap is reached
     the iterate is frozen (the coins then have no effect, spec §2.7 item 3).
+
+    ``reporter`` (optional) is polled for cancellation before every block and advanced by rounds done; it reports
+    fixed milestones only (:meth:`ProgressReporter.advance`), so the reported values do not depend on the data.
     """
     R = float(R)
     if not (math.isfinite(R) and R > 0.0):
@@ -277,6 +276,9 @@ def run_pcomw_tg(
     switches = 0
     start = 0  # 0-based index of the current round t−1
     while start < T:
+        if reporter is not None:
+            reporter.check_stop(start)
+            reporter.advance(start)
         if switches >= cap:  # budget spent: x frozen for the remaining rounds
             sum_x += (T - start) * x
             break
@@ -315,70 +317,4 @@ def run_pcomw_tg(
         switch_rounds=np.asarray(switch_rounds, dtype=np.int64),
         switch_points=np.asarray(switch_points),
         log_keep=log_keep,
-    )
-
-
-@dataclass(frozen=True)
-class LazyOcoRelease:
-    """What may leave the service (spec §6.1): public post-processing of x_{1:T} plus public parameters."""
-
-    average_iterate: NDArray[np.float64]
-    num_switches: int
-    regret_bound: float
-    epsilon: float
-    delta: float
-    parameters: LazyOcoParameters
-
-
-def _lipschitz(loss: str, R: float, clip_norm: float) -> float:
-    """G from public bounds (spec §5.3): linear G = C_g; mean G = R + C_z (since ‖x − z‖ ≤ R + C_z)."""
-    return clip_norm if loss == "linear" else R + clip_norm
-
-
-def pcomw_tg(
-    loss: str,
-    rows: ArrayLike,
-    *,
-    epsilon: float,
-    delta: float,
-    radius: float,
-    clip_norm: float,
-    rng: np.random.Generator,
-) -> LazyOcoRelease:
-    """Calibrate (mode ``"paper"``, :func:`calibrate_paper`), stream ``rows`` in the given order as l_1..l_T and run
-    P-COMW-TG.  The caller is responsible for the random order (spec §6.1) and for the ledger.
-
-    Releases the average iterate, the number of switches, the (ε, δ) actually guaranteed (≤ target) and the
-    *theoretical* regret bound of thm:regret for the chosen parameters, never an empirical regret (spec §6.1).
-    """
-    if loss not in LOSS_FAMILIES:
-        raise SolverParameterError("loss", f"must be one of {LOSS_FAMILIES} (exact families only, spec §5.2)")
-    R = float(radius)
-    if not (math.isfinite(R) and R > 0.0):
-        raise SolverParameterError("radius", f"must be a finite number > 0, got {radius!r}")
-    clip_norm = float(clip_norm)
-    if not (math.isfinite(clip_norm) and clip_norm > 0.0):
-        raise SolverParameterError("clip_norm", f"must be a finite number > 0, got {clip_norm!r}")
-    stream = linear_loss_stream(rows, clip_norm) if loss == "linear" else mean_estimation_loss_stream(rows, clip_norm)
-    G, D = _lipschitz(loss, R, clip_norm), 2.0 * R
-    params = calibrate_paper(epsilon, delta, stream.horizon, G, D, stream.dim)
-    run = run_pcomw_tg(stream, PcomwConfig.from_parameters(params), R, rng)
-    bound = regret_bound(
-        beta=params.beta,
-        lam=params.lam,
-        p=params.p,
-        log_phi=params.log_phi,
-        closeness_delta=params.closeness_delta,
-        T=params.T,
-        G=G,
-        D=D,
-        d=params.d,
-    )
-    return LazyOcoRelease(
-        average_iterate=run.average_iterate,
-        num_switches=run.num_switches,
-        regret_bound=bound,
-        epsilon=params.epsilon,
-        delta=params.delta,
-        parameters=params,
     )

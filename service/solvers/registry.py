@@ -11,6 +11,7 @@ from typing import Any
 from .base import Solver, SolverParameterError
 from .dp_distributed import DPDistributed
 from .dp_gd import DPGradientDescent
+from .dp_lazy_oco import LAZY_OCO_MODELS, DPLazyOCO
 from .dp_otb import DPOnlineToBatch
 from .dp_sgd import DPSGD
 from .losses import available_models
@@ -21,6 +22,7 @@ __all__ = [
     "UnknownSolverError",
     "describe_solvers",
     "get_solver",
+    "known_models",
     "list_solvers",
     "register_solver",
     "solver_names",
@@ -38,13 +40,18 @@ def register_solver(solver: Solver, *, replace: bool = False) -> Solver:
     """Add ``solver`` under ``solver.name`` (a second registration under the same name needs ``replace``)."""
     if not isinstance(solver, Solver):
         raise TypeError(f"expected a Solver instance, got {type(solver).__name__}")
-    unsupported = sorted(set(solver.models) - set(available_models()))
+    unsupported = sorted(set(solver.models) - set(known_models()))
     if not solver.models or unsupported:
         raise ValueError(f"solver {solver.name!r} declares unknown or no models: {unsupported}")
     if solver.name in _REGISTRY and not replace:
         raise ValueError(f"a solver named {solver.name!r} is already registered")
     _REGISTRY[solver.name] = solver
     return solver
+
+
+def known_models() -> tuple[str, ...]:
+    """Every model a solver may declare: the GLM losses, then ``dp_lazy_oco``'s vector losses (mean, linear)."""
+    return available_models() + LAZY_OCO_MODELS
 
 
 def get_solver(name: str) -> Solver:
@@ -74,6 +81,7 @@ _BUILTIN: tuple[type[Solver], ...] = (
     DPGradientDescent,
     DPOnlineToBatch,
     DPDistributed,
+    DPLazyOCO,
     DPSGD,
     ObjectivePerturbation,
     OutputPerturbation,

@@ -21,7 +21,6 @@ from privfit.solvers.lazy_oco import (
     log_normalizer_ratios,
     log_normalizers,
     mean_estimation_loss_stream,
-    pcomw_tg,
     run_pcomw_tg,
 )
 from privfit.solvers.lazy_oco_accounting import (
@@ -251,7 +250,7 @@ def test_log_ball_mass_d1_closed_form_and_quadrature():
 def test_log_ball_mass_stress_grid_finite_and_monotone():
     """Finite everywhere; decreasing in ν, increasing in R, on ν/R up to 1e3 and σ/R down to 1e-3 (§7.1 item 5)."""
     nus = np.array([0.0, 0.3, 0.9, 1.1, 3.0, 30.0, 1e3])
-    for d in (2, 10, 300):
+    for d in (2, 10, 300, 1000):
         for sigma in (1e-3, 0.05, 1.0, 30.0):
             vals = log_ball_mass(nus, sigma, 1.0, d)
             assert np.all(np.isfinite(vals)) and np.all(vals <= 0.0)
@@ -327,6 +326,8 @@ def test_naive_and_reduction_samplers_agree():
         (3.0, 0.5, 1.0, 100, "auto"),  # high dimension, reduction path
         (0.4, 0.2, 1.0, 100, "reduction"),  # reduction path where naive would do
         (0.3, 0.5, 1.0, 3, "naive"),
+        (1.3, 0.2, 1.0, 5, "auto"),  # mass ≈ 0.03: the first naive batch fills about half, the reduction the rest
+        (1.6, 0.2, 1.0, 5, "exact"),  # mass ≈ 5e-4: the reduction path, chosen by LBM
     ],
 )
 def test_sampler_marginals_match_the_one_dimensional_integrals(nu, sigma, R, d, method):
@@ -560,30 +561,3 @@ def test_regret_within_theoretical_bound(family):
     assert np.mean(regrets) <= bound
     assert bound / T < 2 * G * D  # the bound is not vacuous here, so the test has teeth
     assert np.mean(regrets) > 0.0
-
-
-def test_pcomw_tg_release_end_to_end():
-    rows = 0.2 + 0.3 * rng_for(71).standard_normal((3000, 4))
-    rel = pcomw_tg("mean", rows, epsilon=1.0, delta=1e-6, radius=1.0, clip_norm=1.0, rng=rng_for(72))
-    assert rel.epsilon <= 1.0 and rel.delta <= 1e-6
-    assert rel.parameters.mode == "paper" and rel.parameters.G == 2.0 and rel.parameters.D == 2.0
-    assert 0 <= rel.num_switches <= rel.parameters.B_int
-    assert np.linalg.norm(rel.average_iterate) <= 1.0
-    assert rel.regret_bound == pytest.approx(bound_of(rel.parameters))
-    again = pcomw_tg("mean", rows, epsilon=1.0, delta=1e-6, radius=1.0, clip_norm=1.0, rng=rng_for(72))
-    assert np.array_equal(again.average_iterate, rel.average_iterate)
-    # non-finite rows are sanitized, not rejected (§6.3)
-    bad = rows.copy()
-    bad[0, 0] = np.nan
-    assert np.all(
-        np.isfinite(
-            pcomw_tg("linear", bad, epsilon=1.0, delta=1e-6, radius=1.0, clip_norm=1.0, rng=rng_for(73)).average_iterate
-        )
-    )
-    for kwargs, field in [({"radius": 0.0}, "radius"), ({"clip_norm": -1.0}, "clip_norm")]:
-        args = {"epsilon": 1.0, "delta": 1e-6, "radius": 1.0, "clip_norm": 1.0, "rng": rng_for(1)} | kwargs
-        with pytest.raises(SolverParameterError) as info:
-            pcomw_tg("mean", rows, **args)
-        assert info.value.errors[0]["field"] == field
-    with pytest.raises(SolverParameterError):
-        pcomw_tg("logistic", rows, epsilon=1.0, delta=1e-6, radius=1.0, clip_norm=1.0, rng=rng_for(1))

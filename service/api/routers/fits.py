@@ -38,7 +38,11 @@ class Privacy(BaseModel):
 class FitRequest(BaseModel):
     model_config = {"extra": "forbid"}
     dataset_id: str
-    model: str = Field("logistic", description="logistic | linear | huber | svm")
+    model: str = Field(
+        "logistic",
+        description="logistic | linear | huber | svm (GLMs); mean | linear_loss "
+        "(dp_lazy_oco). Which solvers take which model: GET /v1/solvers.",
+    )
     solver: str = Field("dp_gd", description="A solver name from GET /v1/solvers.")
     privacy: Privacy = Field(default_factory=Privacy)
     params: dict[str, Any] = Field(default_factory=dict, description="Solver parameters (see GET /v1/solvers).")
@@ -209,6 +213,9 @@ def predict(job_id: str, body: PredictRequest, request: Request,
     job = _visible_job(request, job_id, principal)
     if job.status != "succeeded" or job.result is None:
         raise Problem(409, "Fit not finished", f"fit {job_id} is {job.status}; predictions need a succeeded fit")
+    if not job.result.get("predictor", True):
+        raise Problem(409, "Not a predictor", f"fit {job_id} estimated a statistic of the features (model "
+                      f"{job.model!r}); it does not predict labels")  # fmt: skip
     with request.app.state.db.read() as session:
         dataset = session.get(Dataset, job.dataset_id)
     schema = DatasetSchema.model_validate(dataset.schema_json)
