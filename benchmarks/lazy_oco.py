@@ -150,17 +150,18 @@ Recorded run (default arguments; 2-core AMD EPYC VM, Python 3.11.7, numpy 2.4.6,
 
     | d | method | plan s | fit s | fit rows/s | rows/s ÷ dp_otb |
     |---:|---|---:|---:|---:|---:|
-    | 10 | dp_lazy_oco (mean, z = yx) | 0.0461 | 1.3554 | 73,777 | 0.0434 |
-    | 10 | dp_otb (linear) | 0.0013 | 0.0588 | 1,701,073 | 1 |
-    | 10 | Gaussian mechanism (mean of yx) | 0.0017 | 0.0037 | 26,668,985 | 15.7 |
-    | 100 | dp_lazy_oco (mean, z = yx) | 0.0580 | 2.3871 | 41,892 | 0.109 |
-    | 100 | dp_otb (linear) | 0.0013 | 0.2593 | 385,650 | 1 |
-    | 100 | Gaussian mechanism (mean of yx) | 0.0018 | 0.0251 | 3,991,956 | 10.4 |
+    | 10 | dp_lazy_oco (mean, z = yx) | 0.0382 | 0.4415 | 226,494 | 0.101 |
+    | 10 | dp_otb (linear) | 0.0021 | 0.0448 | 2,233,539 | 1 |
+    | 10 | Gaussian mechanism (mean of yx) | 0.0027 | 0.0042 | 23,548,910 | 10.5 |
+    | 100 | dp_lazy_oco (mean, z = yx) | 0.0386 | 1.1534 | 86,703 | 0.14 |
+    | 100 | dp_otb (linear) | 0.0015 | 0.1620 | 617,370 | 1 |
+    | 100 | Gaussian mechanism (mean of yx) | 0.0030 | 0.0283 | 3,536,222 | 5.73 |
 
-    total 40.1 s
+    total 16.0 s
 
-(wall clock 42.4 s including imports. Part-3 rows/s vary by up to 2x between runs on this shared machine:
-an earlier default run gave dp_otb 841,659 / 275,397 rows/s and dp_lazy_oco 56,442 / 31,012 at d = 10 / 100.)
+(wall clock 18.3 s including imports, on a quiet machine. Part-3 rows/s vary by up to 2x between runs when the
+machine is shared. Before the sampler's first-batch shortcut (one ncx2.logcdf per Gibbs draw) dp_lazy_oco ran
+at 73,777 / 41,892 rows/s at d = 10 / 100; parts 1-2 are unchanged by it, bit for bit.)
 """
 
 from __future__ import annotations
