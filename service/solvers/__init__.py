@@ -14,6 +14,8 @@
   (``"dp_lazy_oco"``), with :mod:`~privfit.solvers.lazy_oco`, :mod:`~privfit.solvers.lazy_oco_sampling` and
   :mod:`~privfit.solvers.lazy_oco_accounting`.
 - :mod:`privfit.solvers.dp_sgd`: DP-SGD with Poisson, fixed-size or shuffled batches (``"dp_sgd"``).
+- :mod:`privfit.solvers.resque_dpsgd`: DP-SGD on the Gaussian-smoothed objective with ReSQue gradients
+  (``"resque_dpsgd"``, non-smooth losses), on the estimator of :mod:`~privfit.solvers.resque`.
 - :mod:`privfit.solvers.output_perturbation` (``"output_perturbation"``) and
   :mod:`privfit.solvers.objective_perturbation` (``"objective_perturbation"``): the regularised ERM minimiser
   of :mod:`~privfit.solvers.erm` with output or objective noise (:mod:`~privfit.solvers.perturbation`).
@@ -58,6 +60,7 @@ from .registry import (
     register_solver,
     solver_names,
 )
+from .resque_dpsgd import ReSQueDPSGD, ReSQueDPSGDParams, ReSQueDPSGDResolved
 
 __all__ = [
     "DPSGD",
@@ -87,6 +90,9 @@ __all__ = [
     "OutputPerturbationResolved",
     "ProgressReporter",
     "PublicMetadata",
+    "ReSQueDPSGD",
+    "ReSQueDPSGDParams",
+    "ReSQueDPSGDResolved",
     "ResolvedParams",
     "Solver",
     "SolverParameterError",

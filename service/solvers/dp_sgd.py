@@ -154,6 +154,8 @@ __all__ = [
     "BatchSampler",
     "DPSGDParams",
     "DPSGDResolved",
+    "batch_noise_cost",
+    "calibrate_batch_noise",
     "dp_sgd",
     "learning_rates",
     "steps_per_epoch",
@@ -336,6 +338,53 @@ class BatchSampler:
         return out
 
 
+def calibrate_batch_noise(
+    sampling: Sampling,
+    target_epsilon: float,
+    delta: float,
+    *,
+    rate: float,
+    steps: int,
+    epochs: int,
+    clip_norm: float,
+    grid: OrderGrid = DEFAULT_GRID,
+) -> float:
+    """The smallest σ (noise standard deviation on each clipped batch sum) whose cost under ``sampling`` converts
+    to ε ≤ target at δ (module docstring): ``poisson`` σ = z·C with z from
+    :func:`~privfit.privacy.poisson_noise_multiplier`; ``fixed_size`` σ = z·2C with z from
+    :func:`~privfit.privacy.without_replacement_noise_multiplier`; ``shuffle`` the Gaussian σ for sensitivity 2C
+    composed ``epochs`` times."""
+    if sampling == "poisson":
+        z = poisson_noise_multiplier(target_epsilon, delta, q=rate, steps=steps, grid=grid).noise
+        return z * clip_norm
+    if sampling == "fixed_size":
+        z = without_replacement_noise_multiplier(target_epsilon, delta, q=rate, steps=steps, grid=grid).noise
+        return z * 2.0 * clip_norm
+    return gaussian_sigma(target_epsilon, delta, sensitivity=2.0 * clip_norm, count=epochs, grid=grid).noise
+
+
+def batch_noise_cost(
+    sampling: Sampling,
+    *,
+    rate: float,
+    steps: int,
+    epochs: int,
+    sigma: float,
+    clip_norm: float,
+    grid: OrderGrid = DEFAULT_GRID,
+) -> PrivacyCost:
+    """The RDP cost of T noisy sums of per-example vectors clipped to C, batches drawn by ``sampling`` (module
+    docstring; replace-one): ``poisson`` T · ε_replace-one(α; q, σ/C); ``fixed_size`` T · ε_WBK(α; q, σ/(2C));
+    ``shuffle`` E · α(2C)²/(2σ²). Shared by every solver that adds Gaussian noise to clipped batch sums."""
+    if sampling == "poisson":
+        curve = poisson_subsampled_gaussian_rdp_replace_one(grid, q=rate, noise_multiplier=sigma / clip_norm)
+        return PrivacyCost(steps * curve, grid)
+    if sampling == "fixed_size":
+        curve = sampled_without_replacement_gaussian_rdp(grid, q=rate, noise_multiplier=sigma / (2.0 * clip_norm))
+        return PrivacyCost(steps * curve, grid)
+    return PrivacyCost(epochs * gaussian_rdp(grid, sigma=sigma, sensitivity=2.0 * clip_norm), grid)
+
+
 def _member_gradient_sums(
     loss: GLMLoss, theta: FloatArray, X: FloatArray, y: FloatArray, member: BoolArray, clip_norm: float
 ) -> FloatArray:
@@ -464,14 +513,9 @@ class DPSGD(Solver):
 
         if target_epsilon is not None:
             assert delta is not None  # checked by check_privacy_source
-            if p.sampling == "poisson":
-                z = poisson_noise_multiplier(target_epsilon, delta, q=rate, steps=steps, grid=grid).noise
-                sigma = z * clip
-            elif p.sampling == "fixed_size":
-                z = without_replacement_noise_multiplier(target_epsilon, delta, q=rate, steps=steps, grid=grid).noise
-                sigma = z * 2.0 * clip
-            else:
-                sigma = gaussian_sigma(target_epsilon, delta, sensitivity=2.0 * clip, count=p.epochs, grid=grid).noise
+            sigma = calibrate_batch_noise(
+                p.sampling, target_epsilon, delta, rate=rate, steps=steps, epochs=p.epochs, clip_norm=clip, grid=grid
+            )
         else:
             sigma = float(p.noise_multiplier or 0.0) * clip  # not None here: checked above
         resolved = DPSGDResolved(
@@ -509,17 +553,10 @@ class DPSGD(Solver):
         ``shuffle``: E · α(2C)²/(2σ²).
         """
         r = self._check(resolved, meta)
-        if r.sampling == "poisson":
-            curve = poisson_subsampled_gaussian_rdp_replace_one(
-                grid, q=r.sampling_rate, noise_multiplier=r.sigma / r.clip_norm
-            )
-            return PrivacyCost(r.steps * curve, grid)
-        if r.sampling == "fixed_size":
-            curve = sampled_without_replacement_gaussian_rdp(
-                grid, q=r.sampling_rate, noise_multiplier=r.sigma / r.sensitivity
-            )
-            return PrivacyCost(r.steps * curve, grid)
-        return PrivacyCost(r.epochs * gaussian_rdp(grid, sigma=r.sigma, sensitivity=r.sensitivity), grid)
+        return batch_noise_cost(
+            r.sampling, rate=r.sampling_rate, steps=r.steps, epochs=r.epochs, sigma=r.sigma, clip_norm=r.clip_norm,
+            grid=grid,
+        )  # fmt: skip
 
     def fit(
         self,

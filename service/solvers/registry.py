@@ -17,6 +17,8 @@ from .dp_sgd import DPSGD
 from .losses import available_models
 from .objective_perturbation import ObjectivePerturbation
 from .output_perturbation import OutputPerturbation
+from .resque import RESQUE_MODELS
+from .resque_dpsgd import ReSQueDPSGD
 
 __all__ = [
     "UnknownSolverError",
@@ -50,8 +52,9 @@ def register_solver(solver: Solver, *, replace: bool = False) -> Solver:
 
 
 def known_models() -> tuple[str, ...]:
-    """Every model a solver may declare: the GLM losses, then ``dp_lazy_oco``'s vector losses (mean, linear)."""
-    return available_models() + LAZY_OCO_MODELS
+    """Every model a solver may declare: the GLM losses, ``dp_lazy_oco``'s vector losses (mean, linear_loss) and
+    the non-smooth losses of ``resque_dpsgd`` (absolute, quantile; its 'svm' is the plain hinge)."""
+    return tuple(dict.fromkeys(available_models() + LAZY_OCO_MODELS + RESQUE_MODELS))
 
 
 def get_solver(name: str) -> Solver:
@@ -85,6 +88,7 @@ _BUILTIN: tuple[type[Solver], ...] = (
     DPSGD,
     ObjectivePerturbation,
     OutputPerturbation,
+    ReSQueDPSGD,
 )
 for _cls in _BUILTIN:
     register_solver(_cls())

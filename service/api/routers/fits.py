@@ -40,8 +40,8 @@ class FitRequest(BaseModel):
     dataset_id: str
     model: str = Field(
         "logistic",
-        description="logistic | linear | huber | svm (GLMs); mean | linear_loss "
-        "(dp_lazy_oco). Which solvers take which model: GET /v1/solvers.",
+        description="logistic | linear | huber | svm (GLMs); absolute | quantile (resque_dpsgd); mean | "
+        "linear_loss (dp_lazy_oco). Which solvers take which model: GET /v1/solvers.",
     )
     solver: str = Field("dp_gd", description="A solver name from GET /v1/solvers.")
     privacy: Privacy = Field(default_factory=Privacy)
