@@ -115,8 +115,9 @@ class DatasetGrant(Base):
 class Budget(Base):
     """A dataset's budget (ε_max, δ_max) on a fixed order grid, and the cached sum of its live reservations.
 
-    ``committed_rdp``/``committed_extra_delta`` cache the composition of every reservation not released (charged
-    or still reserved); the ledger entries are the truth and the cache is checked against them in tests.
+    ``committed_rdp``/``committed_extra_delta``/``committed_approx_delta`` cache the composition of every
+    reservation not released (charged or still reserved); the ledger entries are the truth and the cache is
+    checked against them in tests.
     ``version`` increases with every ledger entry of the dataset.
     """
 
@@ -132,6 +133,7 @@ class Budget(Base):
     grid_name: Mapped[str] = mapped_column(String(64))
     committed_rdp: Mapped[list[float]]
     committed_extra_delta: Mapped[float] = mapped_column(Float, default=0.0)
+    committed_approx_delta: Mapped[float] = mapped_column(Float, default=0.0)
     version: Mapped[int] = mapped_column(Integer, default=0)
 
 
@@ -172,7 +174,8 @@ class Job(Base):
 class LedgerEntry(Base):
     """One append-only ledger entry: a reservation, the charge that confirms it, or the release that voids it.
 
-    Each records its curve (on ``grid_name``), its approximate-DP δ, the formula version, and the ε at the
+    Each records its curve (on ``grid_name``; JSON null = +∞, no bound at that order), its approximate-DP δ and
+    approximate-RDP slack (:mod:`privfit.privacy.cost`), the formula version, and the ε at the
     dataset's δ with its optimal order — both of this entry alone and of the dataset's committed total after it.
     """
 
@@ -188,6 +191,7 @@ class LedgerEntry(Base):
     kind: Mapped[str] = mapped_column(String(16))
     rdp: Mapped[list[float]]
     extra_delta: Mapped[float] = mapped_column(Float, default=0.0)
+    approx_delta: Mapped[float] = mapped_column(Float, default=0.0)
     grid_name: Mapped[str] = mapped_column(String(64))
     formula_version: Mapped[str] = mapped_column(String(64))
     epsilon: Mapped[float] = mapped_column(Float)

@@ -1,7 +1,8 @@
 """Admission, reservation, charge and release against a dataset's RDP budget, atomically.
 
 Semantics (DESIGN §2):
-- A dataset's *committed* cost is the composition (sum of RDP curves, δ parts as 1 − Π(1 − δ_i)) of every
+- A dataset's *committed* cost is the composition (sum of RDP curves, δ parts as 1 − Π(1 − δ_i), approximate-RDP
+  slacks summed; :mod:`privfit.privacy.cost`) of every
   reservation that has not been released — whether already charged or still queued. A fit is admitted only if
   committed + its own cost converts to ε ≤ ε_max at δ_max: an RDP privacy filter, valid for adaptively chosen
   fits (Feldman & Zrnic 2021; Lécuyer 2021).
@@ -23,7 +24,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from privfit.db.models import Budget, LedgerEntry
-from privfit.privacy import OrderGrid, PrivacyCost, compose_deltas, get_grid
+from privfit.privacy import OrderGrid, PrivacyCost, compose_deltas, curve_from_json, curve_to_json, get_grid
 
 FORMULA_VERSION = "rdp-to-dp:balle2020+dp_accounting-guards/v1"
 """Identifies the RDP → (ε, δ) conversion behind every ε the ledger records."""
@@ -63,8 +64,9 @@ class BudgetStatus:
     committed_epsilon: float
     committed_optimal_order: float
     remaining_epsilon: float
-    committed_rdp: list[float]
+    committed_rdp: list[float | None]
     committed_extra_delta: float
+    committed_approx_delta: float
     entries: int
     formula_version: str = FORMULA_VERSION
 
@@ -93,7 +95,16 @@ def _lock(session: Session, dataset_id: str) -> Budget:
 
 def _committed(budget: Budget) -> PrivacyCost:
     grid = get_grid(budget.grid_name)
-    return PrivacyCost(np.asarray(budget.committed_rdp, dtype=np.float64), grid, budget.committed_extra_delta)
+    return PrivacyCost(
+        curve_from_json(budget.committed_rdp), grid, budget.committed_extra_delta, budget.committed_approx_delta
+    )
+
+
+def _cache(budget: Budget, committed: PrivacyCost) -> None:
+    """Store the committed composition in the budget row."""
+    budget.committed_rdp = curve_to_json(committed.rdp)
+    budget.committed_extra_delta = committed.extra_delta
+    budget.committed_approx_delta = committed.approx_delta
 
 
 def _check_grid(cost: PrivacyCost, budget: Budget) -> None:
@@ -105,7 +116,7 @@ def create_budget(session: Session, dataset_id: str, epsilon_max: float, delta_m
     """Create the budget row of a new dataset (in the same transaction that creates the dataset)."""
     budget = Budget(
         dataset_id=dataset_id, epsilon_max=float(epsilon_max), delta_max=float(delta_max), grid_name=grid.name,
-        committed_rdp=[0.0] * len(grid), committed_extra_delta=0.0, version=0,
+        committed_rdp=[0.0] * len(grid), committed_extra_delta=0.0, committed_approx_delta=0.0, version=0,
     )  # fmt: skip
     session.add(budget)
     return budget
@@ -118,8 +129,9 @@ def _entry(
     committed = _committed(budget).epsilon(budget.delta_max)
     budget.version += 1
     entry = LedgerEntry(
-        dataset_id=budget.dataset_id, job_id=job_id, kind=kind, rdp=[float(v) for v in cost.rdp],
-        extra_delta=cost.extra_delta, grid_name=budget.grid_name, formula_version=FORMULA_VERSION,
+        dataset_id=budget.dataset_id, job_id=job_id, kind=kind, rdp=curve_to_json(cost.rdp),
+        extra_delta=cost.extra_delta, approx_delta=cost.approx_delta, grid_name=budget.grid_name,
+        formula_version=FORMULA_VERSION,
         epsilon=own.epsilon, optimal_order=own.optimal_order, committed_epsilon_after=committed.epsilon,
         budget_version=budget.version, description=description,
     )  # fmt: skip
@@ -141,8 +153,7 @@ def reserve(session: Session, dataset_id: str, job_id: str, cost: PrivacyCost, d
             committed_epsilon=before.epsilon(budget.delta_max).epsilon,
             total_epsilon=total, epsilon_max=budget.epsilon_max, delta_max=budget.delta_max,
         )  # fmt: skip
-    budget.committed_rdp = [float(v) for v in after.rdp]
-    budget.committed_extra_delta = after.extra_delta
+    _cache(budget, after)
     return _entry(session, budget, job_id, "reservation", cost, description)
 
 
@@ -152,7 +163,7 @@ def _job_entries(session: Session, job_id: str) -> dict[str, LedgerEntry]:
 
 
 def _entry_cost(entry: LedgerEntry) -> PrivacyCost:
-    return PrivacyCost(np.asarray(entry.rdp, dtype=np.float64), get_grid(entry.grid_name), entry.extra_delta)
+    return PrivacyCost(curve_from_json(entry.rdp), get_grid(entry.grid_name), entry.extra_delta, entry.approx_delta)
 
 
 def charge(session: Session, dataset_id: str, job_id: str) -> LedgerEntry:
@@ -180,8 +191,7 @@ def release(session: Session, dataset_id: str, job_id: str) -> LedgerEntry:
     if "reservation" not in entries:
         raise LedgerError(f"job {job_id} has no reservation to release")
     committed = committed_cost_from_entries(session, budget, exclude_job=job_id)
-    budget.committed_rdp = [float(v) for v in committed.rdp]
-    budget.committed_extra_delta = committed.extra_delta
+    _cache(budget, committed)
     return _entry(session, budget, job_id, "release", _entry_cost(entries["reservation"]), "cancelled while queued")
 
 
@@ -204,7 +214,7 @@ def _sum_entries(
     excluded = select(LedgerEntry.job_id).where(
         LedgerEntry.dataset_id == dataset_id, LedgerEntry.kind.in_(exclude_kinds)
     )
-    query = select(LedgerEntry.rdp, LedgerEntry.extra_delta).where(
+    query = select(LedgerEntry.rdp, LedgerEntry.extra_delta, LedgerEntry.approx_delta).where(
         LedgerEntry.dataset_id == dataset_id, LedgerEntry.kind == kind, LedgerEntry.job_id.not_in(excluded)
     )
     if exclude_job is not None:
@@ -212,8 +222,9 @@ def _sum_entries(
     rows = session.execute(query).all()
     if not rows:
         return PrivacyCost.zero(grid)
-    curves = np.asarray([row.rdp for row in rows], dtype=np.float64)
-    return PrivacyCost(curves.sum(axis=0), grid, compose_deltas([row.extra_delta for row in rows]))
+    curves = np.asarray([curve_from_json(row.rdp) for row in rows], dtype=np.float64)
+    extra = compose_deltas([row.extra_delta for row in rows])
+    return PrivacyCost(curves.sum(axis=0), grid, extra, float(sum(row.approx_delta for row in rows)))
 
 
 def status(session: Session, dataset_id: str) -> BudgetStatus:
@@ -230,7 +241,8 @@ def status(session: Session, dataset_id: str) -> BudgetStatus:
         orders=[float(a) for a in grid.orders], charged_epsilon=charged, reserved_epsilon=reserved.epsilon,
         committed_epsilon=committed.epsilon, committed_optimal_order=committed.optimal_order,
         remaining_epsilon=max(0.0, budget.epsilon_max - committed.epsilon), committed_rdp=list(budget.committed_rdp),
-        committed_extra_delta=budget.committed_extra_delta, entries=budget.version,
+        committed_extra_delta=budget.committed_extra_delta, committed_approx_delta=budget.committed_approx_delta,
+        entries=budget.version,
     )  # fmt: skip
 
 

@@ -22,7 +22,7 @@ from .calibration import (
     without_replacement_noise_multiplier,
 )
 from .conversion import Conversion, delta_at_epsilon, deltas_at_epsilon, epsilon_at_delta, epsilons_at_delta
-from .cost import PrivacyCost, compose_deltas, total_epsilon
+from .cost import PrivacyCost, compose_deltas, curve_from_json, curve_to_json, total_epsilon
 from .errors import PrivacyParameterError
 from .mechanisms import (
     compose,
@@ -53,6 +53,8 @@ __all__ = [
     "calibrate_noise",
     "compose",
     "compose_deltas",
+    "curve_from_json",
+    "curve_to_json",
     "delta_at_epsilon",
     "deltas_at_epsilon",
     "epsilon_at_delta",

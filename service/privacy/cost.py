@@ -1,11 +1,30 @@
-"""A privacy cost: an RDP curve on a named grid plus an approximate-DP δ part, and their composition.
+"""A privacy cost: an RDP curve on a named grid plus two kinds of δ, and their composition.
 
-This is the unit the ledger stores and sums (DESIGN §2). A mechanism that is only known to be (ε, δ)-DP
-enters as the pure-DP curve of its ε (:func:`~privfit.privacy.mechanisms.pure_dp_rdp`) plus the δ, and the δ
-parts compose as ``1 − Π(1 − δ_i)``. At conversion time the target δ is shared as dp_accounting does for its
-extra δ: the RDP part must meet ``δ' = 1 − (1 − δ)/(1 − δ_extra)``, so that ``δ_extra + (1 − δ_extra) δ' = δ``
-— each approximate-DP event fails with probability at most its δ_i, and outside those failures the RDP
-filter holds with δ'. If δ_extra ≥ δ, no ε is achievable and ε = ∞.
+This is the unit the ledger stores and sums (DESIGN §2). Three ingredients:
+
+* ``rdp``: an RDP curve ε(α) on the grid's orders; ``+∞`` at an order means "no bound there" (an approximate-RDP
+  guarantee valid only below an order cap, e.g. ``resque_localized``).
+* ``extra_delta`` (δ_m): a mechanism that is only known to be (ε, δ)-DP enters as the pure-DP curve of its ε
+  (:func:`~privfit.privacy.mechanisms.pure_dp_rdp`) plus its δ here. By Kairouz, Oh & Viswanath (2015), every
+  (ε, δ)-DP pair of output laws is a post-processing of one that reveals the data with probability δ in BOTH
+  worlds and is otherwise ε-randomised response; conditioned on no reveal, the event is pure ε-DP. These δ parts
+  compose as ``1 − Π(1 − δ_i)`` (the probability that some event reveals).
+* ``approx_delta`` (δ_a): the slack of APPROXIMATE RDP (Bun, Dwork, Rothblum & Steinke 2018; Carmon et al. 2023,
+  Sec. 4.1): laws P, Q with D_α(P'‖Q') ≤ ε(α) for some P', Q' within total variation δ_a of P, Q. These compose
+  additively with RDP curves at every order (Carmon et al., Lemma 3: (α, ε₁, δ₁) ∘ (α, ε₂, δ₂) = (α, ε₁ + ε₂,
+  δ₁ + δ₂)), so the slacks add.
+
+Conversion at a target δ. Conditioned on no reveal (probability ≥ 1 − δ_m in both worlds), the composition is
+approximate RDP; any RDP → DP conversion applied to (P', Q') at δ' then gives, for every event S,
+P(S) ≤ P'(S) + δ_a ≤ e^ε (Q(S) + δ_a) + δ' + δ_a (Carmon et al., Cor. 1). Altogether
+
+    δ = δ_m + (1 − δ_m) · (δ' + (1 + e^ε) δ_a),
+
+so the RDP part must meet δ' = 1 − (1 − δ)/(1 − δ_m) − (1 + e^ε) δ_a, which depends on the ε sought. Without
+approximate slack this is dp_accounting's handling of its extra δ. With it, :meth:`PrivacyCost.epsilon` finds the
+least ε with g(ε) ≤ ε, where g(ε) is the conversion at δ'(ε): g is non-decreasing, so iterating ε ← g(ε) from the
+slack-free conversion climbs to its least fixed point, and any ε with g(ε) ≤ ε is a valid (ε, δ) statement.
+If δ_m ≥ δ, or δ' ≤ 0 for every ε tried, no ε is achievable and ε = ∞.
 """
 
 from __future__ import annotations
@@ -32,6 +51,16 @@ def compose_deltas(deltas: Iterable[float] | np.ndarray) -> float:
     return float(-np.expm1(np.sum(np.log1p(-values))))
 
 
+def curve_to_json(rdp: np.ndarray) -> list[float | None]:
+    """A curve as JSON values: floats, with ``None`` (JSON null) for +∞ ("no bound at this order")."""
+    return [float(v) if math.isfinite(v) else None for v in np.asarray(rdp, dtype=np.float64)]
+
+
+def curve_from_json(values: Iterable[float | None]) -> np.ndarray:
+    """The inverse of :func:`curve_to_json`: ``None`` becomes +∞."""
+    return np.asarray([math.inf if v is None else float(v) for v in values], dtype=np.float64)
+
+
 def rdp_part_delta(delta: float, extra_delta: float) -> float:
     """The δ' left for the RDP part when approximate-DP events already used ``extra_delta`` (0 if none left)."""
     if extra_delta <= 0.0:
@@ -48,6 +77,7 @@ class PrivacyCost:
     rdp: np.ndarray = field(repr=False)
     grid: OrderGrid = DEFAULT_GRID
     extra_delta: float = 0.0
+    approx_delta: float = 0.0
 
     def __post_init__(self) -> None:
         curve = np.array(self.rdp, dtype=np.float64)
@@ -57,8 +87,10 @@ class PrivacyCost:
             )
         if np.isnan(curve).any() or (curve < 0).any():
             raise PrivacyParameterError("rdp", "an RDP curve must be ≥ 0 and contain no NaN")
-        if not 0.0 <= self.extra_delta < 1.0 or math.isnan(self.extra_delta):
-            raise PrivacyParameterError("extra_delta", f"must lie in [0, 1), got {self.extra_delta!r}")
+        for name in ("extra_delta", "approx_delta"):
+            value = getattr(self, name)
+            if not 0.0 <= value < 1.0 or math.isnan(value):
+                raise PrivacyParameterError(name, f"must lie in [0, 1), got {value!r}")
         curve.setflags(write=False)
         object.__setattr__(self, "rdp", curve)
 
@@ -76,6 +108,15 @@ class PrivacyCost:
             raise PrivacyParameterError("delta", f"must lie in [0, 1), got {delta!r}")
         return cls(pure_dp_rdp(grid, epsilon=epsilon), grid, delta)
 
+    @classmethod
+    def approximate_rdp(
+        cls, rdp: np.ndarray, approx_delta: float, grid: OrderGrid = DEFAULT_GRID, *, order_cap: float = math.inf
+    ) -> PrivacyCost:
+        """An approximate-RDP event (α, ε(α), δ_a) valid for orders α < ``order_cap``; ε = +∞ at the others."""
+        approx_delta = require_non_negative("approx_delta", approx_delta)
+        curve = np.where(grid.orders < order_cap, np.asarray(rdp, dtype=np.float64), np.inf)
+        return cls(curve, grid, 0.0, approx_delta)
+
     def __add__(self, other: PrivacyCost) -> PrivacyCost:
         if not isinstance(other, PrivacyCost):
             return NotImplemented
@@ -83,29 +124,71 @@ class PrivacyCost:
             raise PrivacyParameterError(
                 "grid", f"cannot compose costs on grids {self.grid.name!r} and {other.grid.name!r}"
             )
-        return PrivacyCost(self.rdp + other.rdp, self.grid, compose_deltas([self.extra_delta, other.extra_delta]))
+        return PrivacyCost(
+            self.rdp + other.rdp,
+            self.grid,
+            compose_deltas([self.extra_delta, other.extra_delta]),
+            self.approx_delta + other.approx_delta,
+        )
 
     def __mul__(self, count: int) -> PrivacyCost:
         count = require_count("count", count, minimum=0)
+        if count == 0:
+            return PrivacyCost.zero(self.grid)
         extra = float(-np.expm1(count * np.log1p(-self.extra_delta)))
-        return PrivacyCost(count * self.rdp, self.grid, extra)
+        return PrivacyCost(count * self.rdp, self.grid, extra, count * self.approx_delta)
 
     __rmul__ = __mul__
 
     def epsilon(self, delta: float) -> Conversion:
-        """ε at ``delta`` of this cost (RDP part at δ' = 1 − (1 − δ)/(1 − δ_extra)), with the optimal order."""
+        """ε at ``delta`` of this cost, with the optimal order (module docstring: δ' = 1 − (1 − δ)/(1 − δ_m) − (1 +
+        e^ε) δ_a for the RDP part, the least ε consistent with its own δ')."""
         delta = require_open_unit("delta", delta)
         rdp_delta = rdp_part_delta(delta, self.extra_delta)
         if rdp_delta <= 0.0:
             return Conversion(math.inf, delta, float(self.grid.orders[-1]), True)
         result = epsilon_at_delta(self.grid, self.rdp, rdp_delta)
+        if self.approx_delta > 0.0:
+            result = self._with_approximate_slack(rdp_delta, result)
         return Conversion(result.epsilon, delta, result.optimal_order, result.at_grid_edge)
+
+    def _with_approximate_slack(self, rdp_delta: float, slack_free: Conversion) -> Conversion:
+        """The least ε with g(ε) ≤ ε, g(ε) = conversion at δ'(ε) = rdp_delta − (1 + e^ε) δ_a (module docstring)."""
+
+        def conversion_at(epsilon: float) -> Conversion | None:
+            if not math.isfinite(epsilon) or epsilon > _MAX_SLACK_EPSILON:
+                return None
+            remaining = rdp_delta - (1.0 + math.exp(epsilon)) * self.approx_delta
+            return epsilon_at_delta(self.grid, self.rdp, remaining) if remaining > 0.0 else None
+
+        epsilon = slack_free.epsilon
+        for _ in range(_SLACK_ITERATIONS):
+            step = conversion_at(epsilon)
+            if step is None:
+                break
+            if step.epsilon <= epsilon:  # g(ε) ≤ ε: a valid statement, and ε ≤ the least fixed point + tolerance
+                return Conversion(epsilon, rdp_delta, step.optimal_order, step.at_grid_edge)
+            # climb towards the least fixed point; the small inflation makes g(ε) ≤ ε reachable in floating point
+            epsilon = step.epsilon * (1.0 + _SLACK_RELATIVE_STEP) + _SLACK_ABSOLUTE_STEP
+        return Conversion(math.inf, rdp_delta, float(self.grid.orders[-1]), True)
+
+
+#: Fixed-point search of :meth:`PrivacyCost.epsilon` with approximate-RDP slack.
+_SLACK_ITERATIONS = 200
+_SLACK_RELATIVE_STEP = 1e-9
+_SLACK_ABSOLUTE_STEP = 1e-12
+_MAX_SLACK_EPSILON = 700.0  # e^ε overflows beyond; such an ε is useless anyway
 
 
 def total_epsilon(
-    curves: np.ndarray, extra_deltas: np.ndarray | None, delta: float, grid: OrderGrid = DEFAULT_GRID
+    curves: np.ndarray,
+    extra_deltas: np.ndarray | None,
+    delta: float,
+    grid: OrderGrid = DEFAULT_GRID,
+    approx_deltas: np.ndarray | None = None,
 ) -> Conversion:
-    """ε at ``delta`` of a whole ledger: ``curves`` (n_entries × n_orders) summed, δ parts composed.
+    """ε at ``delta`` of a whole ledger: ``curves`` (n_entries × n_orders) summed, δ parts composed (the
+    approximate-RDP slacks ``approx_deltas`` added).
 
     One vectorised pass (a column sum and one conversion), fast enough for 10⁴-entry ledgers on every debit.
     """
@@ -113,4 +196,5 @@ def total_epsilon(
     if matrix.ndim != 2 or matrix.shape[1] != len(grid):
         raise PrivacyParameterError("curves", f"expected shape (entries, {len(grid)}), got {matrix.shape}")
     extra = 0.0 if extra_deltas is None else compose_deltas(np.asarray(extra_deltas, dtype=np.float64))
-    return PrivacyCost(matrix.sum(axis=0), grid, extra).epsilon(delta)
+    approx = 0.0 if approx_deltas is None else float(np.sum(np.asarray(approx_deltas, dtype=np.float64)))
+    return PrivacyCost(matrix.sum(axis=0), grid, extra, approx).epsilon(delta)

@@ -22,7 +22,7 @@ from privfit.ledger import (
     reserve,
     status,
 )
-from privfit.privacy import DEFAULT_GRID
+from privfit.privacy import DEFAULT_GRID, PrivacyCost
 
 
 def test_reserve_charge_release_semantics(database: Database):
@@ -127,3 +127,28 @@ def test_concurrent_reservations_never_overspend(database: Database, admitted: i
 
 def test_migrations_match_the_models(database_url: str):
     check(database_url)
+
+
+def test_approximate_rdp_charges_with_an_order_cap_are_stored_composed_and_recomputed(database: Database):
+    """+∞ orders (JSON null) and the approximate-RDP slack survive the database; they compose with ordinary curves,
+    and the cached committed cost equals the one recomputed from the entries."""
+    dataset_id, (a, b) = make_dataset(database, epsilon_max=5.0, jobs=2)
+    capped = PrivacyCost.approximate_rdp(DEFAULT_GRID.orders * 0.002, 1e-8, DEFAULT_GRID, order_cap=64.0)
+    assert np.isinf(capped.rdp).any() and np.isfinite(capped.rdp).any()
+    with database.write() as session:
+        reserve(session, dataset_id, a, capped)
+        reserve(session, dataset_id, b, fit_cost())
+        charge(session, dataset_id, a)
+    expected = capped + fit_cost()
+    with database.read() as session:
+        budget = session.get(Budget, dataset_id)
+        recomputed = committed_cost_from_entries(session, budget)
+        np.testing.assert_array_equal(np.isinf(recomputed.rdp), np.isinf(capped.rdp))
+        np.testing.assert_allclose(recomputed.rdp, expected.rdp, rtol=1e-12)
+        assert recomputed.approx_delta == budget.committed_approx_delta == pytest.approx(1e-8)
+        assert None in budget.committed_rdp  # JSON null for +∞
+        view = status(session, dataset_id)
+        assert view.committed_epsilon == pytest.approx(expected.epsilon(DELTA).epsilon, rel=1e-12)
+        assert view.charged_epsilon == pytest.approx(capped.epsilon(DELTA).epsilon, rel=1e-12)
+        entry = session.execute(select(LedgerEntry).where(LedgerEntry.job_id == a, LedgerEntry.kind == "charge"))
+        assert entry.scalar_one().approx_delta == pytest.approx(1e-8)

@@ -92,3 +92,42 @@ def test_generators_are_os_seeded_unless_data_is_public():
     seeded = make_generator(42, data_is_public=True).standard_normal(4)
     np.testing.assert_array_equal(seeded, make_generator(42, data_is_public=True).standard_normal(4))
     assert isinstance(make_generator(), np.random.Generator)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# approximate RDP: curves valid below an order cap plus a two-sided slack (Carmon et al. 2023, Lemma 3, Cor. 1)
+# ---------------------------------------------------------------------------------------------------------
+
+
+def _linear_curve(tau: float) -> np.ndarray:
+    return DEFAULT_GRID.orders * tau
+
+
+@pytest.mark.parametrize(("tau", "slack", "cap"), [(0.01, 1e-8, 50.0), (0.002, 1e-7, 1e9), (0.05, 5e-8, 8.0)])
+def test_approximate_rdp_conversion_is_a_valid_fixed_point_of_corollary_1(tau: float, slack: float, cap: float):
+    """The returned ε satisfies its own condition: converting the curve at δ' = δ − (1 + e^ε)δ_a gives ≤ ε, and
+    it is no larger than Cor. 1's closed form ε_α + log(1/δ')/(α − 1) over the orders below the cap."""
+    delta = 1e-6
+    cost = PrivacyCost.approximate_rdp(_linear_curve(tau), slack, DEFAULT_GRID, order_cap=cap)
+    assert np.all(np.isinf(cost.rdp[DEFAULT_GRID.orders >= cap])) and cost.approx_delta == slack
+    result = cost.epsilon(delta)
+    remaining = delta - (1 + math.exp(result.epsilon)) * slack
+    assert remaining > 0
+    assert PrivacyCost(cost.rdp, DEFAULT_GRID).epsilon(remaining).epsilon <= result.epsilon
+    orders = DEFAULT_GRID.orders[(DEFAULT_GRID.orders > 1.01) & (DEFAULT_GRID.orders < cap)]
+    corollary = np.min(orders * tau + math.log(1 / remaining) / (orders - 1))
+    assert result.epsilon <= corollary
+    # the slack costs something, and a slack that eats the whole δ leaves no finite ε
+    assert result.epsilon > PrivacyCost(cost.rdp, DEFAULT_GRID).epsilon(delta).epsilon
+    assert math.isinf(PrivacyCost.approximate_rdp(_linear_curve(tau), delta / 2, DEFAULT_GRID).epsilon(delta).epsilon)
+
+
+def test_approximate_rdp_composes_additively_and_with_the_other_delta_kinds():
+    a = PrivacyCost.approximate_rdp(_linear_curve(0.01), 1e-8, DEFAULT_GRID, order_cap=40.0)
+    b = PrivacyCost.approximate_dp(0.3, 1e-8)
+    total = a + a + b
+    assert total.approx_delta == pytest.approx(2e-8) and total.extra_delta == pytest.approx(1e-8)
+    np.testing.assert_array_equal(total.rdp, 2 * a.rdp + b.rdp)
+    assert (a * 2).approx_delta == pytest.approx(2e-8) and np.array_equal((a * 2).rdp, 2 * a.rdp)
+    assert (a * 0).epsilon(1e-6).epsilon == 0.0  # no NaN from 0·∞
+    assert total.epsilon(1e-6).epsilon > (a + a).epsilon(1e-6).epsilon > a.epsilon(1e-6).epsilon

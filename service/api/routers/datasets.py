@@ -207,6 +207,7 @@ def ledger(
                 "epsilon": row.epsilon,
                 "optimal_order": row.optimal_order,
                 "extra_delta": row.extra_delta,
+                "approx_delta": row.approx_delta,
                 "committed_epsilon_after": row.committed_epsilon_after,
                 "grid": row.grid_name,
                 "formula_version": row.formula_version,

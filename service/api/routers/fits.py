@@ -18,7 +18,7 @@ from privfit.datasets import DatasetSchema, encode_rows
 from privfit.db import Budget, Dataset, Job
 from privfit.jobs import cancel
 from privfit.ledger import estimate, reserve
-from privfit.privacy import get_grid
+from privfit.privacy import curve_to_json, get_grid
 from privfit.solvers.base import FitPlan, FitResult, PublicMetadata
 from privfit.solvers.registry import get_solver
 
@@ -70,7 +70,8 @@ def _cost_json(plan: FitPlan, budget: Budget) -> dict[str, Any]:
     return {
         "epsilon": converted.epsilon, "delta": budget.delta_max, "optimal_order": converted.optimal_order,
         "at_grid_edge": converted.at_grid_edge, "grid": budget.grid_name, "extra_delta": plan.cost.extra_delta,
-        "rdp": [float(v) for v in plan.cost.rdp], "formula_version": plan.resolved.formula_version,
+        "approx_delta": plan.cost.approx_delta, "rdp": curve_to_json(plan.cost.rdp),
+        "formula_version": plan.resolved.formula_version,
     }  # fmt: skip
 
 
