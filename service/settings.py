@@ -47,7 +47,17 @@ class Settings(BaseSettings):
     heartbeat_seconds: float = Field(5.0, gt=0, description="How often a worker renews its lease and progress.")
     poll_seconds: float = Field(0.5, gt=0, description="How often idle workers look for queued jobs.")
     grid: str = Field("dp-accounting-156/v1", description="RDP order grid of new datasets.")
-    enable_experimental_solvers: bool = Field(False, description="List solvers marked experimental.")
+    enable_experimental_solvers: bool = Field(
+        False,
+        description="List and accept solvers marked experimental (resque_localized); otherwise they are hidden from "
+        "GET /v1/solvers and a fit request naming one is refused.",
+    )
+    resque_localized_max_steps: float = Field(
+        50_000_000,
+        gt=0,
+        description="Feasibility guard of resque_localized: a request whose planned gradient steps exceed this is "
+        "refused (with the number in the message) before anything runs.",
+    )
     log_format: Literal["json", "text"] = Field(
         "text", description="'json': one JSON object per log line (containers); 'text': human-readable lines."
     )

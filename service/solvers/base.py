@@ -476,6 +476,12 @@ class Solver(ABC):
     Resolved: ClassVar[type[ResolvedParams]]
     #: version of the cost formula; a change of formula is a new version (DESIGN §2: entries record it)
     formula_version: ClassVar[str]
+    #: experimental solvers are hidden and refused by the API unless the operator enables them
+    experimental: ClassVar[bool] = False
+
+    def with_operator_limits(self, limits: Mapping[str, Any]) -> Solver:
+        """This solver under the operator's limits (e.g. a work cap); solvers without limits return themselves."""
+        return self
 
     # --- step 1 -----------------------------------------------------------------------------------
     def parse_params(self, params: Mapping[str, Any] | SolverParams | None = None) -> SolverParams:

@@ -19,6 +19,7 @@ from .objective_perturbation import ObjectivePerturbation
 from .output_perturbation import OutputPerturbation
 from .resque import RESQUE_MODELS
 from .resque_dpsgd import ReSQueDPSGD
+from .resque_localized import ReSQueLocalized
 
 __all__ = [
     "UnknownSolverError",
@@ -89,6 +90,7 @@ _BUILTIN: tuple[type[Solver], ...] = (
     ObjectivePerturbation,
     OutputPerturbation,
     ReSQueDPSGD,
+    ReSQueLocalized,
 )
 for _cls in _BUILTIN:
     register_solver(_cls())

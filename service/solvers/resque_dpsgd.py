@@ -177,7 +177,8 @@ class ReSQueDPSGDResolved(ResolvedParams):
     output: Output
 
 
-def _margin_loss(model: str, parameter: float | None) -> MarginLoss:
+def margin_loss(model: str, parameter: float | None) -> MarginLoss:
+    """The model's :class:`~privfit.solvers.resque.MarginLoss` with its τ (quantile) or δ (huber)."""
     if model == "quantile":
         return make_margin_loss(model, quantile_tau=parameter)
     if model == "huber":
@@ -298,7 +299,7 @@ class ReSQueDPSGD(Solver):
             raise SolverParameterError("epochs", f"{epochs} epochs × {per_epoch} steps = {steps} exceeds {MAX_STEPS}")
         rate = batch_size / meta.n
         parameter = p.quantile_tau if p.model == "quantile" else p.huber_delta if p.model == "huber" else None
-        loss = _margin_loss(p.model, parameter)
+        loss = margin_loss(p.model, parameter)
         bound = design_bound(meta, p.fit_intercept)
         lipschitz = loss.lipschitz * bound
         clip = p.clip_norm or (lipschitz if p.block_length == 1 else 2.0 * lipschitz)
@@ -373,7 +374,7 @@ class ReSQueDPSGD(Solver):
         theta = resque_dp_sgd(
             design,
             v,
-            loss=_margin_loss(r.model, r.loss_parameter),
+            loss=margin_loss(r.model, r.loss_parameter),
             smoothing=r.smoothing,
             block_length=r.block_length,
             clip_norm=r.clip_norm,

@@ -26,6 +26,9 @@ from privfit.solvers import (
 )
 
 SOLVERS = list_solvers()
+#: Experimental solvers (resque_localized) cannot run their defaults on a small instance (their feasibility guard
+#: refuses them by design); their own module runs a tiny instance with explicit counts.
+STABLE_SOLVERS = [solver for solver in SOLVERS if not solver.experimental]
 # n = 800: every solver's defaults must accept it (dp_distributed needs K = ⌊⌊n/m⌋/h⌋ ≥ 20 rounds: 4 × 10 × 20)
 META = PublicMetadata(n=800, d=3, row_norm_bound=1.0, label_bound=1.0)
 
@@ -70,7 +73,7 @@ def test_params_schema_is_json_with_defaults_and_descriptions(solver: Solver) ->
     assert listed[solver.name]["params_schema"] == schema and listed[solver.name]["models"] == list(solver.models)
 
 
-@pytest.mark.parametrize("solver", SOLVERS, ids=lambda s: s.name)
+@pytest.mark.parametrize("solver", STABLE_SOLVERS, ids=lambda s: s.name)
 @pytest.mark.parametrize("model", known_models())
 def test_solver_supports_each_declared_model_end_to_end(solver: Solver, model: str) -> None:
     if model not in solver.models:

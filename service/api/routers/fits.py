@@ -19,7 +19,7 @@ from privfit.db import Budget, Dataset, Job
 from privfit.jobs import cancel
 from privfit.ledger import estimate, reserve
 from privfit.privacy import curve_to_json, get_grid
-from privfit.solvers.base import FitPlan, FitResult, PublicMetadata
+from privfit.solvers.base import FitPlan, FitResult, PublicMetadata, SolverParameterError
 from privfit.solvers.registry import get_solver
 
 from ..auth import Principal, require_role, visible_dataset
@@ -58,7 +58,13 @@ def _plan(request: Request, body: FitRequest, principal: Principal) -> tuple[Dat
     dataset = visible_dataset(db, body.dataset_id, principal)
     with db.read() as session:
         budget = session.get(Budget, dataset.id)
+    settings = request.app.state.settings
     solver = get_solver(body.solver)
+    if solver.experimental and not settings.enable_experimental_solvers:
+        message = (f"solver {body.solver!r} is experimental and disabled on this server (an operator can enable it "
+                   "with PRIVFIT_ENABLE_EXPERIMENTAL_SOLVERS=true)")  # fmt: skip
+        raise SolverParameterError("solver", message)
+    solver = solver.with_operator_limits({"resque_localized_max_steps": settings.resque_localized_max_steps})
     params = {**body.params, "model": body.model}
     plan = solver.plan(params, _meta(dataset), target_epsilon=body.privacy.epsilon, delta=budget.delta_max,
                        grid=get_grid(budget.grid_name))  # fmt: skip

@@ -16,4 +16,4 @@ router = APIRouter(prefix="/v1/solvers", tags=["solvers"])
 @router.get("", summary="Solvers, the models each supports, and their parameter schemas")
 def solvers(request: Request, _: Principal = Depends(current_principal)) -> list[dict[str, Any]]:  # noqa: B008
     include = request.app.state.settings.enable_experimental_solvers
-    return [s.describe() for s in list_solvers() if include or not getattr(s, "experimental", False)]
+    return [s.describe() for s in list_solvers() if include or not s.experimental]
