@@ -7,7 +7,12 @@ sets ``PRIVFIT_EXPERIMENTAL_SOLVERS=true``; meant for tiny instances, tests and 
 P1–P5 are checked before it runs, is (α, α·τ_c, δ_c)-approximately RDP for α < α_max,c (Lemmas 5–7 with the
 explicit constants of spec §4.2):
 
-    τ_c = 112320 · β_c² · log²(2/δ_c) · (T_c/n)²,        α_max,c = 1 / (2000 β_c² log²(2/δ_c)).
+    τ_c = 112320 · β_c² · log²(2/δ_c) · (T_c/n)²,        α_max,c = min(3, log(1/s_c)/4) / τ'_c,
+
+with τ'_c = 6000 β_c² log²(2/δ_c) and s_c = 1.2 T_c/n. The paper's Prop. 7 (its restatement of BDRS18 Thm. 12)
+gives the range α < 3/τ'; spec §3.8 item 9 flags that BDRS18's own range depends on log(1/s)/ρ, which as we recall
+it is ω' = log(1/s)/(4ρ) and needs ρ ≤ 0.1 — so the SMALLER of the two ranges is charged and P3 is enforced as
+τ' ≤ 0.1 rather than 1/3 (conservative, pending a check against BDRS18).
 
 Adaptive composition adds the curves and the slacks at every order (Lemma 3). Algorithm 5 = its restart calls;
 Algorithm 7 = ⌈20 log(1/ζ)⌉ Algorithm-5 runs. Algorithm 6's random J (data-independent) is charged EXACTLY by the
@@ -68,6 +73,7 @@ from .base import (
 from .resque import RESQUE_MODELS
 from .resque_dpsgd import DEFAULT_RADIUS, ReSQueModel, margin_loss
 from .resque_localized_core import (
+    P3_BOUND,
     P3_CONSTANT,
     P4_CONSTANT,
     AlgorithmContext,
@@ -96,8 +102,8 @@ FloatArray = NDArray[np.float64]
 
 #: 13 · 1.2² · 6000 (Prop. 7 with s ≤ 1.2T/n and τ' = 6000 β² log²(2/δ_c); spec §4.2).
 TAU_CONSTANT = 112320.0
-#: α_max,c = 3/τ' = 1/(2000 β² log²(2/δ_c)).
-ALPHA_MAX_CONSTANT = 2000.0
+#: s ≤ 1.2 T/n: the subsampling rate of Lemma 7.
+SAMPLING_RATE_FACTOR = 1.2
 #: Default operator cap on the planned gradient steps of one fit.
 DEFAULT_MAX_PLANNED_STEPS = 50_000_000
 #: Share of δ given to the slacks through Cor. 1 ((1 + e^ε)·Σδ_c ≤ δ/4).
@@ -130,10 +136,11 @@ class TreeCost:
 
 
 def call_curve(beta: float, steps: int, n: int, delta_call: float, grid: OrderGrid) -> FloatArray:
-    """α·τ_c below α_max,c, +∞ from it on (spec §4.2)."""
+    """α·τ_c below α_max,c = min(3, log(1/s)/4)/τ', +∞ from it on (spec §4.2; module docstring)."""
     log_term = math.log(2.0 / delta_call) ** 2
     tau = TAU_CONSTANT * beta**2 * log_term * (steps / n) ** 2
-    alpha_max = 1.0 / (ALPHA_MAX_CONSTANT * beta**2 * log_term)
+    tau_prime = P3_CONSTANT * beta**2 * log_term
+    alpha_max = min(3.0, math.log(1.0 / (SAMPLING_RATE_FACTOR * steps / n)) / 4.0) / tau_prime
     return np.where(grid.orders < alpha_max, grid.orders * tau, np.inf)
 
 
@@ -307,7 +314,8 @@ class ReSQueLocalized(Solver):
         else:  # pragma: no cover - the sequence settles within a few rounds
             raise SolverParameterError("delta", "could not fix the per-call slack δ_c")
         largest_restart = 2.0 ** (max(1, math.ceil(math.log2(math.log2(steps)))) / 2.0)
-        beta_cap = math.sqrt(1.0 / (3.0 * P3_CONSTANT)) / math.log(2.0 / delta_call) / largest_restart
+        # (1 − 1e-9): the cap must survive the rounding of 2^{k/2}·β in the calls' own P3 check
+        beta_cap = (1.0 - 1e-9) * math.sqrt(P3_BOUND / P3_CONSTANT) / math.log(2.0 / delta_call) / largest_restart
         return LocalizedPlan(lipschitz, radius, smoothing, schedule, delta_call, ball_radius, beta_cap)
 
     def resolve(

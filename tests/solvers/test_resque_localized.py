@@ -46,6 +46,7 @@ def tiny_data(n: int = 20_000, d: int = 2, seed: int = 0) -> tuple[np.ndarray, n
         (core.CallCheck(1e-4, 400, 1e-6), {}, "steps_per_call", "P1"),
         (core.CallCheck(1e-4, 64, 1e-6), {"delta_call": 0.2}, "delta", "P2"),
         (core.CallCheck(0.01, 64, 1e-6), {}, "epsilon", "P3"),
+        (core.CallCheck(2.2e-4, 64, 1e-6), {}, "epsilon", "P3"),  # τ' = 0.13: within the paper's 1/3, not 0.1
         (core.CallCheck(1e-4, 64, 1e-6), {"r": 1e-3}, "smoothing", "P4"),
         (core.CallCheck(1e-4, 64, 3e-6), {}, "radius", "P5"),
     ],
@@ -79,7 +80,8 @@ def test_call_curve_has_the_lemma_7_constants() -> None:
     log_term = math.log(2 / delta_call) ** 2
     tau = 13 * (1.2 * steps / n) ** 2 * 6000 * beta**2 * log_term
     assert pytest.approx(13 * 1.2**2 * 6000) == TAU_CONSTANT
-    alpha_max = 3 / (6000 * beta**2 * log_term)
+    tau_prime = 6000 * beta**2 * log_term
+    alpha_max = min(3.0, math.log(1 / (1.2 * steps / n)) / 4) / tau_prime  # the smaller of Prop. 7's and BDRS18's
     below = alpha_max > ORDERS
     np.testing.assert_allclose(curve[below], ORDERS[below] * tau, rtol=1e-12)
     assert np.all(np.isinf(curve[~below])) and below.any() and (~below).any()
