@@ -65,6 +65,7 @@ __all__ = [
     "check_privacy_source",
     "check_resolved_metadata",
     "glm_fit_result",
+    "metadata_fields",
     "validation_error_to_parameter_error",
 ]
 
@@ -299,14 +300,25 @@ class ResolvedParams(BaseModel):
     epsilon: float | None = Field(description="ε of this fit alone at ``delta`` (None without δ).")
 
 
-class GLMResolved(ResolvedParams):
-    """The public facts every GLM solver's resolved settings record: the metadata they were resolved for (checked
-    again before cost and fit, :func:`check_resolved_metadata`), the model and its loss parameters."""
+class MetadataResolved(ResolvedParams):
+    """Resolved settings that record the public metadata they were resolved for (checked again before cost and
+    fit, :func:`check_resolved_metadata`)."""
 
     n: int = Field(ge=1, description="Rows (public).")
     d: int = Field(ge=1, description="Encoded feature columns (without intercept).")
     row_norm_bound: float = Field(gt=0.0, description="Declared B_x of the rows (without intercept).")
     label_bound: float = Field(ge=0.0, description="Declared B_y of the labels.")
+
+
+def metadata_fields(meta: PublicMetadata) -> dict[str, Any]:
+    """The :class:`MetadataResolved` fields of ``meta``."""
+    return {"n": meta.n, "d": meta.d, "row_norm_bound": meta.row_norm_bound, "label_bound": meta.label_bound}
+
+
+class GLMResolved(MetadataResolved):
+    """The public facts every GLM solver's resolved settings record: the metadata, the model and its loss
+    parameters."""
+
     model: ModelName
     loss_params: dict[str, float]
     fit_intercept: bool
@@ -322,10 +334,7 @@ def glm_resolved_fields(
         "target_epsilon": target_epsilon,
         "delta": delta,
         "epsilon": None,
-        "n": meta.n,
-        "d": meta.d,
-        "row_norm_bound": meta.row_norm_bound,
-        "label_bound": meta.label_bound,
+        **metadata_fields(meta),
         "model": params.model,
         "loss_params": params.loss_params(),
         "fit_intercept": params.fit_intercept,

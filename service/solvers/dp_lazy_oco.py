@@ -63,6 +63,7 @@ from privfit.privacy import DEFAULT_GRID, OrderGrid, PrivacyCost
 
 from .base import (
     FitResult,
+    MetadataResolved,
     ProgressCallback,
     ProgressReporter,
     PublicMetadata,
@@ -74,6 +75,7 @@ from .base import (
     check_fit_inputs,
     check_resolved_metadata,
     design_matrix,
+    metadata_fields,
 )
 from .geometry import augmented_bound
 from .lazy_oco import PcomwConfig, linear_loss_stream, mean_estimation_loss_stream, run_pcomw_tg
@@ -131,15 +133,11 @@ class DPLazyOCOParams(SolverParams):
     )
 
 
-class DPLazyOCOResolved(ResolvedParams):
+class DPLazyOCOResolved(MetadataResolved):
     """Resolved ``dp_lazy_oco`` settings: Algorithm 1's inputs, the guarantee and the theoretical regret bound."""
 
     solver: Literal["dp_lazy_oco"] = "dp_lazy_oco"
     formula_version: Literal["dp_lazy_oco/paper-thm-dp-full-delta/v1"] = "dp_lazy_oco/paper-thm-dp-full-delta/v1"
-    n: int = Field(ge=1, description="Rows (public) = the horizon T.")
-    d: int = Field(ge=1, description="Encoded feature columns (without intercept).")
-    row_norm_bound: float = Field(gt=0.0)
-    label_bound: float = Field(ge=0.0)
     model: Literal["mean", "linear_loss"]
     z: Literal["x", "yx"]
     fit_intercept: bool
@@ -270,10 +268,7 @@ class DPLazyOCO(Solver):
             target_epsilon=target_epsilon,
             delta=delta,
             epsilon=None,
-            n=meta.n,
-            d=meta.d,
-            row_norm_bound=meta.row_norm_bound,
-            label_bound=meta.label_bound,
+            **metadata_fields(meta),
             model=p.model,
             z=z,
             fit_intercept=p.fit_intercept,

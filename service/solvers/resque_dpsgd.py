@@ -51,6 +51,7 @@ from privfit.privacy import DEFAULT_GRID, OrderGrid, PrivacyCost
 
 from .base import (
     FitResult,
+    MetadataResolved,
     ProgressCallback,
     ProgressReporter,
     PublicMetadata,
@@ -64,6 +65,7 @@ from .base import (
     check_resolved_metadata,
     design_bound,
     glm_fit_result,
+    metadata_fields,
 )
 from .dp_sgd import BatchSampler, Output, Sampling, batch_noise_cost, calibrate_batch_noise, steps_per_epoch
 from .geometry import clip_rows
@@ -147,15 +149,11 @@ class ReSQueDPSGDParams(SolverParams):
         return value
 
 
-class ReSQueDPSGDResolved(ResolvedParams):
+class ReSQueDPSGDResolved(MetadataResolved):
     """Fully resolved ``resque_dpsgd`` settings (public, data-independent)."""
 
     solver: Literal["resque_dpsgd"] = "resque_dpsgd"
     formula_version: Literal["resque_dpsgd/sampled-gaussian-rdp/v1"] = "resque_dpsgd/sampled-gaussian-rdp/v1"
-    n: int = Field(ge=1)
-    d: int = Field(ge=1)
-    row_norm_bound: float = Field(gt=0.0)
-    label_bound: float = Field(ge=0.0)
     model: ReSQueModel
     loss_parameter: float | None = Field(description="τ (quantile) or δ (huber), None otherwise.")
     fit_intercept: bool
@@ -321,10 +319,7 @@ class ReSQueDPSGD(Solver):
             target_epsilon=target_epsilon,
             delta=delta,
             epsilon=None,
-            n=meta.n,
-            d=meta.d,
-            row_norm_bound=meta.row_norm_bound,
-            label_bound=meta.label_bound,
+            **metadata_fields(meta),
             model=p.model,
             loss_parameter=loss.parameter,
             fit_intercept=p.fit_intercept,

@@ -57,6 +57,7 @@ from privfit.privacy import DEFAULT_GRID, OrderGrid, PrivacyCost
 
 from .base import (
     FitResult,
+    MetadataResolved,
     ProgressCallback,
     ProgressReporter,
     PublicMetadata,
@@ -69,6 +70,7 @@ from .base import (
     check_resolved_metadata,
     design_bound,
     glm_fit_result,
+    metadata_fields,
 )
 from .resque import RESQUE_MODELS
 from .resque_dpsgd import DEFAULT_RADIUS, ReSQueModel, margin_loss
@@ -204,15 +206,11 @@ class ReSQueLocalizedParams(SolverParams):
     zeta: float | None = Field(None, gt=0.0, lt=1.0, description="ζ of Algorithm 7. Default 1/(κ K log κ).")
 
 
-class ReSQueLocalizedResolved(ResolvedParams):
+class ReSQueLocalizedResolved(MetadataResolved):
     """Resolved ``resque_localized`` settings: the fixed call schedule, β, r, δ_c and the planned work."""
 
     solver: Literal["resque_localized"] = "resque_localized"
     formula_version: Literal["resque_localized/approx-rdp-lemma7/v1"] = "resque_localized/approx-rdp-lemma7/v1"
-    n: int = Field(ge=1)
-    d: int = Field(ge=1)
-    row_norm_bound: float = Field(gt=0.0)
-    label_bound: float = Field(ge=0.0)
     model: ReSQueModel
     loss_parameter: float | None
     fit_intercept: bool
@@ -345,8 +343,7 @@ class ReSQueLocalized(Solver):
         cost = plan_cost(schedule, meta.n, plan.delta_call, grid)
         finite = grid.orders[np.isfinite(cost.rdp)]
         resolved = ReSQueLocalizedResolved(
-            target_epsilon=target_epsilon, delta=delta, epsilon=None, n=meta.n, d=meta.d,
-            row_norm_bound=meta.row_norm_bound, label_bound=meta.label_bound, model=p.model,
+            target_epsilon=target_epsilon, delta=delta, epsilon=None, **metadata_fields(meta), model=p.model,
             loss_parameter=margin_loss(p.model, p.quantile_tau if p.model == "quantile" else p.huber_delta).parameter,
             fit_intercept=p.fit_intercept, lipschitz=plan.lipschitz, radius=plan.radius, smoothing=plan.smoothing,
             ball_radius=plan.ball_radius, delta_call=plan.delta_call, beta=beta,
