@@ -248,7 +248,8 @@ def resque_instance() -> ReSQueDPSGDResolved:
                        smoothing=RESQUE_SMOOTHING)  # fmt: skip
     assert resolved.steps == 2 and resolved.sampling_rate == 1.0
     # ρ/4 is about two standard deviations of the release: the local projection rarely truncates it.
-    assert 1.5 < (RESQUE_SMOOTHING / 4) / (resolved.sigma / math.sqrt(2)) < 2.5
+    local_radius_in_release_sds = (RESQUE_SMOOTHING / 4) / (resolved.sigma / math.sqrt(2))
+    assert 1.5 < local_radius_in_release_sds < 2.5
     # The per-example clip is recognisable by its threshold: the projections use R and ρ/4.
     assert len({resolved.clip_norm, resolved.radius, RESQUE_SMOOTHING / 4}) == 3
     return resolved
