@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Sets up ./.venv with privfit and its test dependencies, lints, then runs the whole suite on SQLite and on the
-# local PostgreSQL (127.0.0.1:5432; PRIVFIT_TEST_POSTGRES_URL overrides). Extra arguments go to pytest.
+# local PostgreSQL (127.0.0.1:5432; PRIVFIT_TEST_POSTGRES_URL overrides), with the dashboard's browser tests in
+# headless Chromium. Extra arguments go to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup-venv.sh test
-.venv/bin/ruff check service tests benchmarks alembic docker
+bash scripts/install-browser.sh   # Debian's chromium + chromedriver for the dashboard's browser tests
+.venv/bin/ruff check service tests benchmarks alembic docker examples
 exec .venv/bin/python -m pytest "$@"

@@ -1,4 +1,6 @@
-"""The ``privfit`` command: ``serve``, ``worker``, ``migrate``, ``keys create``."""
+"""The ``privfit`` command: the server side (``serve``, ``worker``, ``migrate``, ``keys create``) and the client
+commands of :mod:`privfit.client.cli` (``datasets``, ``fit``, ``estimate``, ``fits``, ``predict``, ``budget``,
+``ledger``, ``solvers``, ``whoami``)."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import signal
 import sys
 import threading
 
+from privfit.client.cli import add_client_commands
 from privfit.logs import configure_logging
 from privfit.settings import get_settings
 
@@ -100,8 +103,10 @@ def main(argv: list[str] | None = None) -> int:
     create.add_argument("--role", required=True, choices=["owner", "analyst", "admin"])
     create.add_argument("--name", default="")
     create.set_defaults(handler=_keys_create)
+    add_client_commands(commands)
     args = parser.parse_args(argv)
-    configure_logging(get_settings().log_format)
+    if not getattr(args, "client_command", False):  # the server's logging; client commands print only results
+        configure_logging(get_settings().log_format)
     return int(args.handler(args))
 
 

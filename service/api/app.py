@@ -15,6 +15,7 @@ from privfit.db.migrate import upgrade
 from privfit.jobs import WorkerPool
 from privfit.jobs.dispatch import PollingDispatcher, make_dispatcher
 from privfit.settings import Settings, get_settings
+from privfit.ui import mount_ui
 
 from .limits import BodySizeLimit
 from .problems import install_problem_handlers
@@ -63,5 +64,6 @@ def create_app(settings: Settings | None = None, *, run_workers: bool | None = N
     install_problem_handlers(app)
     for router in (health.router, keys.router, datasets.router, fits.router, solvers.router):
         app.include_router(router)
+    mount_ui(app)
     app.add_middleware(BodySizeLimit, limit=settings.max_upload_bytes)
     return app

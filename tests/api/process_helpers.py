@@ -11,6 +11,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -83,3 +84,23 @@ def keys_for(database_url: str) -> tuple[str, str]:
         return create_api_key(db, "owner")[1], create_api_key(db, "admin")[1]
     finally:
         db.dispose()
+
+
+@dataclass(frozen=True)
+class LiveServer:
+    """A running ``privfit serve`` on its own SQLite database, with an owner and an admin key."""
+
+    base: str
+    database_url: str
+    tmp_path: Path
+    owner: str
+    admin: str
+
+
+@contextmanager
+def sqlite_server(tmp_path: Path, **extra: str) -> Iterator[LiveServer]:
+    """``privfit serve`` on a fresh SQLite database under ``tmp_path`` (for module-scoped fixtures)."""
+    url = f"sqlite:///{tmp_path / 'privfit.db'}"
+    owner, admin = keys_for(url)
+    with server(url, tmp_path, **extra) as base:
+        yield LiveServer(base, url, tmp_path, owner, admin)

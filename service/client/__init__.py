@@ -1,0 +1,56 @@
+"""privfit's Python client: ``Client(url, api_key)`` with a typed method for every v1 endpoint.
+
+Errors are typed exceptions carrying the server's problem+json (:mod:`privfit.client.errors`); answers are typed
+dataclasses (:mod:`privfit.client.models`). The ``privfit`` command's client commands
+(:mod:`privfit.client.cli`) are built on it.
+"""
+
+from ._client import Client
+from .errors import (
+    ApiError,
+    AuthenticationError,
+    BadRequestError,
+    BudgetExceededError,
+    ConflictError,
+    FitFailedError,
+    InvalidRequestError,
+    NotFoundError,
+    PayloadTooLargeError,
+    PermissionDeniedError,
+    PrivfitError,
+    RateLimitedError,
+    ServerError,
+    TransportError,
+    WaitTimeoutError,
+)
+from .models import Budget, Cost, Dataset, Estimate, Fit, FitResult, LedgerEntry, LedgerPage, Me, Prediction, SolverInfo
+
+__all__ = [
+    "ApiError",
+    "AuthenticationError",
+    "BadRequestError",
+    "Budget",
+    "BudgetExceededError",
+    "Client",
+    "ConflictError",
+    "Cost",
+    "Dataset",
+    "Estimate",
+    "Fit",
+    "FitFailedError",
+    "FitResult",
+    "InvalidRequestError",
+    "LedgerEntry",
+    "LedgerPage",
+    "Me",
+    "NotFoundError",
+    "PayloadTooLargeError",
+    "PermissionDeniedError",
+    "Prediction",
+    "PrivfitError",
+    "RateLimitedError",
+    "ServerError",
+    "SolverInfo",
+    "TransportError",
+    "WaitTimeoutError",
+]

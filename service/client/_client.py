@@ -1,0 +1,339 @@
+"""``Client``: a synchronous httpx client with a typed method for every v1 endpoint.
+
+Errors come back as the typed exceptions of :mod:`privfit.client.errors`, carrying the server's problem+json.
+
+Retries (``retries`` extra attempts, exponential back-off from ``backoff`` seconds, ``Retry-After`` honoured):
+
+* a request that never reached the server (connection refused, connect timeout) is retried whatever it is;
+* requests without side effects (GET, estimate, predict, cancel) are also retried on read timeouts, dropped
+  connections and 429 / 502 / 503 / 504;
+* fit creation is retried in the same cases, always with the same ``Idempotency-Key`` (a fresh UUID unless the
+  caller passes one): the server answers a repeat with the fit it already admitted, so a retry can never charge
+  the budget twice;
+* uploads, deletes and key creation are not retried once sent.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import time
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import httpx
+
+from privfit import __version__
+
+from .errors import ApiError, FitFailedError, TransportError, WaitTimeoutError, error_for
+from .models import (
+    Budget,
+    CreatedKey,
+    Dataset,
+    Estimate,
+    Fit,
+    LedgerEntry,
+    LedgerPage,
+    Me,
+    Prediction,
+    SolverInfo,
+)
+
+RETRY_STATUSES = frozenset({429, 502, 503, 504})
+
+#: What ``upload_dataset`` accepts as data: a path, CSV bytes or text, a binary file, or a pandas DataFrame.
+CsvSource = str | Path | bytes | BinaryIO | Any
+#: What ``upload_dataset`` accepts as schema: a dict, a JSON string, or a path to a JSON file.
+SchemaSource = Mapping[str, Any] | str | Path
+
+
+class Client:
+    """A privfit API client.
+
+    >>> with Client("http://127.0.0.1:8000", api_key) as client:           # doctest: +SKIP
+    ...     dataset = client.upload_dataset("adult.data", "adult-schema.json", name="adult")
+    ...     fit = client.wait(client.fit(dataset.id, model="logistic", solver="dp_gd", epsilon=1.0))
+    ...     fit.result.coefficient_table()
+
+    Args:
+        url: the service's base URL.
+        api_key: an API key (``pf_…``); sent as ``Authorization: Bearer``.
+        timeout: seconds per request (uploads of large files may need more).
+        retries: extra attempts for retryable failures (see the module docstring); 0 disables retries.
+        backoff: the first back-off in seconds; doubled per attempt, capped at 10 s.
+        transport: an httpx transport (tests use ``httpx.MockTransport`` or a WSGI/ASGI transport).
+    """
+
+    def __init__(
+        self,
+        url: str,
+        api_key: str | None = None,
+        *,
+        timeout: float = 30.0,
+        retries: int = 3,
+        backoff: float = 0.5,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        if retries < 0:
+            raise ValueError("retries must be >= 0")
+        headers = {"User-Agent": f"privfit-client/{__version__}", "Accept": "application/json"}
+        if api_key:
+            headers["Authorization"] = f"Bearer {api_key}"
+        self.url = url.rstrip("/")
+        self.retries, self.backoff = retries, backoff
+        self._http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout, transport=transport)
+
+    # --- lifecycle --------------------------------------------------------------------------------
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    # --- transport --------------------------------------------------------------------------------
+    def _request(self, method: str, path: str, *, retry: bool, **kwargs: Any) -> httpx.Response:
+        """Send with the retry policy of the module docstring; raise the typed error for a 4xx/5xx answer."""
+        attempt = 0
+        while True:
+            try:
+                response = self._http.request(method, path, **kwargs)
+            except (httpx.ConnectError, httpx.ConnectTimeout) as error:  # never reached the server
+                if attempt >= self.retries:
+                    raise TransportError(f"cannot reach {self.url}: {error}") from error
+            except httpx.TransportError as error:
+                if not retry or attempt >= self.retries:
+                    raise TransportError(f"{method} {path} to {self.url} failed: {error}") from error
+            else:
+                if response.status_code < 400:
+                    return response
+                if not (retry and response.status_code in RETRY_STATUSES and attempt < self.retries):
+                    raise _error(response)
+                _sleep_retry_after(response)
+            time.sleep(min(10.0, self.backoff * 2**attempt))
+            attempt += 1
+
+    def _json(self, method: str, path: str, *, retry: bool = True, **kwargs: Any) -> Any:
+        return self._request(method, path, retry=retry, **kwargs).json()
+
+    # --- service ----------------------------------------------------------------------------------
+    def health(self) -> bool:
+        """``GET /healthz``: the process is up."""
+        return self._json("GET", "/healthz").get("status") == "ok"
+
+    def ready(self) -> dict[str, Any]:
+        """``GET /readyz``: the database (and broker) answer and the schema is current; raises if not."""
+        return self._json("GET", "/readyz")
+
+    def me(self) -> Me:
+        """``GET /v1/me``: the key's id, role and name."""
+        return Me.from_json(self._json("GET", "/v1/me"))
+
+    def create_key(self, role: str, name: str = "") -> CreatedKey:
+        """``POST /v1/keys`` (admins): a new key of ``role``; its secret is in the answer only."""
+        return CreatedKey.from_json(self._json("POST", "/v1/keys", retry=False, json={"role": role, "name": name}))
+
+    def solvers(self) -> list[SolverInfo]:
+        """``GET /v1/solvers``: every enabled solver with its models and parameter schema."""
+        return [SolverInfo.from_json(item) for item in self._json("GET", "/v1/solvers")]
+
+    # --- datasets ---------------------------------------------------------------------------------
+    def upload_dataset(self, data: CsvSource, schema: SchemaSource, *, name: str | None = None) -> Dataset:
+        """``POST /v1/datasets`` (owners): a CSV with its declared public schema and budget.
+
+        ``data`` is a path, CSV bytes, a binary file object, or a pandas DataFrame (written with ``to_csv``,
+        without its index; its column names must be the schema's). ``schema`` is a dict, a JSON string or a path
+        to a JSON file. ``name`` defaults to the file's name.
+        """
+        filename, content = _csv_payload(data)
+        form = {"schema": _schema_json(schema), "name": name if name is not None else filename}
+        files = {"file": (filename, content, "text/csv")}
+        return Dataset.from_json(self._json("POST", "/v1/datasets", retry=False, data=form, files=files))
+
+    def datasets(self) -> list[Dataset]:
+        """``GET /v1/datasets``: the datasets this key may see."""
+        return [Dataset.from_json(item) for item in self._json("GET", "/v1/datasets")]
+
+    def dataset(self, dataset_id: str) -> Dataset:
+        """``GET /v1/datasets/{id}``: public metadata."""
+        return Dataset.from_json(self._json("GET", f"/v1/datasets/{dataset_id}"))
+
+    def delete_dataset(self, dataset_id: str) -> None:
+        """``DELETE /v1/datasets/{id}`` (its owner): purge the rows; the ledger is kept."""
+        self._request("DELETE", f"/v1/datasets/{dataset_id}", retry=False)
+
+    def grant(self, dataset_id: str, api_key_id: str) -> None:
+        """``POST /v1/datasets/{id}/grants`` (its owner): let an analyst key fit the dataset (idempotent)."""
+        self._request("POST", f"/v1/datasets/{dataset_id}/grants", retry=True, json={"api_key_id": api_key_id})
+
+    def budget(self, dataset_id: str) -> Budget:
+        """``GET /v1/datasets/{id}/budget``: limits, spent / reserved / remaining ε and the spent RDP curve."""
+        return Budget.from_json(self._json("GET", f"/v1/datasets/{dataset_id}/budget"))
+
+    def ledger(self, dataset_id: str, *, limit: int = 100, offset: int = 0) -> LedgerPage:
+        """``GET /v1/datasets/{id}/ledger``: one page of entries, oldest first."""
+        params = {"limit": limit, "offset": offset}
+        return LedgerPage.from_json(self._json("GET", f"/v1/datasets/{dataset_id}/ledger", params=params))
+
+    def iter_ledger(self, dataset_id: str, *, page_size: int = 1000) -> Iterator[LedgerEntry]:
+        """Every ledger entry of the dataset, oldest first, fetched page by page."""
+        offset = 0
+        while True:
+            page = self.ledger(dataset_id, limit=page_size, offset=offset)
+            yield from page.entries
+            offset += len(page.entries)
+            if not page.entries or offset >= page.total:
+                return
+
+    # --- fits -------------------------------------------------------------------------------------
+    def estimate(
+        self,
+        dataset_id: str,
+        *,
+        model: str = "logistic",
+        solver: str = "dp_gd",
+        epsilon: float | None = None,
+        params: Mapping[str, Any] | None = None,
+    ) -> Estimate:
+        """``POST /v1/fits/estimate``: the cost of a proposed fit and what would remain; charges nothing."""
+        body = _fit_body(dataset_id, model, solver, epsilon, params)
+        return Estimate.from_json(self._json("POST", "/v1/fits/estimate", json=body))
+
+    def fit(
+        self,
+        dataset_id: str,
+        *,
+        model: str = "logistic",
+        solver: str = "dp_gd",
+        epsilon: float | None = None,
+        params: Mapping[str, Any] | None = None,
+        idempotency_key: str | None = None,
+    ) -> Fit:
+        """``POST /v1/fits``: request a fit. The ledger admits it (a queued :class:`Fit`) or refuses it
+        (:class:`~privfit.client.errors.BudgetExceededError`). Retried safely with one ``Idempotency-Key``."""
+        body = _fit_body(dataset_id, model, solver, epsilon, params)
+        headers = {"Idempotency-Key": idempotency_key or str(uuid.uuid4())}
+        return Fit.from_json(self._json("POST", "/v1/fits", json=body, headers=headers))
+
+    def fits(self, dataset_id: str) -> list[Fit]:
+        """``GET /v1/fits?dataset_id=``: the dataset's fits this key may see, oldest first."""
+        return [Fit.from_json(item) for item in self._json("GET", "/v1/fits", params={"dataset_id": dataset_id})]
+
+    def get_fit(self, fit_id: str) -> Fit:
+        """``GET /v1/fits/{id}``: status, progress and, when succeeded, the result."""
+        return Fit.from_json(self._json("GET", f"/v1/fits/{fit_id}"))
+
+    def cancel(self, fit_id: str) -> Fit:
+        """``POST /v1/fits/{id}/cancel``: a queued fit is released, a running one stops (its charge is kept)."""
+        return Fit.from_json(self._json("POST", f"/v1/fits/{fit_id}/cancel"))
+
+    def wait(
+        self,
+        fit: Fit | str,
+        *,
+        timeout: float | None = None,
+        poll_interval: float = 0.25,
+        max_poll_interval: float = 2.0,
+        on_progress: Callable[[Fit], None] | None = None,
+        raise_on_failure: bool = True,
+    ) -> Fit:
+        """Poll a fit until it finishes; ``on_progress(fit)`` is called with every state seen.
+
+        Returns the finished fit. Raises :class:`~privfit.client.errors.FitFailedError` if it failed or was
+        cancelled (unless ``raise_on_failure`` is false) and :class:`~privfit.client.errors.WaitTimeoutError`
+        after ``timeout`` seconds (the fit goes on running).
+        """
+        fit_id = fit if isinstance(fit, str) else fit.id
+        deadline = None if timeout is None else time.monotonic() + timeout
+        interval = poll_interval
+        while True:
+            current = self.get_fit(fit_id)
+            if on_progress is not None:
+                on_progress(current)
+            if current.finished:
+                if raise_on_failure and current.status != "succeeded":
+                    raise FitFailedError(current)
+                return current
+            if deadline is not None and time.monotonic() >= deadline:
+                raise WaitTimeoutError(current, timeout or 0.0)
+            pause = interval if deadline is None else max(0.0, min(interval, deadline - time.monotonic()))
+            time.sleep(pause)
+            interval = min(max_poll_interval, interval * 1.5)
+
+    def predict(self, fit_id: str, rows: Sequence[Mapping[str, Any]] | Any) -> Prediction:
+        """``POST /v1/fits/{id}/predict``: predictions for your own rows (dicts by column, or a DataFrame)."""
+        return Prediction.from_json(self._json("POST", f"/v1/fits/{fit_id}/predict", json={"rows": _rows(rows)}))
+
+
+def _error(response: httpx.Response) -> ApiError:
+    try:
+        problem = response.json()
+    except ValueError:
+        problem = None
+    if not isinstance(problem, dict):
+        problem = {"title": response.reason_phrase or "Error", "status": response.status_code,
+                   "detail": response.text[:500]}  # fmt: skip
+    return error_for(response.status_code, problem, method=response.request.method, url=str(response.request.url))
+
+
+def _sleep_retry_after(response: httpx.Response) -> None:
+    """Honour a numeric ``Retry-After`` (capped at 30 s) before the regular back-off."""
+    value = response.headers.get("retry-after", "")
+    if value.isdigit():
+        time.sleep(min(30, int(value)))
+
+
+def _fit_body(
+    dataset_id: str, model: str, solver: str, epsilon: float | None, params: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    privacy = {} if epsilon is None else {"epsilon": float(epsilon)}
+    return {
+        "dataset_id": dataset_id,
+        "model": model,
+        "solver": solver,
+        "privacy": privacy,
+        "params": dict(params or {}),
+    }
+
+
+def _csv_payload(data: CsvSource) -> tuple[str, bytes]:
+    """(file name, CSV bytes) of an upload source."""
+    if hasattr(data, "to_csv"):  # a pandas DataFrame
+        return "dataframe.csv", data.to_csv(index=False).encode()
+    if isinstance(data, str | Path):
+        path = Path(data)
+        return path.name, path.read_bytes()
+    if isinstance(data, bytes):
+        return "data.csv", data
+    if isinstance(data, io.IOBase) or hasattr(data, "read"):
+        content = data.read()
+        return Path(getattr(data, "name", "data.csv")).name, content.encode() if isinstance(content, str) else content
+    raise TypeError("data must be a path, bytes, a binary file or a pandas DataFrame")
+
+
+def _schema_json(schema: SchemaSource) -> str:
+    """The schema as a JSON string (a dict, a JSON string, or a path to a JSON file)."""
+    if isinstance(schema, Mapping):
+        return json.dumps(schema)
+    if isinstance(schema, Path) or (isinstance(schema, str) and not schema.lstrip().startswith("{")):
+        return Path(schema).read_text()
+    return schema
+
+
+def _rows(rows: Sequence[Mapping[str, Any]] | Any) -> list[dict[str, Any]]:
+    """Rows as JSON-ready dicts; a DataFrame's missing values (NaN) become null."""
+    records = rows.to_dict(orient="records") if hasattr(rows, "to_dict") else rows
+    return [{k: _json_value(v) for k, v in dict(record).items()} for record in records]
+
+
+def _json_value(value: Any) -> Any:
+    if hasattr(value, "item"):  # numpy scalars
+        value = value.item()
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value

@@ -1,0 +1,517 @@
+"""The ``privfit`` command's client commands, built on :class:`privfit.client.Client`.
+
+``privfit datasets upload|list|show|delete|grant``, ``privfit fit``, ``privfit estimate``, ``privfit fits
+list|show|wait|cancel``, ``privfit predict``, ``privfit budget``, ``privfit ledger``, ``privfit solvers``,
+``privfit whoami``. The server and key come from ``--url`` / ``--api-key`` or ``PRIVFIT_URL`` /
+``PRIVFIT_API_KEY``. Output is a readable table, or the API's JSON with ``--json``; ``-q`` prints only the id
+of what was created. Errors go to stderr as ``error: <status> <title>: <detail>`` (with ``--json`` the
+problem document also goes to stdout) and the exit status says what happened (:data:`EXIT_CODES`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import math
+import os
+import re
+import sys
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from . import errors
+from ._client import Client
+from .models import ApiObject, Fit
+
+DEFAULT_URL = "http://127.0.0.1:8000"
+
+EXIT_OK = 0
+EXIT_ERROR = 1  # anything unexpected
+EXIT_USAGE = 2  # bad command line or unreadable local file (argparse's own code)
+EXIT_UNAVAILABLE = 3  # the server could not be reached, or answered 5xx
+EXIT_AUTH = 4  # 401 / 403
+EXIT_NOT_FOUND = 5  # 404
+EXIT_CONFLICT = 6  # 409: over budget, fit not finished, Idempotency-Key reused
+EXIT_INVALID = 7  # 400 / 413 / 422: a bad field, parameter, schema or CSV
+EXIT_FIT_FAILED = 8  # --wait: the fit ended failed or cancelled
+EXIT_TIMEOUT = 9  # --wait: the fit did not finish in --timeout seconds
+
+EXIT_CODES: dict[int, str] = {
+    EXIT_OK: "success",
+    EXIT_ERROR: "unexpected error",
+    EXIT_USAGE: "bad command line or unreadable local file",
+    EXIT_UNAVAILABLE: "server unreachable or failing (5xx)",
+    EXIT_AUTH: "missing, invalid or insufficient API key (401, 403)",
+    EXIT_NOT_FOUND: "no such dataset or fit (404)",
+    EXIT_CONFLICT: "refused by the server's state, e.g. privacy budget exceeded (409)",
+    EXIT_INVALID: "invalid request: field, parameter, schema or CSV (400, 413, 422)",
+    EXIT_FIT_FAILED: "the fit ended failed or cancelled (--wait)",
+    EXIT_TIMEOUT: "the fit did not finish within --timeout (--wait)",
+}
+
+
+class UsageError(Exception):
+    """A local mistake (unreadable file, malformed --param): exit status 2."""
+
+
+def exit_code_for(error: BaseException) -> int:
+    """The documented exit status of an error."""
+    if isinstance(error, errors.AuthenticationError | errors.PermissionDeniedError):
+        return EXIT_AUTH
+    if isinstance(error, errors.NotFoundError):
+        return EXIT_NOT_FOUND
+    if isinstance(error, errors.ConflictError):
+        return EXIT_CONFLICT
+    if isinstance(error, errors.BadRequestError | errors.PayloadTooLargeError | errors.InvalidRequestError):
+        return EXIT_INVALID
+    if isinstance(error, errors.TransportError | errors.ServerError | errors.RateLimitedError):
+        return EXIT_UNAVAILABLE
+    if isinstance(error, errors.FitFailedError):
+        return EXIT_FIT_FAILED
+    if isinstance(error, errors.WaitTimeoutError):
+        return EXIT_TIMEOUT
+    if isinstance(error, UsageError | OSError):  # OSError: a local file (httpx's errors are TransportError)
+        return EXIT_USAGE
+    return EXIT_ERROR
+
+
+# --- output ---------------------------------------------------------------------------------------
+class Output:
+    """Where results go: JSON documents, or rich tables on stdout; messages and progress on stderr."""
+
+    def __init__(self, as_json: bool, quiet: bool) -> None:
+        self.as_json, self.quiet = as_json, quiet
+        self.out = Console(highlight=False)
+        if not self.out.is_terminal:  # a pipe or file: wide enough that ids and timestamps stay on one line
+            self.out = Console(highlight=False, width=200)
+        self.err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+    def json(self, document: Any) -> None:
+        print(json.dumps(_plain(document), indent=2, default=str))
+
+    def table(self, title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+        table = Table(title=title, title_justify="left", header_style="bold")
+        for column in columns:
+            table.add_column(column, overflow="fold")
+        for row in rows:
+            table.add_row(*(_cell(value) for value in row))
+        self.out.print(table)
+
+    def fields(self, title: str, pairs: Sequence[tuple[str, Any]]) -> None:
+        self.table(title, ("field", "value"), pairs)
+
+    def message(self, text: str) -> None:
+        self.err.print(text, markup=False)
+
+
+def _plain(document: Any) -> Any:
+    """The API's JSON of typed answers (``raw``), lists of them, or plain values."""
+    if isinstance(document, ApiObject):
+        return document.raw
+    if isinstance(document, list):
+        return [_plain(item) for item in document]
+    return document
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return "∞" if math.isinf(value) else f"{value:.8g}"
+    if isinstance(value, datetime):
+        return value.isoformat(sep=" ", timespec="seconds")
+    if isinstance(value, dict | list):
+        return json.dumps(value)
+    return str(value)
+
+
+# --- commands -------------------------------------------------------------------------------------
+def _datasets_upload(client: Client, args: argparse.Namespace, out: Output) -> int:
+    data = _readable(args.csv)
+    schema = _readable(args.schema)
+    dataset = client.upload_dataset(data, schema, name=args.name)
+    return _show(out, dataset, lambda: _dataset_fields(out, dataset))
+
+
+def _dataset_fields(out: Output, dataset: Any) -> None:
+    out.fields(f"dataset {dataset.name}", [
+        ("id", dataset.id), ("name", dataset.name), ("rows (n)", dataset.n), ("encoded columns (d)", dataset.d),
+        ("row norm bound", dataset.row_norm_bound), ("label bound", dataset.label_bound),
+        ("budget", _budget_text(dataset.schema.get("budget", {}))), ("created", dataset.created_at),
+    ])  # fmt: skip
+
+
+def _budget_text(budget: dict[str, Any]) -> str:
+    return f"ε = {budget.get('epsilon')}, δ = {budget.get('delta')}" if budget else "—"
+
+
+def _datasets_list(client: Client, args: argparse.Namespace, out: Output) -> int:
+    datasets = client.datasets()
+    if out.as_json:
+        out.json(datasets)
+    else:
+        rows = [(d.id, d.name, d.n, d.d, _budget_text(d.schema.get("budget", {})), d.created_at) for d in datasets]
+        out.table("datasets", ("id", "name", "n", "d", "budget", "created"), rows)
+    return EXIT_OK
+
+
+def _datasets_show(client: Client, args: argparse.Namespace, out: Output) -> int:
+    dataset = client.dataset(args.dataset)
+    return _show(out, dataset, lambda: _dataset_fields(out, dataset))
+
+
+def _datasets_delete(client: Client, args: argparse.Namespace, out: Output) -> int:
+    client.delete_dataset(args.dataset)
+    if out.as_json:
+        out.json({"id": args.dataset, "deleted": True})
+    else:
+        out.message(f"dataset {args.dataset} deleted (its rows are purged; its ledger is kept)")
+    return EXIT_OK
+
+
+def _datasets_grant(client: Client, args: argparse.Namespace, out: Output) -> int:
+    client.grant(args.dataset, args.key_id)
+    if out.as_json:
+        out.json({"dataset_id": args.dataset, "api_key_id": args.key_id})
+    else:
+        out.message(f"key {args.key_id} may now fit dataset {args.dataset}")
+    return EXIT_OK
+
+
+def _fit_arguments(args: argparse.Namespace) -> dict[str, Any]:
+    params = dict(_params_json(args.params)) if args.params else {}
+    for item in args.param or ():
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            raise UsageError(f"--param {item!r}: expected NAME=VALUE")
+        params[name] = _param_value(value)
+    return {"model": args.model, "solver": args.solver, "epsilon": args.epsilon, "params": params}
+
+
+def _params_json(text: str) -> dict[str, Any]:
+    source = Path(text[1:]).read_text() if text.startswith("@") else text
+    try:
+        params = json.loads(source)
+    except json.JSONDecodeError as error:
+        raise UsageError(f"--params is not valid JSON: {error}") from None
+    if not isinstance(params, dict):
+        raise UsageError("--params must be a JSON object")
+    return params
+
+
+def _param_value(text: str) -> Any:
+    """A --param value: JSON when it parses (numbers, true/false, lists), else the string itself."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def _estimate(client: Client, args: argparse.Namespace, out: Output) -> int:
+    estimate = client.estimate(args.dataset, **_fit_arguments(args))
+    if out.as_json:
+        out.json(estimate)
+        return EXIT_OK
+    cost = estimate.cost
+    out.fields(f"estimate: {args.solver}/{args.model} on {args.dataset}", [
+        ("fit ε", cost.epsilon if cost else estimate.epsilon), ("δ", cost.delta if cost else None),
+        ("optimal order α", estimate.optimal_order), ("committed ε before", estimate.committed_epsilon_before),
+        ("committed ε after", estimate.committed_epsilon_after),
+        ("remaining ε after", estimate.remaining_epsilon_after), ("budget ε", estimate.epsilon_max),
+        ("admissible", "yes" if estimate.admissible else "no (the ledger would refuse it)"),
+    ])  # fmt: skip
+    return EXIT_OK
+
+
+def _fit(client: Client, args: argparse.Namespace, out: Output) -> int:
+    fit = client.fit(args.dataset, idempotency_key=args.idempotency_key, **_fit_arguments(args))
+    if not args.wait:
+        return _show(out, fit, lambda: _fit_fields(out, fit))
+    if not out.quiet and not out.as_json:
+        out.message(f"fit {fit.id} admitted: ε = {fit.cost.epsilon:.6g} reserved; waiting …")
+    return _wait_and_show(client, fit, args, out)
+
+
+def _wait_and_show(client: Client, fit: Fit, args: argparse.Namespace, out: Output) -> int:
+    with ProgressReporter(out) as report:
+        final = client.wait(fit, timeout=args.timeout, on_progress=report, raise_on_failure=False)
+    code = EXIT_OK if final.status == "succeeded" else EXIT_FIT_FAILED
+    if code != EXIT_OK:
+        out.message(f"error: {errors.FitFailedError(final)}")
+    _show(out, final, lambda: _fit_fields(out, final))
+    return code
+
+
+class ProgressReporter:
+    """A progress bar on stderr (a terminal), or one line per status change / 10 % step (a pipe or file)."""
+
+    def __init__(self, out: Output) -> None:
+        self.out = out
+        self.live = out.err.is_terminal and not out.quiet
+        self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), TaskProgressColumn(),
+                                 TimeElapsedColumn(), console=out.err)  # fmt: skip
+        self.task = self.progress.add_task("queued", total=1.0)
+        self.last: tuple[str, int] | None = None
+
+    def __enter__(self) -> Callable[[Fit], None]:
+        if self.live:
+            self.progress.start()
+        return self.report
+
+    def __exit__(self, *_: object) -> None:
+        if self.live:
+            self.progress.stop()
+
+    def report(self, fit: Fit) -> None:
+        if self.live:
+            self.progress.update(self.task, completed=fit.progress, description=fit.status)
+            return
+        step = (fit.status, int(fit.progress * 10))
+        if not self.out.quiet and step != self.last:
+            self.out.message(f"{fit.status} {fit.progress:.0%}")
+        self.last = step
+
+
+def _fit_fields(out: Output, fit: Fit) -> None:
+    cost = fit.cost
+    pairs: list[tuple[str, Any]] = [
+        ("id", fit.id), ("dataset", fit.dataset_id), ("solver / model", f"{fit.solver} / {fit.model}"),
+        ("status", fit.status), ("progress", f"{fit.progress:.0%}"),
+        ("privacy cost", f"ε = {cost.epsilon:.6g} at δ = {cost.delta:g} (order α = {cost.optimal_order})"
+         if cost else None),
+        ("created", fit.created_at), ("finished", fit.finished_at),
+    ]  # fmt: skip
+    if fit.error:
+        pairs.append(("error", fit.error.get("detail")))
+    out.fields(f"fit {fit.id}", pairs)
+    if fit.result is not None:
+        rows = list(fit.result.coefficient_table().items())
+        if fit.result.intercept is not None:
+            rows.append(("(intercept)", fit.result.intercept))
+        out.table("coefficients", ("feature", "coefficient"), rows)
+
+
+def _fits_list(client: Client, args: argparse.Namespace, out: Output) -> int:
+    fits = client.fits(args.dataset)
+    if out.as_json:
+        out.json(fits)
+    else:
+        rows = [(f.id, f.solver, f.model, f.status, f"{f.progress:.0%}", f.cost.epsilon if f.cost else None,
+                 f.created_at) for f in fits]  # fmt: skip
+        out.table(f"fits of {args.dataset}", ("id", "solver", "model", "status", "progress", "ε", "created"), rows)
+    return EXIT_OK
+
+
+def _fits_show(client: Client, args: argparse.Namespace, out: Output) -> int:
+    fit = client.get_fit(args.fit)
+    return _show(out, fit, lambda: _fit_fields(out, fit))
+
+
+def _fits_wait(client: Client, args: argparse.Namespace, out: Output) -> int:
+    return _wait_and_show(client, client.get_fit(args.fit), args, out)
+
+
+def _fits_cancel(client: Client, args: argparse.Namespace, out: Output) -> int:
+    fit = client.cancel(args.fit)
+    return _show(out, fit, lambda: _fit_fields(out, fit))
+
+
+def _predict(client: Client, args: argparse.Namespace, out: Output) -> int:
+    prediction = client.predict(args.fit, _read_rows(args.rows))
+    if out.as_json:
+        out.json(prediction)
+    else:
+        pairs = zip(prediction.scores, prediction.predictions, strict=True)
+        out.table(f"predictions of fit {args.fit}", ("row", "score", "prediction"),
+                  [(i, score, label) for i, (score, label) in enumerate(pairs)])  # fmt: skip
+    return EXIT_OK
+
+
+def _read_rows(source: str) -> list[dict[str, Any]]:
+    """Rows from a JSON file (a list of objects, or ``{"rows": [...]}``) or a CSV file with a header; ``-`` is
+    stdin (JSON, or CSV when it does not start with ``[`` / ``{``)."""
+    text = sys.stdin.read() if source == "-" else _readable(source).read_text()
+    stripped = text.lstrip()
+    if stripped.startswith(("[", "{")):
+        try:
+            document = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise UsageError(f"--rows: invalid JSON: {error}") from None
+        rows = document.get("rows") if isinstance(document, dict) else document
+        if not isinstance(rows, list):
+            raise UsageError('--rows: expected a JSON list of objects or {"rows": [...]}')
+        return rows
+    return [{k: _csv_value(v) for k, v in row.items()} for row in csv.DictReader(io.StringIO(text))]
+
+
+def _csv_value(text: str) -> Any:
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
+def _budget(client: Client, args: argparse.Namespace, out: Output) -> int:
+    budget = client.budget(args.dataset)
+    if out.as_json:
+        out.json(budget)
+        return EXIT_OK
+    out.fields(f"budget of {args.dataset}", [
+        ("ε budget", budget.epsilon_max), ("δ", budget.delta_max), ("charged ε", budget.charged_epsilon),
+        ("reserved ε (running fits)", budget.reserved_epsilon), ("committed ε", budget.committed_epsilon),
+        ("remaining ε", budget.remaining_epsilon), ("ledger entries", budget.entries),
+        ("order grid", budget.grid_name),
+    ])  # fmt: skip
+    return EXIT_OK
+
+
+def _ledger(client: Client, args: argparse.Namespace, out: Output) -> int:
+    if args.all:
+        entries = list(client.iter_ledger(args.dataset))
+    else:
+        entries = client.ledger(args.dataset, limit=args.limit, offset=args.offset).entries
+    if out.as_json:
+        out.json(entries)
+    else:
+        rows = [(e.id, e.created_at, e.kind, e.job_id, e.epsilon, e.committed_epsilon_after, e.description)
+                for e in entries]  # fmt: skip
+        out.table(f"ledger of {args.dataset}", ("#", "time", "kind", "fit", "ε", "committed ε after", "what"), rows)
+    return EXIT_OK
+
+
+def _solvers(client: Client, args: argparse.Namespace, out: Output) -> int:
+    solvers = client.solvers()
+    if out.as_json:
+        out.json(solvers)
+    else:
+        rows = [(s.name, ", ".join(s.models), re.split(r": |; | — ", s.description)[0]) for s in solvers]
+        out.table("solvers", ("solver", "models", "what it is"), rows)
+    return EXIT_OK
+
+
+def _whoami(client: Client, args: argparse.Namespace, out: Output) -> int:
+    me = client.me()
+    return _show(out, me, lambda: out.fields("API key", [("key id", me.key_id), ("role", me.role), ("name", me.name)]))
+
+
+def _show(out: Output, item: Any, table: Callable[[], None]) -> int:
+    """Print a created or fetched object: its id (``-q``), its JSON (``--json``) or its table."""
+    if out.quiet:
+        print(item.id)
+    elif out.as_json:
+        out.json(item)
+    else:
+        table()
+    return EXIT_OK
+
+
+def _readable(path: str) -> Path:
+    file = Path(path)
+    if not file.is_file():
+        raise UsageError(f"{path}: no such file")
+    return file
+
+
+# --- parser ---------------------------------------------------------------------------------------
+def add_client_commands(commands: argparse._SubParsersAction) -> None:
+    """Register the client commands on the ``privfit`` parser's subcommands."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--url", default=None, help=f"service URL (default: $PRIVFIT_URL or {DEFAULT_URL})")
+    common.add_argument("--api-key", default=None, help="API key (default: $PRIVFIT_API_KEY)")
+    common.add_argument("--json", action="store_true", help="print the API's JSON instead of tables")
+    common.add_argument("-q", "--quiet", action="store_true", help="print only the id of what was created")
+    common.add_argument("--request-timeout", type=float, default=60.0, help="seconds per HTTP request")
+
+    def command(parent: argparse._SubParsersAction, name: str, handler: Callable[..., int], help_text: str):  # type: ignore[no-untyped-def]
+        parser = parent.add_parser(name, parents=[common], help=help_text, description=help_text)
+        parser.set_defaults(handler=_client_handler(handler), client_command=True)
+        return parser
+
+    datasets = commands.add_parser("datasets", help="upload, list, show, delete and share datasets")
+    sub = datasets.add_subparsers(dest="datasets_command", required=True)
+    upload = command(sub, "upload", _datasets_upload, "upload a CSV with its public schema and budget (owners)")
+    upload.add_argument("csv", help="the CSV file")
+    upload.add_argument("--schema", required=True, help="the schema JSON file (label, features, missing, budget)")
+    upload.add_argument("--name", default=None, help="a display name (default: the file name)")
+    command(sub, "list", _datasets_list, "the datasets this key may see")
+    command(sub, "show", _datasets_show, "a dataset's public metadata").add_argument("dataset")
+    command(sub, "delete", _datasets_delete, "purge a dataset's rows (owners; the ledger is kept)").add_argument(
+        "dataset"
+    )
+    grant = command(sub, "grant", _datasets_grant, "let an analyst key fit a dataset (owners)")
+    grant.add_argument("dataset")
+    grant.add_argument("key_id", help="the analyst key's id (not its secret)")
+
+    for name, handler, help_text in (
+        ("fit", _fit, "request a fit (the ledger admits or refuses it); --wait shows progress until it finishes"),
+        ("estimate", _estimate, "what a fit would cost and what would remain; nothing is charged"),
+    ):
+        parser = command(commands, name, handler, help_text)
+        parser.add_argument("dataset")
+        parser.add_argument(
+            "--model", default="logistic", help="logistic | linear | huber | svm | … (default logistic)"
+        )
+        parser.add_argument("--solver", default="dp_gd", help="a solver from `privfit solvers` (default dp_gd)")
+        parser.add_argument("--epsilon", type=float, default=None, help="target ε of this fit at the dataset's δ")
+        parser.add_argument("--param", action="append", metavar="NAME=VALUE", help="a solver parameter (repeatable)")
+        parser.add_argument("--params", default=None, help="solver parameters as a JSON object, or @file.json")
+        if name == "fit":
+            parser.add_argument("--wait", action="store_true", help="wait for the fit, with a progress bar")
+            parser.add_argument("--timeout", type=float, default=None, help="with --wait: give up after S seconds")
+            parser.add_argument("--idempotency-key", default=None, help="reuse to make a retried request safe")
+
+    fits = commands.add_parser("fits", help="list, show, wait for and cancel fits")
+    sub = fits.add_subparsers(dest="fits_command", required=True)
+    command(sub, "list", _fits_list, "the fits of a dataset").add_argument("dataset")
+    command(sub, "show", _fits_show, "a fit's status, cost and result").add_argument("fit")
+    wait = command(sub, "wait", _fits_wait, "wait for a fit to finish, with a progress bar")
+    wait.add_argument("fit")
+    wait.add_argument("--timeout", type=float, default=None, help="give up after S seconds")
+    command(sub, "cancel", _fits_cancel, "cancel a queued or running fit").add_argument("fit")
+
+    predict = command(commands, "predict", _predict, "predict with a finished fit on your own rows")
+    predict.add_argument("fit")
+    predict.add_argument("--rows", required=True, help="a JSON (list of objects) or CSV file of rows; - for stdin")
+    command(commands, "budget", _budget, "a dataset's budget: spent, reserved, remaining ε").add_argument("dataset")
+    ledger = command(commands, "ledger", _ledger, "a dataset's ledger entries, oldest first")
+    ledger.add_argument("dataset")
+    ledger.add_argument("--limit", type=int, default=100)
+    ledger.add_argument("--offset", type=int, default=0)
+    ledger.add_argument("--all", action="store_true", help="every entry (all pages)")
+    command(commands, "solvers", _solvers, "the solvers and the models each fits")
+    command(commands, "whoami", _whoami, "the API key's id, role and name")
+
+
+def _client_handler(handler: Callable[[Client, argparse.Namespace, Output], int]) -> Callable[..., int]:
+    """Wrap a command: build the client, run it, turn every error into a message and its exit status."""
+
+    def run(args: argparse.Namespace) -> int:
+        out = Output(as_json=args.json, quiet=args.quiet)
+        url = args.url or os.environ.get("PRIVFIT_URL") or DEFAULT_URL
+        api_key = args.api_key or os.environ.get("PRIVFIT_API_KEY")
+        try:
+            with Client(url, api_key, timeout=args.request_timeout) as client:
+                return handler(client, args, out)
+        except (errors.PrivfitError, UsageError, OSError) as error:
+            if isinstance(error, errors.ApiError) and out.as_json:
+                out.json(error.problem)
+            out.message(f"error: {error}" + _hint(error, api_key))
+            return exit_code_for(error)
+
+    return run
+
+
+def _hint(error: BaseException, api_key: str | None) -> str:
+    if isinstance(error, errors.AuthenticationError) and not api_key:
+        return "\n(no API key given: pass --api-key or set PRIVFIT_API_KEY)"
+    if isinstance(error, errors.BudgetExceededError) and error.remaining_epsilon is not None:
+        return f"\n(remaining ε on this dataset: {error.remaining_epsilon:.6g})"
+    return ""

@@ -1,0 +1,253 @@
+"""Typed views of the v1 API's JSON answers.
+
+Each is a frozen dataclass built by :meth:`ApiObject.from_json`: the documented members become attributes
+(timestamps as :class:`datetime`, ``null`` RDP entries as ``math.inf``), and the whole answer stays in ``raw`` so
+that members a newer server adds are never lost.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, fields
+from datetime import datetime
+from typing import Any, ClassVar, Self
+
+FINISHED_STATUSES = frozenset({"succeeded", "failed", "cancelled"})
+
+
+def _timestamp(value: Any) -> datetime | None:
+    if value is None or isinstance(value, datetime):
+        return value
+    return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+
+
+def _curve(values: Any) -> list[float] | None:
+    """An RDP curve: JSON ``null`` stands for +∞ (an order at which the mechanism has no finite bound)."""
+    if values is None:
+        return None
+    return [math.inf if v is None else float(v) for v in values]
+
+
+@dataclass(frozen=True)
+class ApiObject:
+    """Base of the typed answers: ``from_json`` fills the declared fields, ``raw`` keeps the full answer."""
+
+    raw: dict[str, Any] = field(repr=False, compare=False)
+
+    _timestamps: ClassVar[tuple[str, ...]] = ()
+    _curves: ClassVar[tuple[str, ...]] = ()
+    _nested: ClassVar[dict[str, type[ApiObject]]] = {}
+    _nested_lists: ClassVar[dict[str, type[ApiObject]]] = {}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Self:
+        values: dict[str, Any] = {"raw": data}
+        for spec in fields(cls):
+            if spec.name == "raw" or spec.name not in data:
+                continue
+            value = data[spec.name]
+            if spec.name in cls._timestamps:
+                value = _timestamp(value)
+            elif spec.name in cls._curves:
+                value = _curve(value)
+            elif spec.name in cls._nested and value is not None:
+                value = cls._nested[spec.name].from_json(value)
+            elif spec.name in cls._nested_lists and value is not None:
+                value = [cls._nested_lists[spec.name].from_json(item) for item in value]
+            values[spec.name] = value
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class Me(ApiObject):
+    """``GET /v1/me``: the caller's key."""
+
+    key_id: str = ""
+    role: str = ""
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class CreatedKey(ApiObject):
+    """``POST /v1/keys``: a new key; ``key`` is shown only this once."""
+
+    key_id: str = ""
+    role: str = ""
+    name: str = ""
+    key: str = ""
+
+
+@dataclass(frozen=True)
+class Dataset(ApiObject):
+    """A dataset's public metadata (never row values)."""
+
+    _timestamps: ClassVar[tuple[str, ...]] = ("created_at",)
+
+    id: str = ""
+    name: str = ""
+    n: int = 0
+    d: int = 0
+    feature_names: list[str] = field(default_factory=list)
+    row_norm_bound: float = 0.0
+    label_bound: float = 0.0
+    schema: dict[str, Any] = field(default_factory=dict)
+    created_at: datetime | None = None
+    owner_key_id: str = ""
+    content_hash: str | None = None
+
+
+@dataclass(frozen=True)
+class Budget(ApiObject):
+    """``GET /v1/datasets/{id}/budget``: limits, charged / reserved / committed / remaining ε, the spent curve."""
+
+    _curves: ClassVar[tuple[str, ...]] = ("committed_rdp",)
+
+    dataset_id: str = ""
+    epsilon_max: float = 0.0
+    delta_max: float = 0.0
+    grid_name: str = ""
+    orders: list[float] = field(default_factory=list)
+    charged_epsilon: float = 0.0
+    reserved_epsilon: float = 0.0
+    committed_epsilon: float = 0.0
+    committed_optimal_order: float = 0.0
+    remaining_epsilon: float = 0.0
+    committed_rdp: list[float] = field(default_factory=list)
+    committed_extra_delta: float = 0.0
+    committed_approx_delta: float = 0.0
+    entries: int = 0
+
+
+@dataclass(frozen=True)
+class LedgerEntry(ApiObject):
+    """One ledger row: a reservation, the charge that settles it, or a release."""
+
+    _timestamps: ClassVar[tuple[str, ...]] = ("created_at",)
+    _curves: ClassVar[tuple[str, ...]] = ("rdp",)
+
+    id: int = 0
+    job_id: str | None = None
+    kind: str = ""
+    epsilon: float = 0.0
+    optimal_order: float | None = None
+    extra_delta: float = 0.0
+    approx_delta: float = 0.0
+    committed_epsilon_after: float = 0.0
+    description: str = ""
+    created_at: datetime | None = None
+    rdp: list[float] | None = None
+
+
+@dataclass(frozen=True)
+class LedgerPage(ApiObject):
+    """``GET /v1/datasets/{id}/ledger``: one page of entries, oldest first."""
+
+    _nested_lists: ClassVar[dict[str, type[ApiObject]]] = {"entries": LedgerEntry}
+
+    dataset_id: str = ""
+    total: int = 0
+    limit: int = 0
+    offset: int = 0
+    entries: list[LedgerEntry] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Cost(ApiObject):
+    """A fit's exact privacy cost: its own ε at the dataset's δ, the order, and its RDP curve."""
+
+    _curves: ClassVar[tuple[str, ...]] = ("rdp",)
+
+    epsilon: float = 0.0
+    delta: float = 0.0
+    optimal_order: float | None = None
+    at_grid_edge: bool = False
+    grid: str = ""
+    extra_delta: float = 0.0
+    approx_delta: float = 0.0
+    rdp: list[float] = field(default_factory=list)
+    formula_version: str = ""
+
+
+@dataclass(frozen=True)
+class Estimate(ApiObject):
+    """``POST /v1/fits/estimate``: what a proposed fit would cost and what would remain; nothing is charged."""
+
+    _nested: ClassVar[dict[str, type[ApiObject]]] = {"cost": Cost}
+
+    dataset_id: str = ""
+    cost: Cost | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
+    epsilon: float = 0.0
+    optimal_order: float | None = None
+    committed_epsilon_before: float = 0.0
+    committed_epsilon_after: float = 0.0
+    remaining_epsilon_after: float = 0.0
+    admissible: bool = False
+    epsilon_max: float = 0.0
+
+
+@dataclass(frozen=True)
+class FitResult(ApiObject):
+    """A succeeded fit's release: the parameters and data-independent metadata."""
+
+    solver: str = ""
+    model: str = ""
+    coefficients: list[float] = field(default_factory=list)
+    intercept: float | None = None
+    feature_names: list[str] | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    predictor: bool = True
+
+    def coefficient_table(self) -> dict[str, float]:
+        """Coefficients by feature name (positional names when the fit has none)."""
+        names = self.feature_names or [f"x{i}" for i in range(len(self.coefficients))]
+        return dict(zip(names, self.coefficients, strict=True))
+
+
+@dataclass(frozen=True)
+class Fit(ApiObject):
+    """A fit job: its status, data-independent progress, cost and, once succeeded, its result."""
+
+    _timestamps: ClassVar[tuple[str, ...]] = ("created_at", "started_at", "finished_at")
+    _nested: ClassVar[dict[str, type[ApiObject]]] = {"cost": Cost, "result": FitResult}
+
+    id: str = ""
+    dataset_id: str = ""
+    solver: str = ""
+    model: str = ""
+    status: str = ""
+    progress: float = 0.0
+    cancel_requested: bool = False
+    created_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
+    cost: Cost | None = None
+    result: FitResult | None = None
+    error: dict[str, Any] | None = None
+
+    @property
+    def finished(self) -> bool:
+        """Succeeded, failed or cancelled: the status will not change again."""
+        return self.status in FINISHED_STATUSES
+
+
+@dataclass(frozen=True)
+class Prediction(ApiObject):
+    """``POST /v1/fits/{id}/predict``: scores ⟨θ, x⟩ + b and decoded predictions, one per row."""
+
+    fit_id: str = ""
+    n: int = 0
+    scores: list[float] = field(default_factory=list)
+    predictions: list[Any] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class SolverInfo(ApiObject):
+    """``GET /v1/solvers``: a solver, the models it fits and its parameters' JSON schema."""
+
+    name: str = ""
+    description: str = ""
+    models: list[str] = field(default_factory=list)
+    formula_version: str = ""
+    params_schema: dict[str, Any] = field(default_factory=dict)

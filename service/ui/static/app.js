@@ -1,0 +1,1000 @@
+// privfit dashboard: hash router and views (login, datasets, dataset, fit).
+//
+// The page is a static shell; every datum comes from the v1 API with the key kept in sessionStorage (api.js).
+// Views are rebuilt on navigation; a "generation" counter retires the timers and late responses of the view
+// that was left, so polling stops as soon as the user navigates away.
+
+import { ApiError, allLedgerEntries, api, clearSession, getSession, login, onUnauthorized } from "./api.js";
+import { budgetGauge, burndownChart, burndownSeries, rdpChart, svg } from "./charts.js";
+import {
+  el, fmtClock, fmtDelta, fmtDuration, fmtInt, fmtNumber, fmtOrder, fmtTime, num, replace, shortId,
+} from "./dom.js";
+
+const POLL_MS = 1000;
+const ACTIVE = new Set(["queued", "running"]);
+
+const viewRoot = document.getElementById("view");
+const banner = document.getElementById("error-banner");
+
+/** Incremented on each navigation: async work started by an older view checks it and stops. */
+let generation = 0;
+/** Timers of the current view, cleared on navigation. */
+const timers = new Set();
+/** Where to go after logging in (the route the user asked for). */
+let afterLogin = "#/datasets";
+
+// ---------------------------------------------------------------------------------------------------------
+// banner, session header, small widgets
+
+/**
+ * Show an API error (or any error) in the banner with the problem's title and detail.
+ * @param {unknown} error
+ */
+function showError(error) {
+  const title = error instanceof ApiError ? error.title : "Error";
+  const detail = error instanceof ApiError ? error.detail : String(error && error.message ? error.message : error);
+  document.getElementById("error-title").textContent = error instanceof ApiError && error.status
+    ? `${title} (HTTP ${error.status})` : title;
+  document.getElementById("error-detail").textContent = detail;
+  banner.hidden = false;
+}
+
+/** Hide the banner. */
+function clearError() {
+  banner.hidden = true;
+}
+
+/** Show or hide the session box and navigation according to the stored session. */
+function renderSessionHeader() {
+  const session = getSession();
+  document.getElementById("session").hidden = !session;
+  document.getElementById("topnav").hidden = !session;
+  if (session) {
+    document.getElementById("session-name").textContent = session.me.name || `key ${shortId(session.me.key_id)}`;
+    const role = document.getElementById("session-role");
+    role.textContent = session.me.role;
+    role.className = `role-badge role-${session.me.role}`;
+  }
+}
+
+/**
+ * A status badge for a fit.
+ * @param {string} status queued | running | succeeded | failed | cancelled
+ * @param {string} [testid]
+ * @returns {HTMLElement}
+ */
+function statusBadge(status, testid = "fit-status") {
+  return el("span", { class: `status status-${status}`, "data-testid": testid, text: status });
+}
+
+/**
+ * A progress bar with its percentage.
+ * @param {number} progress 0..1
+ * @param {string} [testid]
+ * @returns {HTMLElement}
+ */
+function progressBar(progress, testid = "fit-progress") {
+  const value = Math.max(0, Math.min(1, Number(progress) || 0));
+  const pct = `${Math.round(100 * value)}%`;
+  return el("div", { class: "progress", "data-testid": testid, "data-progress": value },
+    el("progress", { max: 1, value, "aria-label": `progress ${pct}` }),
+    el("span", { class: "progress-text", "data-testid": `${testid}-text`, text: pct }));
+}
+
+/**
+ * A labelled figure (stat tile).
+ * @param {string} label
+ * @param {Node} value
+ * @param {string} [hint]
+ * @param {string} [extraClass]
+ * @returns {HTMLElement}
+ */
+function stat(label, value, hint, extraClass = "") {
+  return el("div", { class: `stat ${extraClass}` },
+    el("div", { class: "stat-label", text: label }),
+    el("div", { class: "stat-value" }, value),
+    hint ? el("div", { class: "stat-hint" }, hint) : null);
+}
+
+/**
+ * A definition list from [label, value] pairs.
+ * @param {Array<[string, Node|string]>} rows
+ * @param {string} [testid]
+ * @returns {HTMLElement}
+ */
+function facts(rows, testid) {
+  return el("dl", { class: "facts", "data-testid": testid },
+    rows.map(([label, value]) => [el("dt", { text: label }), el("dd", {}, value)]));
+}
+
+/**
+ * A view-level error state (404/403 and the like) with a way back.
+ * @param {ApiError|Error} error
+ * @returns {HTMLElement}
+ */
+function errorState(error) {
+  const title = error instanceof ApiError ? error.title : "Something went wrong";
+  const detail = error instanceof ApiError ? error.detail : String(error.message || error);
+  const status = error instanceof ApiError ? error.status : 0;
+  const explain = status === 404
+    ? "It does not exist, or this API key has not been granted access to it."
+    : status === 403 ? "This API key's role does not allow this." : "";
+  return el("section", { class: "panel empty-state", "data-testid": "view-error", "data-status": status },
+    el("h1", { "data-testid": "view-error-title", text: status ? `${title} (HTTP ${status})` : title }),
+    el("p", { "data-testid": "view-error-detail", text: detail }),
+    explain ? el("p", { class: "muted", text: explain }) : null,
+    el("a", { class: "button", href: "#/datasets", text: "Back to datasets" }));
+}
+
+/**
+ * Run `fn` after `ms` unless the view has changed meanwhile.
+ * @param {number} token The generation of the view that schedules.
+ * @param {() => void} fn
+ * @param {number} ms
+ */
+function later(token, fn, ms) {
+  const id = setTimeout(() => {
+    timers.delete(id);
+    if (token === generation) fn();
+  }, ms);
+  timers.add(id);
+}
+
+/**
+ * A random UUID for the Idempotency-Key header (crypto.randomUUID needs a secure context; plain-HTTP
+ * deployments fall back to getRandomValues).
+ * @returns {string}
+ */
+function newIdempotencyKey() {
+  if (typeof crypto.randomUUID === "function") return crypto.randomUUID();
+  const bytes = crypto.getRandomValues(new Uint8Array(16));
+  bytes[6] = (bytes[6] & 0x0f) | 0x40;
+  bytes[8] = (bytes[8] & 0x3f) | 0x80;
+  const hex = [...bytes].map((b) => b.toString(16).padStart(2, "0")).join("");
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// login
+
+/**
+ * The login view: an API key field checked against GET /v1/me.
+ * @param {string} [notice] A message to show in the form (e.g. why the stored key was dropped).
+ */
+function renderLogin(notice) {
+  const input = el("input", {
+    id: "login-key", "data-testid": "login-key", type: "password", autocomplete: "off", spellcheck: "false",
+    placeholder: "pf_…", required: true,
+  });
+  const error = el("p", { class: "form-error", id: "login-error", "data-testid": "login-error", role: "alert" });
+  error.hidden = !notice;
+  if (notice) error.textContent = notice;
+  const button = el("button", { type: "submit", class: "button button-primary", id: "login-submit",
+    "data-testid": "login-submit", text: "Log in" });
+  const form = el("form", { class: "login-form", id: "login-form", "data-testid": "login-form" },
+    el("label", { for: "login-key", text: "API key" }), input, error, button);
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    error.hidden = true;
+    button.disabled = true;
+    try {
+      await login(input.value.trim());
+      renderSessionHeader();
+      const target = afterLogin;
+      afterLogin = "#/datasets";
+      if (location.hash === target) render();
+      else location.hash = target;
+    } catch (failure) {
+      error.textContent = failure instanceof ApiError
+        ? `${failure.title}: ${failure.detail}` : String(failure.message || failure);
+      error.hidden = false;
+      button.disabled = false;
+      input.select();
+    }
+  });
+  replace(viewRoot, el("section", { class: "login-card panel", "data-testid": "login-view" },
+    el("h1", { text: "Sign in to privfit" }),
+    el("p", { class: "muted", text: "Paste an API key (owner, analyst or admin). The dashboard shows exactly what "
+      + "this key may read through the API." }),
+    form,
+    el("p", { class: "fineprint", text: "The key is checked with GET /v1/me and kept in this tab's session "
+      + "storage only: it is gone when the tab closes, and “Log out” forgets it." })));
+  input.focus();
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// datasets list
+
+/** The datasets visible to the key, each with its budget gauge. */
+async function renderDatasets() {
+  const token = generation;
+  replace(viewRoot, el("p", { class: "loading", text: "Loading datasets…" }));
+  const datasets = await api("/v1/datasets");
+  if (token !== generation) return;
+  const role = getSession().me.role;
+  const head = el("div", { class: "page-head" },
+    el("div", {},
+      el("h1", { text: "Datasets" }),
+      el("p", { class: "muted", "data-testid": "datasets-count",
+        text: `${datasets.length} dataset${datasets.length === 1 ? "" : "s"} visible to this key` })));
+  if (datasets.length === 0) {
+    const hint = role === "analyst"
+      ? "No dataset has been shared with this analyst key yet. A dataset's owner grants access with "
+        + "POST /v1/datasets/{id}/grants and this key's id."
+      : role === "owner" ? "This key has not uploaded any dataset yet (POST /v1/datasets with a CSV and its schema)."
+        : "No dataset has been uploaded yet.";
+    replace(viewRoot, head, el("section", { class: "panel empty-state", "data-testid": "datasets-empty" },
+      el("h2", { text: "No datasets" }), el("p", { text: hint })));
+    return;
+  }
+  const grid = el("div", { class: "dataset-grid", "data-testid": "dataset-list" });
+  replace(viewRoot, head, grid);
+  for (const dataset of datasets) {
+    const gaugeSlot = el("div", { class: "gauge-slot" }, el("p", { class: "loading", text: "Loading budget…" }));
+    const features = dataset.feature_names || [];
+    const shown = features.slice(0, 6);
+    grid.append(el("a", {
+      class: "panel dataset-card", href: `#/datasets/${encodeURIComponent(dataset.id)}`,
+      "data-testid": `dataset-card-${dataset.id}`, "data-dataset-id": dataset.id,
+    },
+    el("div", { class: "card-head" },
+      el("h2", { class: "dataset-name", "data-testid": "dataset-name", text: dataset.name }),
+      el("span", { class: "muted small", text: fmtTime(dataset.created_at) })),
+    el("p", { class: "dataset-meta" },
+      el("span", { "data-testid": "dataset-n", "data-value": dataset.n, text: fmtInt(dataset.n) }), " rows · ",
+      el("span", { "data-testid": "dataset-d", "data-value": dataset.d, text: fmtInt(dataset.d) }), " features"),
+    el("div", { class: "chips" }, shown.map((f) => el("span", { class: "chip", text: f })),
+      features.length > shown.length ? el("span", { class: "chip chip-more", text: `+${features.length - shown.length}` })
+        : null),
+    gaugeSlot));
+    api(`/v1/datasets/${encodeURIComponent(dataset.id)}/budget`).then((budget) => {
+      if (token === generation) replace(gaugeSlot, budgetGauge(budget));
+    }, (error) => {
+      if (token === generation) replace(gaugeSlot, el("p", { class: "form-error", text: `Budget unavailable: ${error.detail || error.message}` }));
+    });
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// dataset page
+
+/**
+ * Fetch the object a page is about; on 404/403 show the readable error state instead and return null (also null
+ * when the user has navigated away meanwhile). Other errors propagate to the banner.
+ * @param {string} path The API path, e.g. "/v1/fits/<id>".
+ * @param {number} token The view generation the caller started with.
+ * @returns {Promise<object|null>}
+ */
+async function fetchOrShowMissing(path, token) {
+  try {
+    return await api(path);
+  } catch (error) {
+    if (token !== generation) return null;
+    if (error instanceof ApiError && (error.status === 404 || error.status === 403)) {
+      showError(error);
+      replace(viewRoot, errorState(error));
+      return null;
+    }
+    throw error;
+  }
+}
+
+/**
+ * The dataset page: budget figures and gauge, burn-down chart, spent RDP curve, fits (polled while any is
+ * active) and, for owners and analysts, the estimate / run form.
+ * @param {string} datasetId
+ */
+async function renderDataset(datasetId) {
+  const token = generation;
+  const id = encodeURIComponent(datasetId);
+  const role = getSession().me.role;
+  const canFit = role === "owner" || role === "analyst";
+  replace(viewRoot, el("p", { class: "loading", text: "Loading dataset…" }));
+  const dataset = await fetchOrShowMissing(`/v1/datasets/${id}`, token);
+  if (!dataset) return;
+  const [solvers, fits] = await Promise.all([
+    canFit ? api("/v1/solvers") : Promise.resolve([]),
+    api(`/v1/fits?dataset_id=${id}`),
+  ]);
+  if (token !== generation) return;
+
+  const budgetSlot = el("div", { class: "budget-body" }, el("p", { class: "loading", text: "Loading budget…" }));
+  const burndownSlot = el("div", { class: "chart-slot", "data-testid": "burndown-slot" });
+  const rdpSlot = el("div", { class: "chart-slot", "data-testid": "rdp-slot" });
+  const rdpNote = el("p", { class: "chart-note", "data-testid": "rdp-note" });
+  const ledgerNote = el("p", { class: "chart-note", "data-testid": "ledger-note" });
+  const ledgerSlot = el("div", { class: "table-wrap" });
+  const fitsBody = el("tbody", { "data-testid": "fits-body" });
+  const fitsEmpty = el("p", { class: "muted empty-row", "data-testid": "fits-empty",
+    text: "No fits yet. Estimate one and run it with the form." });
+
+  replace(viewRoot,
+    el("nav", { class: "crumbs", "aria-label": "breadcrumb" },
+      el("a", { href: "#/datasets", text: "Datasets" }), el("span", { text: "/" }),
+      el("span", { text: dataset.name })),
+    el("div", { class: "page-head" },
+      el("div", {},
+        el("h1", { "data-testid": "dataset-title", text: dataset.name }),
+        el("p", { class: "muted" },
+          el("span", { "data-testid": "dataset-n", "data-value": dataset.n, text: fmtInt(dataset.n) }), " rows · ",
+          el("span", { "data-testid": "dataset-d", "data-value": dataset.d, text: fmtInt(dataset.d) }),
+          " features · registered ", fmtTime(dataset.created_at)),
+        el("p", { class: "muted small mono", text: `id ${dataset.id}` }))),
+    el("section", { class: "panel", "data-testid": "budget-panel" },
+      el("div", { class: "panel-head" }, el("h2", { text: "Privacy budget" }),
+        el("span", { class: "muted small", text: "(ε, δ)-DP from the composed Rényi-DP curve of every admitted fit" })),
+      budgetSlot),
+    el("div", { class: "grid-2" },
+      el("section", { class: "panel" },
+        el("div", { class: "panel-head" }, el("h2", { text: "Budget burn-down" }),
+          el("span", { class: "muted small", text: "remaining ε after each ledger entry" })),
+        burndownSlot,
+        el("div", { class: "legend" },
+          el("span", { class: "key key-start", text: "registered" }),
+          el("span", { class: "key key-reservation", text: "reservation" }),
+          el("span", { class: "key key-charge", text: "charge" }),
+          el("span", { class: "key key-release", text: "release" }),
+          el("span", { class: "key key-max", text: "ε_max" })),
+        ledgerNote),
+      el("section", { class: "panel" },
+        el("div", { class: "panel-head" }, el("h2", { text: "Spent RDP curve" }),
+          el("span", { class: "muted small", text: "committed ε(α) by Rényi order" })),
+        rdpSlot, rdpNote)),
+    el("div", { class: "grid-fits" },
+      el("div", { class: "column" },
+        el("section", { class: "panel", "data-testid": "fits-panel" },
+          el("div", { class: "panel-head" }, el("h2", { text: "Fits" }),
+            el("span", { class: "muted small", "data-testid": "fits-polling", text: "" })),
+          el("div", { class: "table-wrap" },
+            el("table", { class: "table fits-table", "data-testid": "fits-table" },
+              el("thead", {}, el("tr", {},
+                ["Fit", "Solver · model", "ε", "Status", "Progress", "Created", ""].map((h) => el("th", { text: h })))),
+              fitsBody)),
+          fitsEmpty),
+        el("section", { class: "panel", "data-testid": "ledger-panel" },
+          el("div", { class: "panel-head" }, el("h2", { text: "Ledger" }),
+            el("span", { class: "muted small", text: "append-only; newest first" })),
+          ledgerSlot)),
+      canFit ? estimatePanel() : el("section", { class: "panel", "data-testid": "estimate-unavailable" },
+        el("h2", { text: "Estimate & run" }),
+        el("p", { class: "muted", text: `A ${role} key reads budgets and ledgers; fits are estimated and requested `
+          + "by owner and analyst keys." }))));
+
+  // --- budget, burn-down, RDP curve --------------------------------------------------------------------
+  let budgetRequest = null;
+  /** Reload the budget and the ledger and redraw their views (coalesces concurrent calls). */
+  function refreshBudget() {
+    if (budgetRequest) return budgetRequest;
+    budgetRequest = Promise.all([api(`/v1/datasets/${id}/budget`), allLedgerEntries(datasetId)])
+      .then(([budget, entries]) => {
+        if (token === generation) drawBudget(budget, entries);
+      }, (error) => {
+        if (token === generation) showError(error);
+      })
+      .finally(() => { budgetRequest = null; });
+    return budgetRequest;
+  }
+
+  /**
+   * @param {object} budget
+   * @param {object[]} entries
+   */
+  function drawBudget(budget, entries) {
+    const committedHint = budget.committed_epsilon > 0 ? `at α = ${fmtOrder(budget.committed_optimal_order)}` : "";
+    replace(budgetSlot,
+      el("div", { class: "stats" },
+        stat("ε max", num(budget.epsilon_max, "budget-epsilon-max")),
+        stat("δ", num(budget.delta_max, "budget-delta", fmtDelta)),
+        stat("Charged ε", num(budget.charged_epsilon, "budget-charged"), "fits that have started"),
+        stat("Reserved ε", num(budget.reserved_epsilon, "budget-reserved"), "queued, not yet started"),
+        stat("Committed ε", num(budget.committed_epsilon, "budget-committed"), committedHint),
+        stat("Remaining ε", num(budget.remaining_epsilon, "budget-remaining"), "ε max − committed", "stat-key")),
+      budgetGauge(budget));
+    const series = burndownSeries(dataset, budget, entries);
+    replace(burndownSlot, burndownChart(series, budget.epsilon_max));
+    ledgerNote.textContent = `${entries.length} ledger entr${entries.length === 1 ? "y" : "ies"} · `
+      + `${budget.entries} budget version${budget.entries === 1 ? "" : "s"} · grid ${budget.grid_name}`;
+    replace(ledgerSlot, ledgerTable(entries, budget.epsilon_max));
+    const rdp = rdpChart(budget.orders, budget.committed_rdp, budget.committed_optimal_order);
+    replace(rdpSlot, rdp.chart);
+    rdpNote.textContent = rdp.note;
+    rdpNote.classList.toggle("note-infinite", rdp.infinite > 0);
+    rdpNote.dataset.testid = rdp.infinite > 0 ? "rdp-infinite-note" : "rdp-note";
+  }
+
+  // --- fits, polled while any is queued or running ---------------------------------------------------
+  const rows = new Map();
+  let statuses = new Map(fits.map((f) => [f.id, f.status]));
+  let polling = false;
+
+  /**
+   * Create or update the row of one fit.
+   * @param {object} fit
+   */
+  function upsertRow(fit) {
+    let row = rows.get(fit.id);
+    const cancelCell = el("td", { class: "actions" });
+    if (ACTIVE.has(fit.status)) {
+      cancelCell.append(el("button", {
+        type: "button", class: "button button-small button-danger", "data-testid": "fit-cancel", text: "Cancel",
+        onclick: (event) => cancelFit(fit.id, event.currentTarget),
+      }));
+    }
+    const cost = fit.cost || {};
+    const cells = [
+      el("td", {}, el("a", { class: "mono", href: `#/fits/${encodeURIComponent(fit.id)}`, "data-testid": "fit-link",
+        text: shortId(fit.id) })),
+      el("td", {}, el("span", { class: "cell-main", "data-testid": "fit-solver", text: fit.solver }),
+        el("span", { class: "cell-sub", "data-testid": "fit-model", text: fit.model })),
+      el("td", { class: "numcell" }, num(cost.epsilon, "fit-epsilon")),
+      el("td", {}, statusBadge(fit.status)),
+      el("td", { class: "progress-cell" }, progressBar(fit.progress)),
+      el("td", { class: "small nowrap muted", title: fmtTime(fit.created_at), text: fmtClock(fit.created_at) }),
+      cancelCell,
+    ];
+    if (!row) {
+      row = el("tr", { "data-testid": `fit-row-${fit.id}`, "data-fit-id": fit.id });
+      rows.set(fit.id, row);
+      fitsBody.prepend(row); // newest first
+    }
+    row.dataset.status = fit.status;
+    row.dataset.progress = String(fit.progress);
+    replace(row, cells);
+  }
+
+  /** @param {object[]} list All fits of the dataset (API order: oldest first). */
+  function drawFits(list) {
+    for (const fit of list) upsertRow(fit);
+    fitsEmpty.hidden = list.length > 0;
+  }
+
+  /**
+   * Reload the fit list; when a status changed (or a fit appeared), reload the budget and the ledger too.
+   * @returns {Promise<boolean>} Whether to keep polling: a fit is queued or running, or the request failed
+   *   (a transient error; a 401 logs out, which retires this view).
+   */
+  async function refreshFits() {
+    let list;
+    try {
+      list = await api(`/v1/fits?dataset_id=${id}`);
+    } catch (error) {
+      if (token === generation) showError(error);
+      return true;
+    }
+    if (token !== generation) return false;
+    drawFits(list);
+    const next = new Map(list.map((f) => [f.id, f.status]));
+    const changed = list.some((f) => statuses.get(f.id) !== f.status) || next.size !== statuses.size;
+    statuses = next;
+    if (changed) await refreshBudget();
+    return list.some((f) => ACTIVE.has(f.status));
+  }
+
+  /** Poll every second while a fit is queued or running (one loop at a time). */
+  function ensurePolling() {
+    if (polling) return;
+    polling = true;
+    const indicator = viewRoot.querySelector("[data-testid=fits-polling]");
+    indicator.textContent = "updating every second…";
+    const tick = async () => {
+      const active = await refreshFits();
+      if (token !== generation) return;
+      if (active) later(token, tick, POLL_MS);
+      else {
+        polling = false;
+        indicator.textContent = "";
+      }
+    };
+    later(token, tick, POLL_MS);
+  }
+
+  /**
+   * Cancel a fit from its row.
+   * @param {string} fitId
+   * @param {HTMLButtonElement} button
+   */
+  async function cancelFit(fitId, button) {
+    button.disabled = true;
+    try {
+      await api(`/v1/fits/${encodeURIComponent(fitId)}/cancel`, { method: "POST" });
+      await refreshFits();
+      ensurePolling();
+    } catch (error) {
+      showError(error);
+      button.disabled = false;
+    }
+  }
+
+  drawFits(fits);
+  await refreshBudget();
+  if (fits.some((f) => ACTIVE.has(f.status))) ensurePolling();
+
+  // --- estimate and run --------------------------------------------------------------------------------
+  /**
+   * The estimate / run form: solver, model, ε, optional params JSON.
+   * @returns {HTMLElement}
+   */
+  function estimatePanel() {
+    const solverSelect = el("select", { id: "estimate-solver", "data-testid": "estimate-solver", name: "solver" },
+      solvers.map((s) => el("option", { value: s.name, text: s.name })));
+    const modelSelect = el("select", { id: "estimate-model", "data-testid": "estimate-model", name: "model" });
+    const epsilonInput = el("input", {
+      id: "estimate-epsilon", "data-testid": "estimate-epsilon", name: "epsilon", type: "number", min: "0.001",
+      max: "100", step: "any", value: "0.5", inputmode: "decimal",
+    });
+    const paramsInput = el("textarea", {
+      id: "estimate-params", "data-testid": "estimate-params", name: "params", rows: 3, spellcheck: "false",
+      placeholder: '{"steps": 200}',
+    });
+    const about = el("details", { class: "solver-about", "data-testid": "solver-about" });
+    const result = el("div", { class: "estimate-result", id: "estimate-result", "data-testid": "estimate-result",
+      "aria-live": "polite" });
+    result.hidden = true;
+    const runStatus = el("div", { class: "run-status", id: "run-status", "data-testid": "run-status",
+      "aria-live": "polite" });
+    runStatus.hidden = true;
+    const estimateButton = el("button", { type: "submit", class: "button", id: "estimate-submit",
+      "data-testid": "estimate-submit", text: "Estimate" });
+    const runButton = el("button", { type: "button", class: "button button-primary", id: "run-fit",
+      "data-testid": "run-fit", text: "Run fit" });
+
+    if (solvers.some((s) => s.name === "dp_gd")) solverSelect.value = "dp_gd";
+
+    /** Fill the model select and the parameter reference for the chosen solver. */
+    function syncSolver() {
+      const solver = solvers.find((s) => s.name === solverSelect.value);
+      if (!solver) return;
+      const previous = modelSelect.value;
+      replace(modelSelect, solver.models.map((m) => el("option", { value: m, text: m })));
+      if (solver.models.includes(previous)) modelSelect.value = previous;
+      const props = (solver.params_schema && solver.params_schema.properties) || {};
+      const params = Object.entries(props).filter(([name]) => name !== "model");
+      replace(about,
+        el("summary", { text: `About ${solver.name} and its parameters` }),
+        el("p", { class: "small", text: solver.description || "" }),
+        el("dl", { class: "param-list" }, params.map(([name, spec]) => [
+          el("dt", {}, el("code", { text: name }),
+            "default" in spec ? el("span", { class: "muted", text: ` = ${JSON.stringify(spec.default)}` }) : null),
+          el("dd", { class: "small", text: spec.description || "" }),
+        ])));
+    }
+    solverSelect.addEventListener("change", syncSolver);
+    syncSolver();
+
+    /**
+     * The request body of the form, or null (with an inline message) when the params are not a JSON object.
+     * @returns {object|null}
+     */
+    function body() {
+      let params = {};
+      const raw = paramsInput.value.trim();
+      if (raw) {
+        try {
+          params = JSON.parse(raw);
+        } catch (error) {
+          showInlineProblem(result, "Invalid parameters", `the parameters are not valid JSON: ${error.message}`);
+          return null;
+        }
+        if (params === null || typeof params !== "object" || Array.isArray(params)) {
+          showInlineProblem(result, "Invalid parameters", "the parameters must be a JSON object, e.g. {\"steps\": 200}");
+          return null;
+        }
+      }
+      const epsilon = epsilonInput.value.trim();
+      const privacy = epsilon === "" ? {} : { epsilon: Number(epsilon) };
+      return { dataset_id: datasetId, model: modelSelect.value, solver: solverSelect.value, privacy, params };
+    }
+
+    const form = el("form", { class: "estimate-form", id: "estimate-form", "data-testid": "estimate-form" },
+      el("div", { class: "form-row" },
+        el("label", {}, el("span", { text: "Solver" }), solverSelect),
+        el("label", {}, el("span", { text: "Model" }), modelSelect),
+        el("label", {}, el("span", { text: "Target ε" }), epsilonInput)),
+      el("label", { class: "block" }, el("span", { text: "Parameters (JSON object, optional)" }), paramsInput),
+      about,
+      el("div", { class: "form-actions" }, estimateButton, runButton),
+      result, runStatus);
+
+    form.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      const request = body();
+      if (!request) return;
+      estimateButton.disabled = true;
+      result.classList.add("stale");
+      try {
+        const estimate = await api("/v1/fits/estimate", { method: "POST", body: request });
+        if (token === generation) showEstimate(result, estimate);
+      } catch (error) {
+        if (token !== generation) return;
+        if (error instanceof ApiError && error.status !== 401) showInlineProblem(result, error.title, error.detail);
+        else showError(error);
+      } finally {
+        estimateButton.disabled = false;
+        result.classList.remove("stale");
+      }
+    });
+
+    runButton.addEventListener("click", async () => {
+      if (!form.reportValidity()) return;
+      const request = body();
+      if (!request) return;
+      const key = newIdempotencyKey(); // one per click: a retried request never starts a second fit
+      runButton.disabled = true;
+      runStatus.hidden = false;
+      replace(runStatus, el("span", { class: "muted", text: "Submitting…" }));
+      try {
+        const fit = await api("/v1/fits", { method: "POST", body: request, headers: { "Idempotency-Key": key } });
+        if (token !== generation) return;
+        replace(runStatus, el("span", { class: "ok", "data-testid": "run-ok" }, "Fit ",
+          el("a", { class: "mono", href: `#/fits/${encodeURIComponent(fit.id)}`, "data-testid": "run-fit-link",
+            "data-fit-id": fit.id, text: shortId(fit.id) }),
+          ` admitted (${fit.status}); its ε ${fmtNumber(fit.cost && fit.cost.epsilon)} is reserved.`));
+        upsertRow(fit);
+        fitsEmpty.hidden = true;
+        await refreshFits(); // a new fit id: the budget and the ledger (its reservation) are reloaded too
+        ensurePolling();
+      } catch (error) {
+        if (token !== generation) return;
+        showError(error);
+        replace(runStatus, el("span", { class: "form-error", "data-testid": "run-error",
+          text: error instanceof ApiError ? `${error.title}: ${error.detail}` : String(error.message || error) }));
+      } finally {
+        runButton.disabled = false;
+      }
+    });
+
+    return el("section", { class: "panel estimate-panel", "data-testid": "estimate-panel" },
+      el("div", { class: "panel-head" }, el("h2", { text: "Estimate & run a fit" })),
+      el("p", { class: "muted small", text: "An estimate is a dry run: nothing is charged. Running a fit reserves "
+        + "its ε now and charges it when a worker starts." }),
+      form);
+  }
+}
+
+/** How many ledger entries the dataset page lists (the chart shows them all). */
+const LEDGER_ROWS = 8;
+
+/**
+ * The latest ledger entries, newest first: time, kind, fit, ε of the entry, remaining ε after it.
+ * @param {object[]} entries All entries, oldest first.
+ * @param {number} epsilonMax
+ * @returns {HTMLElement}
+ */
+function ledgerTable(entries, epsilonMax) {
+  if (entries.length === 0) {
+    return el("p", { class: "muted empty-row", "data-testid": "ledger-empty", text: "No entries yet: nothing has been reserved or charged." });
+  }
+  const latest = entries.slice(-LEDGER_ROWS).reverse();
+  return el("div", {},
+    el("table", { class: "table ledger-table", "data-testid": "ledger-table" },
+      el("thead", {}, el("tr", {}, ["#", "Time", "Entry", "Fit", "ε", "Remaining after"].map((h, i) =>
+        el("th", { class: i >= 4 ? "numcell" : "", text: h })))),
+      el("tbody", {}, latest.map((entry) => el("tr", { "data-testid": "ledger-row", "data-kind": entry.kind },
+        el("td", { class: "muted small", text: String(entry.id) }),
+        el("td", { class: "small nowrap", title: fmtTime(entry.created_at), text: fmtClock(entry.created_at) }),
+        el("td", {}, el("span", { class: `kind kind-${entry.kind}`, text: entry.kind }),
+          entry.description ? el("span", { class: "muted small", text: ` ${entry.description}` }) : null),
+        el("td", {}, entry.job_id
+          ? el("a", { class: "mono", href: `#/fits/${encodeURIComponent(entry.job_id)}`, text: shortId(entry.job_id) })
+          : "—"),
+        el("td", { class: "numcell" }, num(entry.epsilon, "ledger-epsilon")),
+        el("td", { class: "numcell" }, num(entry.committed_epsilon_after === null ? null
+          : Math.max(0, epsilonMax - entry.committed_epsilon_after), "ledger-remaining")))))),
+    entries.length > LEDGER_ROWS
+      ? el("p", { class: "muted small empty-row", text: `The latest ${LEDGER_ROWS} of ${entries.length} entries.` })
+      : null);
+}
+
+/**
+ * Show an estimate: the fit's ε (at its optimal order), committed before → after, remaining after, admissible.
+ * @param {HTMLElement} target
+ * @param {object} estimate The JSON of POST /v1/fits/estimate.
+ */
+function showEstimate(target, estimate) {
+  const cost = estimate.cost || {};
+  target.hidden = false;
+  target.dataset.state = "ok";
+  target.className = `estimate-result ${estimate.admissible ? "admissible" : "inadmissible"}`;
+  replace(target, facts([
+    ["This fit's ε", [num(cost.epsilon, "estimate-cost-epsilon"), el("span", { class: "muted" }, " at optimal α = ",
+      num(cost.optimal_order, "estimate-optimal-order", fmtOrder))]],
+    ["δ", num(cost.delta, "estimate-delta", fmtDelta)],
+    ["Committed ε", [num(estimate.committed_epsilon_before, "estimate-committed-before"), " → ",
+      num(estimate.committed_epsilon_after, "estimate-committed-after"),
+      el("span", { class: "muted" }, " of ", num(estimate.epsilon_max, "estimate-epsilon-max"))]],
+    ["Remaining after", num(estimate.remaining_epsilon_after, "estimate-remaining-after")],
+    ["Admissible", el("span", {
+      class: `status ${estimate.admissible ? "status-succeeded" : "status-failed"}`,
+      "data-testid": "estimate-admissible", "data-value": String(estimate.admissible),
+      text: estimate.admissible ? "yes" : "no — over budget",
+    })],
+  ], "estimate-facts"));
+}
+
+/**
+ * Show a problem (title and detail) inside a result box.
+ * @param {HTMLElement} target
+ * @param {string} title
+ * @param {string} detail
+ */
+function showInlineProblem(target, title, detail) {
+  target.hidden = false;
+  target.dataset.state = "error";
+  target.className = "estimate-result problem";
+  replace(target, el("div", { "data-testid": "estimate-error" },
+    el("strong", { "data-testid": "estimate-error-title", text: title }),
+    el("p", { "data-testid": "estimate-error-detail", text: detail })));
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// fit page
+
+/**
+ * The fit page: status, progress, solver/model, times, privacy cost, settings, and the coefficients when it
+ * succeeded (or the error when it failed); polled while queued or running, with a cancel button.
+ * @param {string} fitId
+ */
+async function renderFit(fitId) {
+  const token = generation;
+  const id = encodeURIComponent(fitId);
+  replace(viewRoot, el("p", { class: "loading", text: "Loading fit…" }));
+  const fit = await fetchOrShowMissing(`/v1/fits/${id}`, token);
+  if (!fit) return;
+  let dataset = null;
+  try {
+    dataset = await api(`/v1/datasets/${encodeURIComponent(fit.dataset_id)}`);
+  } catch {
+    dataset = null; // e.g. the dataset was deleted; the fit is still shown
+  }
+  if (token !== generation) return;
+
+  const datasetHref = `#/datasets/${encodeURIComponent(fit.dataset_id)}`;
+  const statusSlot = el("span", { class: "status-slot" });
+  const cancelSlot = el("span", { class: "cancel-slot" });
+  const progressSlot = el("div", { class: "progress-slot" });
+  const timesSlot = el("div", {});
+  const outcomeSlot = el("div", { "data-testid": "fit-outcome" });
+  const cost = fit.cost || {};
+
+  replace(viewRoot,
+    el("nav", { class: "crumbs", "aria-label": "breadcrumb" },
+      el("a", { href: "#/datasets", text: "Datasets" }), el("span", { text: "/" }),
+      el("a", { href: datasetHref, "data-testid": "fit-dataset-link", text: dataset ? dataset.name : shortId(fit.dataset_id) }),
+      el("span", { text: "/" }), el("span", { text: `Fit ${shortId(fit.id)}` })),
+    el("div", { class: "page-head" },
+      el("div", {},
+        el("h1", { class: "fit-title" }, el("span", { text: `Fit ${shortId(fit.id)}` }), statusSlot),
+        el("p", { class: "muted small mono", "data-testid": "fit-id", text: `id ${fit.id}` })),
+      cancelSlot),
+    el("section", { class: "panel", "data-testid": "fit-summary" },
+      el("div", { class: "stats" },
+        stat("Solver", el("span", { "data-testid": "fit-solver", text: fit.solver })),
+        stat("Model", el("span", { "data-testid": "fit-model", text: fit.model })),
+        stat("Privacy cost ε", num(cost.epsilon, "fit-cost-epsilon")),
+        stat("δ", num(cost.delta, "fit-cost-delta", fmtDelta)),
+        stat("Optimal order α", num(cost.optimal_order, "fit-cost-order", fmtOrder),
+          cost.at_grid_edge ? "at the edge of the order grid" : ""),
+        stat("Dataset", el("a", { href: datasetHref, text: dataset ? dataset.name : shortId(fit.dataset_id) }))),
+      progressSlot, timesSlot),
+    outcomeSlot,
+    el("details", { class: "panel settings", "data-testid": "fit-settings" },
+      el("summary", { text: "Resolved settings and accounting" }),
+      settingsTable(fit.settings || {}, cost)));
+
+  let drawnOutcome = null;
+  /**
+   * Update the dynamic parts of the page from a fit's JSON.
+   * @param {object} current
+   */
+  function draw(current) {
+    viewRoot.dataset.fitStatus = current.status;
+    replace(statusSlot, statusBadge(current.status));
+    replace(progressSlot, el("div", { class: "progress-row" },
+      el("span", { class: "muted small", text: "Progress" }), progressBar(current.progress)));
+    replace(timesSlot, facts([
+      ["Created", el("span", { "data-testid": "fit-created", text: fmtTime(current.created_at) })],
+      ["Started", el("span", { "data-testid": "fit-started", text: fmtTime(current.started_at) })],
+      ["Finished", el("span", { "data-testid": "fit-finished", text: fmtTime(current.finished_at) })],
+      ["Duration", el("span", { text: current.finished_at ? fmtDuration(current.started_at || current.created_at, current.finished_at) : "—" })],
+    ], "fit-times"));
+    replace(cancelSlot, ACTIVE.has(current.status) ? el("button", {
+      type: "button", class: "button button-danger", "data-testid": "fit-cancel",
+      text: current.cancel_requested ? "Cancelling…" : "Cancel fit", disabled: current.cancel_requested,
+      onclick: async (event) => {
+        event.currentTarget.disabled = true;
+        try {
+          draw(await api(`/v1/fits/${id}/cancel`, { method: "POST" }));
+          poll();
+        } catch (error) {
+          showError(error);
+        }
+      },
+    }) : null);
+    if (drawnOutcome !== current.status) {
+      drawnOutcome = current.status;
+      replace(outcomeSlot, outcome(current));
+    }
+  }
+
+  let polling = false;
+  /** Poll every second while the fit is queued or running. */
+  function poll() {
+    if (polling) return;
+    polling = true;
+    const tick = async () => {
+      try {
+        const current = await api(`/v1/fits/${id}`);
+        if (token !== generation) return;
+        draw(current);
+        if (ACTIVE.has(current.status)) later(token, tick, POLL_MS);
+        else polling = false;
+      } catch (error) {
+        if (token !== generation) return; // e.g. a 401 logged out
+        showError(error); // transient: keep trying
+        later(token, tick, POLL_MS);
+      }
+    };
+    later(token, tick, POLL_MS);
+  }
+
+  draw(fit);
+  if (ACTIVE.has(fit.status)) poll();
+}
+
+/**
+ * The settings of a fit as a two-column table (nested values as JSON).
+ * @param {object} settings
+ * @param {object} cost
+ * @returns {HTMLElement}
+ */
+function settingsTable(settings, cost) {
+  const rows = Object.entries(settings).map(([k, v]) => [k, typeof v === "object" && v !== null ? JSON.stringify(v) : String(v)]);
+  for (const k of ["grid", "formula_version", "extra_delta", "approx_delta"]) {
+    if (k in cost) rows.push([`cost.${k}`, String(cost[k])]);
+  }
+  return el("table", { class: "table kv-table" }, el("tbody", {},
+    rows.map(([k, v]) => el("tr", {}, el("th", { class: "mono", text: k }), el("td", { class: "mono", text: v })))));
+}
+
+/**
+ * The outcome section of a fit: coefficients when it succeeded, the error when it failed or was cancelled,
+ * a waiting note otherwise.
+ * @param {object} fit
+ * @returns {HTMLElement}
+ */
+function outcome(fit) {
+  if (fit.status === "succeeded" && fit.result) {
+    const result = fit.result;
+    const names = result.feature_names || result.coefficients.map((_, i) => `x${i}`);
+    const values = [...result.coefficients, ...(result.intercept === null || result.intercept === undefined ? [] : [result.intercept])];
+    const scale = Math.max(1e-12, ...values.map((v) => Math.abs(v)));
+    /**
+     * A diverging bar for one coefficient, scaled by the largest magnitude.
+     * @param {number} value
+     * @returns {SVGElement}
+     */
+    const bar = (value) => {
+      const half = 50 * Math.min(1, Math.abs(value) / scale);
+      return svg("svg", { viewBox: "0 0 100 10", preserveAspectRatio: "none", class: "coef-bar", "aria-hidden": "true" },
+        svg("rect", { x: value >= 0 ? 50 : 50 - half, width: half, y: 1.5, height: 7,
+          class: value >= 0 ? "coef-pos" : "coef-neg" }),
+        svg("line", { x1: 50, x2: 50, y1: 0, y2: 10, class: "coef-axis" }));
+    };
+    /**
+     * One row of the coefficients table.
+     * @param {string} name
+     * @param {number} value
+     * @param {string} testid
+     * @returns {HTMLElement}
+     */
+    const row = (name, value, testid) => el("tr", { "data-testid": testid, "data-feature": name, "data-value": value },
+      el("th", { class: "mono", text: name }),
+      el("td", { class: "numcell mono", text: value.toFixed(4) }),
+      el("td", { class: "barcell" }, bar(value)));
+    const metadata = result.metadata || {};
+    return el("section", { class: "panel", "data-testid": "fit-result" },
+      el("div", { class: "panel-head" }, el("h2", { text: "Coefficients" }),
+        el("span", { class: "muted small", text: `${result.solver} · ${result.model}${result.predictor === false ? " · an estimate of a feature statistic (no predictions)" : " · predicts ⟨θ, x⟩ + b"}` })),
+      el("table", { class: "table coef-table", "data-testid": "coefficients-table" },
+        el("thead", {}, el("tr", {}, el("th", { text: "Feature" }), el("th", { class: "numcell", text: "Coefficient" }),
+          el("th", { text: "" }))),
+        el("tbody", {},
+          result.coefficients.map((v, i) => row(names[i], v, "coefficient-row")),
+          result.intercept === null || result.intercept === undefined ? null
+            : row("(intercept)", result.intercept, "coefficient-intercept"))),
+      Object.keys(metadata).length
+        ? el("details", { class: "metadata" }, el("summary", { text: "Release metadata (data-independent)" }),
+          settingsTable(metadata, {}))
+        : null);
+  }
+  if (fit.status === "failed" || fit.status === "cancelled") {
+    const error = fit.error || {};
+    return el("section", { class: `panel outcome-${fit.status}`, "data-testid": "fit-error" },
+      el("h2", { text: fit.status === "failed" ? "The fit failed" : "The fit was cancelled" }),
+      el("p", { "data-testid": "fit-error-detail", text: error.detail || "no detail was recorded" }),
+      error.type ? el("p", { class: "muted small mono", text: `type: ${error.type}` }) : null,
+      el("p", { class: "muted small", text: fit.status === "failed" || fit.started_at
+        ? "No result was released; the fit had started, so its privacy charge is kept."
+        : "No result was released." }));
+  }
+  return el("section", { class: "panel waiting", "data-testid": "fit-waiting" },
+    el("p", { class: "muted", text: fit.status === "queued" ? "Waiting for a worker…" : "Fitting… the page updates every second." }));
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// router
+
+/**
+ * The current route from the location hash.
+ * @returns {{name: string, id?: string}}
+ */
+function route() {
+  const parts = location.hash.replace(/^#\/?/, "").split("/").filter(Boolean).map(decodeURIComponent);
+  if (parts.length === 0) return { name: "home" };
+  if (parts[0] === "login" && parts.length === 1) return { name: "login" };
+  if (parts[0] === "datasets" && parts.length === 1) return { name: "datasets" };
+  if (parts[0] === "datasets" && parts.length === 2) return { name: "dataset", id: parts[1] };
+  if (parts[0] === "fits" && parts.length === 2) return { name: "fit", id: parts[1] };
+  return { name: "unknown" };
+}
+
+/** Render the view of the current route (the login view when there is no session). */
+async function render() {
+  generation += 1;
+  timers.forEach((t) => clearTimeout(t));
+  timers.clear();
+  clearError();
+  renderSessionHeader();
+  const current = route();
+  document.body.dataset.route = current.name;
+  if (!getSession()) {
+    if (current.name !== "login" && current.name !== "home") afterLogin = location.hash;
+    renderLogin();
+    return;
+  }
+  try {
+    switch (current.name) {
+      case "home":
+      case "login":
+      case "datasets":
+        if (current.name !== "datasets") {
+          location.replace("#/datasets");
+          return;
+        }
+        await renderDatasets();
+        break;
+      case "dataset":
+        await renderDataset(current.id);
+        break;
+      case "fit":
+        await renderFit(current.id);
+        break;
+      default:
+        replace(viewRoot, errorState(new ApiError(404, "Not Found", `no page at ${location.hash}`)));
+    }
+  } catch (error) {
+    if (error instanceof ApiError && error.status === 401) return; // handled by onUnauthorized
+    showError(error);
+    replace(viewRoot, errorState(error));
+  }
+}
+
+onUnauthorized((error) => {
+  clearSession();
+  generation += 1;
+  timers.forEach((t) => clearTimeout(t));
+  timers.clear();
+  renderSessionHeader();
+  afterLogin = location.hash || "#/datasets";
+  renderLogin(`${error.title}: ${error.detail}`);
+});
+
+document.getElementById("logout").addEventListener("click", () => {
+  clearSession();
+  afterLogin = "#/datasets";
+  if (location.hash === "#/login") render();
+  else location.hash = "#/login";
+});
+document.getElementById("error-dismiss").addEventListener("click", clearError);
+window.addEventListener("hashchange", render);
+render();

@@ -1,0 +1,176 @@
+"""The ``privfit`` client commands against a live ``privfit serve`` subprocess: the README's CLI example run
+verbatim, and every error class giving a clear message and its documented exit status."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from process_helpers import PRIVFIT, environment, keys_for, register, server, sqlite_server
+
+from privfit.client.cli import (
+    EXIT_AUTH,
+    EXIT_CONFLICT,
+    EXIT_FIT_FAILED,
+    EXIT_INVALID,
+    EXIT_NOT_FOUND,
+    EXIT_OK,
+    EXIT_TIMEOUT,
+    EXIT_UNAVAILABLE,
+    EXIT_USAGE,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+SLOW_FIT = ["--epsilon", "0.2", "--param", "steps=100000"]  # tens of seconds on 4000 rows: cancelled by the tests
+
+
+def readme_cli_example() -> str:
+    """The first ```bash block of the README's "CLI" section."""
+    readme = (REPO / "README.md").read_text()
+    section = readme.split("\n## CLI\n", 1)[1].split("\n## ", 1)[0]
+    return re.search(r"```bash\n(.*?)```", section, re.S).group(1)
+
+
+def run(env: dict[str, str], *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*PRIVFIT, *args], env=env, capture_output=True, text=True, input=stdin, timeout=120,
+                          cwd=REPO)  # fmt: skip
+
+
+def cli_env(database_url: str, tmp_path: Path, base: str, key: str | None) -> dict[str, str]:
+    env = environment(database_url, tmp_path, PRIVFIT_URL=base)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    if key is not None:
+        env["PRIVFIT_API_KEY"] = key
+    return env
+
+
+def test_the_readme_cli_example_runs_verbatim(database_url: str, tmp_path: Path):
+    _, admin = keys_for(database_url)
+    with server(database_url, tmp_path) as base:
+        env = cli_env(database_url, tmp_path, base, None)
+        done = subprocess.run(["bash", "-euo", "pipefail", "-c", readme_cli_example()], env=env, cwd=REPO,
+                              capture_output=True, text=True, timeout=300)  # fmt: skip
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        headers = {"Authorization": f"Bearer {admin}"}
+        (dataset,) = httpx.get(f"{base}/v1/datasets", headers=headers).json()
+        (fit,) = httpx.get(f"{base}/v1/fits", params={"dataset_id": dataset["id"]}, headers=headers).json()
+        budget = httpx.get(f"{base}/v1/datasets/{dataset['id']}/budget", headers=headers).json()
+    assert "predictions of fit" in done.stdout and "coefficients" in done.stdout, done.stdout
+    assert "remaining ε" in done.stdout and "ledger of" in done.stdout
+    assert "admissible" in done.stdout
+    assert re.search(r"│ 1\s+│ [-0-9.]+\s+│ (yes|no)", done.stdout), done.stdout  # the second prediction row
+    assert dataset["name"] == "loans" and dataset["n"] == 3000
+    assert fit["status"] == "succeeded" and budget["committed_epsilon"] == pytest.approx(fit["cost"]["epsilon"])
+
+
+@pytest.fixture(scope="module")
+def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """One SQLite-backed server for the error cases: its URL, an owner, an admin and an analyst key."""
+    with sqlite_server(tmp_path_factory.mktemp("cli")) as running:
+        analyst = httpx.post(f"{running.base}/v1/keys", headers={"Authorization": f"Bearer {running.admin}"},
+                             json={"role": "analyst", "name": "ana"}).json()  # fmt: skip
+        yield {"base": running.base, "url": running.database_url, "tmp": str(running.tmp_path),
+               "owner": running.owner, "admin": running.admin, "analyst": analyst["key"],
+               "analyst_id": analyst["key_id"], "dataset": register(running.base, running.owner, 1.0)}  # fmt: skip
+
+
+def env_for(live: dict[str, str], role: str | None) -> dict[str, str]:
+    return cli_env(live["url"], Path(live["tmp"]), live["base"], live[role] if role else None)
+
+
+def test_over_budget_is_a_409_with_the_remaining_budget_and_exit_6(live: dict[str, str]):
+    env = env_for(live, "owner")
+    done = run(env, "fit", live["dataset"], "--epsilon", "5")
+    assert done.returncode == EXIT_CONFLICT == 6
+    assert "error: 409 Privacy budget exceeded: this fit costs ε = 5" in done.stderr
+    assert "remaining ε on this dataset: 1" in done.stderr
+    as_json = run(env, "estimate", live["dataset"], "--epsilon", "5", "--json")
+    assert as_json.returncode == EXIT_OK and json.loads(as_json.stdout)["admissible"] is False
+    refused = run(env, "fit", live["dataset"], "--epsilon", "5", "--json")
+    problem = json.loads(refused.stdout)
+    assert refused.returncode == EXIT_CONFLICT and problem["status"] == 409 and problem["remaining_epsilon"] == 1.0
+
+
+def test_bad_schema_bad_parameter_and_bad_csv_are_422s_with_exit_7(live: dict[str, str], tmp_path: Path):
+    env = env_for(live, "owner")
+    bad_schema = tmp_path / "schema.json"
+    bad_schema.write_text(json.dumps({"label": {"name": "y", "type": "binary"}, "features": []}))
+    done = run(env, "datasets", "upload", "examples/loans.csv", "--schema", str(bad_schema))
+    assert done.returncode == EXIT_INVALID == 7
+    assert "error: 422 Invalid schema:" in done.stderr and "budget" in done.stderr
+    done = run(env, "datasets", "upload", "examples/loans.csv", "--schema", "examples/adult-schema.json")
+    assert done.returncode == EXIT_INVALID and "422 Invalid dataset" in done.stderr
+    done = run(env, "fit", live["dataset"], "--epsilon", "0.1", "--param", "steps=-3")
+    assert done.returncode == EXIT_INVALID and "422 Invalid parameter: steps" in done.stderr
+    done = run(env, "estimate", live["dataset"], "--solver", "no_such_solver", "--epsilon", "0.1")
+    assert done.returncode == EXIT_INVALID and "no_such_solver" in done.stderr
+
+
+def test_bad_or_missing_key_is_401_and_wrong_role_is_403_with_exit_4(live: dict[str, str]):
+    done = run({**env_for(live, None), "PRIVFIT_API_KEY": "pf_0000_nope"}, "datasets", "list")
+    assert done.returncode == EXIT_AUTH == 4 and "error: 401 Unauthorized: missing or invalid API key" in done.stderr
+    done = run(env_for(live, None), "budget", live["dataset"])
+    assert done.returncode == EXIT_AUTH and "no API key given: pass --api-key or set PRIVFIT_API_KEY" in done.stderr
+    analyst = env_for(live, "analyst")
+    done = run(analyst, "datasets", "upload", "examples/loans.csv", "--schema", "examples/loans-schema.json")
+    assert done.returncode == EXIT_AUTH
+    assert "error: 403 Forbidden: this endpoint needs one of the roles: owner" in done.stderr
+    grant = run(env_for(live, "owner"), "datasets", "grant", live["dataset"], live["analyst_id"])
+    assert grant.returncode == EXIT_OK
+    done = run(analyst, "datasets", "delete", live["dataset"])
+    assert done.returncode == EXIT_AUTH and "403 Forbidden: only the dataset's owner" in done.stderr
+    assert run(analyst, "budget", live["dataset"]).returncode == EXIT_OK
+
+
+def test_unknown_ids_unreachable_servers_and_local_mistakes(live: dict[str, str]):
+    env = env_for(live, "owner")
+    done = run(env, "datasets", "show", "00000000-0000-0000-0000-000000000000")
+    assert done.returncode == EXIT_NOT_FOUND == 5 and "404 Not Found: dataset 00000000" in done.stderr
+    done = run({**env, "PRIVFIT_URL": "http://127.0.0.1:9"}, "solvers")
+    assert done.returncode == EXIT_UNAVAILABLE == 3 and "cannot reach http://127.0.0.1:9" in done.stderr
+    done = run(env, "datasets", "upload", "no-such.csv", "--schema", "examples/loans-schema.json")
+    assert done.returncode == EXIT_USAGE == 2 and "no-such.csv: no such file" in done.stderr
+    done = run(env, "fit", live["dataset"], "--param", "steps")
+    assert done.returncode == EXIT_USAGE and "expected NAME=VALUE" in done.stderr
+    assert run(env, "fit").returncode == EXIT_USAGE  # argparse: the dataset is required
+
+
+def test_wait_timeout_is_exit_9_and_a_cancelled_fit_is_exit_8(live: dict[str, str]):
+    env = env_for(live, "owner")
+    fit_id = run(env, "fit", live["dataset"], *SLOW_FIT, "-q").stdout.strip()
+    try:
+        done = run(env, "fits", "wait", fit_id, "--timeout", "0.5")
+        assert done.returncode == EXIT_TIMEOUT == 9 and f"fit {fit_id} still" in done.stderr
+    finally:
+        cancelled = run(env, "fits", "cancel", fit_id, "--json")
+    assert json.loads(cancelled.stdout)["cancel_requested"] is True
+    done = run(env, "fits", "wait", fit_id, "--timeout", "60")
+    assert done.returncode == EXIT_FIT_FAILED == 8 and f"fit {fit_id} cancelled" in done.stderr
+
+
+def test_fit_wait_reports_progress_and_json_outputs_parse(live: dict[str, str]):
+    env = env_for(live, "owner")
+    done = run(env, "fit", live["dataset"], "--epsilon", "0.1", "--param", "steps=8000", "--wait")
+    assert done.returncode == EXIT_OK, done.stderr
+    assert re.search(r"^running \d+%$", done.stderr, re.M) and re.search(r"^succeeded 100%$", done.stderr, re.M)
+    assert "coefficients" in done.stdout and "(intercept)" in done.stdout
+    listed = json.loads(run(env, "fits", "list", live["dataset"], "--json").stdout)
+    assert "succeeded" in {f["status"] for f in listed}
+    budget = json.loads(run(env, "budget", live["dataset"], "--json").stdout)
+    ledger = json.loads(run(env, "ledger", live["dataset"], "--all", "--json").stdout)
+    assert ledger[-1]["committed_epsilon_after"] == pytest.approx(budget["committed_epsilon"])
+    solvers = json.loads(run(env, "solvers", "--json").stdout)
+    assert "dp_gd" in {s["name"] for s in solvers} and "resque_localized" not in {s["name"] for s in solvers}
+    me = json.loads(run(env, "whoami", "--json").stdout)
+    assert me["role"] == "owner"
+    rows = run(env, "predict", next(f["id"] for f in listed if f["status"] == "succeeded"), "--rows", "-", "--json",
+               stdin="x1,x2,color\n0.9,-0.5,red\n-0.9,0.5,blue\n")  # fmt: skip
+    prediction = json.loads(rows.stdout)
+    assert prediction["n"] == 2 and set(prediction["predictions"]) <= {"yes", "no"}  # CSV rows from stdin, decoded
