@@ -28,7 +28,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import Scope
 
 STATIC_DIR = Path(__file__).parent / "static"
-"""The dashboard's assets, shipped as package data (``privfit.ui: static/*``)."""
+"""The dashboard's assets, shipped as package data (``privfit.ui.static`` in pyproject.toml)."""
 
 CONTENT_SECURITY_POLICY = (
     "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'; "
