@@ -83,10 +83,10 @@ def test_uploads_from_a_path_bytes_a_file_and_a_dataframe_give_the_same_dataset(
 
 def test_estimate_fit_wait_predict_budget_and_ledger(owner: Client):
     dataset = owner.upload_dataset(small_csv(), schema(2.0), name="flow")
-    estimate = owner.estimate(dataset.id, epsilon=0.5, params={"steps": 4000})
-    assert estimate.admissible and estimate.cost.epsilon == pytest.approx(0.5, rel=1e-3)
+    estimate = owner.estimate(dataset.id, epsilon=1.0)
+    assert estimate.admissible and estimate.cost.epsilon == pytest.approx(1.0, rel=1e-3)
     seen: list[tuple[str, float]] = []
-    fit = owner.wait(owner.fit(dataset.id, epsilon=0.5, params={"steps": 4000}),
+    fit = owner.wait(owner.fit(dataset.id, epsilon=1.0),
                      on_progress=lambda f: seen.append((f.status, f.progress)))  # fmt: skip
     assert fit.status == "succeeded" and seen[-1] == ("succeeded", 1.0)
     assert [p for _, p in seen] == sorted(p for _, p in seen)  # progress only moves forward
