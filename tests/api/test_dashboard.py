@@ -21,8 +21,8 @@ from typing import Any
 
 import httpx
 import pytest
-from api_helpers import SMALL_SCHEMA, small_csv
-from process_helpers import keys_for, server
+from api_helpers import bearer
+from process_helpers import keys_for, register, server
 
 from privfit.ui import CONTENT_SECURITY_POLICY, STATIC_DIR
 
@@ -58,30 +58,15 @@ class Live:
     warmup_fit_id: str
 
     def get(self, path: str, key: str | None = None) -> Any:
-        response = httpx.get(f"{self.base}{path}", headers=_bearer(key or self.owner), timeout=30)
+        response = httpx.get(f"{self.base}{path}", headers=bearer(key or self.owner), timeout=30)
         assert response.status_code == 200, response.text
         return response.json()
-
-
-def _bearer(key: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {key}"}
-
-
-def _upload(base: str, owner: str, name: str, epsilon: float) -> str:
-    declared = json.loads(json.dumps(SMALL_SCHEMA))
-    declared["budget"]["epsilon"] = epsilon
-    response = httpx.post(
-        f"{base}/v1/datasets", headers=_bearer(owner), files={"file": ("data.csv", small_csv(), "text/csv")},
-        data={"schema": json.dumps(declared), "name": name}, timeout=30,
-    )  # fmt: skip
-    assert response.status_code == 201, response.text
-    return response.json()["id"]
 
 
 def _wait_fit(base: str, key: str, fit_id: str, timeout: float = 60) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        body = httpx.get(f"{base}/v1/fits/{fit_id}", headers=_bearer(key), timeout=30).json()
+        body = httpx.get(f"{base}/v1/fits/{fit_id}", headers=bearer(key), timeout=30).json()
         if body["status"] not in ("queued", "running"):
             return body
         time.sleep(0.1)
@@ -99,16 +84,16 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     with server(database_url, tmp_path, **env) as base:
         keys = {}
         for name in ("analyst", "stranger"):
-            created = httpx.post(f"{base}/v1/keys", headers=_bearer(admin), json={"role": "analyst", "name": name})
+            created = httpx.post(f"{base}/v1/keys", headers=bearer(admin), json={"role": "analyst", "name": name})
             assert created.status_code == 201, created.text
             keys[name] = created.json()
-        dataset_id = _upload(base, owner, "credit-scoring (synthetic)", 3.0)
-        small_id = _upload(base, owner, "small-budget sample", 1.0)
+        dataset_id = register(base, owner, 3.0, "credit-scoring (synthetic)")
+        small_id = register(base, owner, 1.0, "small-budget sample")
         for target in (dataset_id, small_id):
-            granted = httpx.post(f"{base}/v1/datasets/{target}/grants", headers=_bearer(owner),
+            granted = httpx.post(f"{base}/v1/datasets/{target}/grants", headers=bearer(owner),
                                  json={"api_key_id": keys["analyst"]["key_id"]})  # fmt: skip
             assert granted.status_code == 201, granted.text
-        warmup = httpx.post(f"{base}/v1/fits", headers=_bearer(owner), json={
+        warmup = httpx.post(f"{base}/v1/fits", headers=bearer(owner), json={
             "dataset_id": dataset_id, "solver": "output_perturbation", "model": "logistic", "privacy": {"epsilon": 0.4},
         })  # fmt: skip
         assert warmup.status_code == 202, warmup.text
@@ -272,7 +257,7 @@ def test_login_budget_estimate_run_fit_and_result(live: Live, driver: WebDriver)
     driver.get(f"{live.base}/ui")
     _visible(driver, "login-key").send_keys("pf_000000000000_not-a-key")
     _visible(driver, "login-submit").click()
-    refused = httpx.get(f"{live.base}/v1/me", headers=_bearer("pf_000000000000_not-a-key")).json()
+    refused = httpx.get(f"{live.base}/v1/me", headers=bearer("pf_000000000000_not-a-key")).json()
     error = _visible(driver, "login-error")
     _wait(driver, lambda _: refused["detail"] in error.text, "the 401 detail was not shown")
     assert refused["title"] in error.text
@@ -324,7 +309,7 @@ def test_login_budget_estimate_run_fit_and_result(live: Live, driver: WebDriver)
     _visible(driver, "estimate-submit").click()
     request = {"dataset_id": live.dataset_id, "model": "logistic", "solver": "dp_gd", "privacy": {"epsilon": 0.6},
                "params": {"steps": SLOW_STEPS}}  # fmt: skip
-    estimate = httpx.post(f"{live.base}/v1/fits/estimate", headers=_bearer(live.owner), json=request).json()
+    estimate = httpx.post(f"{live.base}/v1/fits/estimate", headers=bearer(live.owner), json=request).json()
     result = _visible(driver, "estimate-result")
     _wait(driver, lambda _: result.find_elements(*_testid("estimate-facts")), "no estimate shown")
     _assert_number(_visible(result, "estimate-cost-epsilon"), estimate["cost"]["epsilon"])
@@ -407,7 +392,7 @@ def test_analyst_estimate_errors_over_budget_refusal_and_cancel(live: Live, driv
     # invalid parameters: the 422 problem's detail is shown in the form
     _visible(driver, "estimate-params").send_keys(json.dumps({"steps": 0}))
     _visible(driver, "estimate-submit").click()
-    problem = httpx.post(f"{live.base}/v1/fits/estimate", headers=_bearer(live.analyst), json={
+    problem = httpx.post(f"{live.base}/v1/fits/estimate", headers=bearer(live.analyst), json={
         "dataset_id": live.small_dataset_id, "model": "logistic", "solver": "dp_gd", "privacy": {"epsilon": 0.5},
         "params": {"steps": 0},
     })  # fmt: skip
@@ -444,7 +429,7 @@ def test_analyst_estimate_errors_over_budget_refusal_and_cancel(live: Live, driv
     assert models == solvers["dp_lazy_oco"]["models"]
 
     # a long fit is cancelled from its page
-    long_fit = httpx.post(f"{live.base}/v1/fits", headers=_bearer(live.analyst), json={
+    long_fit = httpx.post(f"{live.base}/v1/fits", headers=bearer(live.analyst), json={
         "dataset_id": live.small_dataset_id, "model": "logistic", "solver": "dp_gd", "privacy": {"epsilon": 0.5},
         "params": {"steps": 100_000},
     })  # fmt: skip
@@ -469,7 +454,7 @@ def test_analyst_without_grant_sees_no_datasets_and_a_readable_not_found(live: L
     _screenshot(driver, "09-no-grant.png")
 
     driver.get(f"{live.base}/ui#/datasets/{live.dataset_id}")
-    problem = httpx.get(f"{live.base}/v1/datasets/{live.dataset_id}", headers=_bearer(live.stranger))
+    problem = httpx.get(f"{live.base}/v1/datasets/{live.dataset_id}", headers=bearer(live.stranger))
     assert problem.status_code == 404
     _wait(driver, lambda _: problem.json()["detail"] in _visible(driver, "view-error-detail").text, "no 404 message")
     assert "HTTP 404" in _visible(driver, "view-error-title").text
