@@ -17,6 +17,8 @@ from privfit.datasets import DatasetValidationError
 from privfit.errors import ParameterError
 from privfit.ledger import BudgetExceededError
 
+from .encoding import public_json
+
 PROBLEM_JSON = "application/problem+json"
 
 
@@ -70,12 +72,8 @@ def install_problem_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(BudgetExceededError)
     async def _budget(request: Request, error: BudgetExceededError) -> JSONResponse:
-        return problem_response(
-            409, "Privacy budget exceeded", str(error), request.url.path,
-            requested_epsilon=error.requested_epsilon, committed_epsilon=error.committed_epsilon,
-            epsilon_max=error.epsilon_max, delta_max=error.delta_max,
-            remaining_epsilon=max(0.0, error.epsilon_max - error.committed_epsilon),
-        )  # fmt: skip
+        fields = public_json(error.problem_fields())
+        return problem_response(409, "Privacy budget exceeded", str(error), request.url.path, **fields)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, error: Exception) -> JSONResponse:

@@ -229,7 +229,8 @@ class Client:
         return Fit.from_json(self._json("GET", f"/v1/fits/{fit_id}"))
 
     def cancel(self, fit_id: str) -> Fit:
-        """``POST /v1/fits/{id}/cancel``: a queued fit is released, a running one stops (its charge is kept)."""
+        """``POST /v1/fits/{id}/cancel``: a queued fit is released, a running one stops (its charge is kept once it
+        has read rows, refunded before)."""
         return Fit.from_json(self._json("POST", f"/v1/fits/{fit_id}/cancel"))
 
     def wait(

@@ -223,12 +223,22 @@ def _estimate(client: Client, args: argparse.Namespace, out: Output) -> int:
     cost = estimate.cost
     out.fields(f"estimate: {args.solver}/{args.model} on {args.dataset}", [
         ("fit ε", cost.epsilon if cost else estimate.epsilon), ("δ", cost.delta if cost else None),
-        ("optimal order α", estimate.optimal_order), ("committed ε before", estimate.committed_epsilon_before),
-        ("committed ε after", estimate.committed_epsilon_after),
-        ("remaining ε after", estimate.remaining_epsilon_after), ("budget ε", estimate.epsilon_max),
-        ("admissible", "yes" if estimate.admissible else "no (the ledger would refuse it)"),
+        ("optimal order α", estimate.optimal_order),
+        ("committed ε before (filter)", estimate.committed_epsilon_before),
+        ("committed ε after (filter)", estimate.committed_epsilon_after),
+        ("remaining ε after (filter)", estimate.remaining_epsilon_after), ("budget ε", estimate.epsilon_max),
+        ("admissible", "yes" if estimate.admissible else f"no: {_REFUSALS.get(estimate.refusal_reason or '', '')}"),
     ])  # fmt: skip
+    if estimate.measure and not out.quiet:
+        out.message(f"(fit ε: this fit alone at δ; committed/remaining: {estimate.measure})")
     return EXIT_OK
+
+
+_REFUSALS = {
+    "epsilon": "the dataset's privacy filter would exceed its ε budget",
+    "delta": "its δ part would overflow the dataset's pot for δ parts (approximate_delta)",
+    "closed": "the dataset admits no more fits (see its budget)",
+}
 
 
 def _fit(client: Client, args: argparse.Namespace, out: Output) -> int:
@@ -364,12 +374,19 @@ def _budget(client: Client, args: argparse.Namespace, out: Output) -> int:
     if out.as_json:
         out.json(budget)
         return EXIT_OK
+    rule = budget.filter
     out.fields(f"budget of {args.dataset}", [
-        ("ε budget", budget.epsilon_max), ("δ", budget.delta_max), ("charged ε", budget.charged_epsilon),
-        ("reserved ε (running fits)", budget.reserved_epsilon), ("committed ε", budget.committed_epsilon),
-        ("remaining ε", budget.remaining_epsilon), ("ledger entries", budget.entries),
+        ("ε budget", budget.epsilon_max), ("δ", budget.delta_max), ("charged ε (filter)", budget.charged_epsilon),
+        ("reserved ε (queued fits, filter)", budget.reserved_epsilon),
+        ("committed ε (filter)", budget.committed_epsilon), ("remaining ε (filter)", budget.remaining_epsilon),
+        ("filter order α*", rule.get("order")), ("δ for δ-only parts", rule.get("approximate_delta")),
+        ("δ parts used", budget.committed_delta_used), ("ledger entries", budget.entries),
         ("order grid", budget.grid_name),
     ])  # fmt: skip
+    if budget.closed_reason:
+        out.message(f"closed: {budget.closed_reason}")
+    if budget.measure and not out.quiet:
+        out.message(f"({budget.measure})")
     return EXIT_OK
 
 
@@ -383,7 +400,8 @@ def _ledger(client: Client, args: argparse.Namespace, out: Output) -> int:
     else:
         rows = [(e.id, e.created_at, e.kind, e.job_id, e.epsilon, e.committed_epsilon_after, e.description)
                 for e in entries]  # fmt: skip
-        out.table(f"ledger of {args.dataset}", ("#", "time", "kind", "fit", "ε", "committed ε after", "what"), rows)
+        out.table(f"ledger of {args.dataset}", ("#", "time", "kind", "fit", "ε", "committed ε after (filter)", "what"),
+                  rows)  # fmt: skip
     return EXIT_OK
 
 

@@ -117,7 +117,8 @@ def error_for(status: int, problem: dict[str, Any], *, method: str = "", url: st
 
 
 class FitFailedError(PrivfitError):
-    """A waited-for fit ended ``failed`` or ``cancelled``; ``fit`` is its final state (its charge is kept)."""
+    """A waited-for fit ended ``failed`` or ``cancelled``; ``fit`` is its final state (its charge is kept if it read
+    rows, refunded if it ended before reading any)."""
 
     def __init__(self, fit: Fit) -> None:
         self.fit = fit

@@ -1,8 +1,8 @@
 """Typed views of the v1 API's JSON answers.
 
 Each is a frozen dataclass built by :meth:`ApiObject.from_json`: the documented members become attributes
-(timestamps as :class:`datetime`, ``null`` RDP entries as ``math.inf``), and the whole answer stays in ``raw`` so
-that members a newer server adds are never lost.
+(timestamps as :class:`datetime`, ``null`` RDP entries and ``null`` unbounded ε values as ``math.inf``), and the
+whole answer stays in ``raw`` so that members a newer server adds are never lost.
 """
 
 from __future__ import annotations
@@ -36,6 +36,8 @@ class ApiObject:
 
     _timestamps: ClassVar[tuple[str, ...]] = ()
     _curves: ClassVar[tuple[str, ...]] = ()
+    #: members where JSON ``null`` means +∞ (no bound: an ε or a share the filter cannot certify)
+    _unbounded: ClassVar[tuple[str, ...]] = ()
     _nested: ClassVar[dict[str, type[ApiObject]]] = {}
     _nested_lists: ClassVar[dict[str, type[ApiObject]]] = {}
 
@@ -50,6 +52,8 @@ class ApiObject:
                 value = _timestamp(value)
             elif spec.name in cls._curves:
                 value = _curve(value)
+            elif spec.name in cls._unbounded:
+                value = math.inf if value is None else value
             elif spec.name in cls._nested and value is not None:
                 value = cls._nested[spec.name].from_json(value)
             elif spec.name in cls._nested_lists and value is not None:
@@ -98,32 +102,47 @@ class Dataset(ApiObject):
 
 @dataclass(frozen=True)
 class Budget(ApiObject):
-    """``GET /v1/datasets/{id}/budget``: limits, charged / reserved / committed / remaining ε, the spent curve."""
+    """``GET /v1/datasets/{id}/budget``: limits and privacy filter, charged / reserved / committed / remaining ε as
+    the filter measures them (``measure`` says how), the committed curve and δ parts."""
 
     _curves: ClassVar[tuple[str, ...]] = ("committed_rdp",)
+    _unbounded: ClassVar[tuple[str, ...]] = (
+        "charged_epsilon", "reserved_epsilon", "committed_epsilon", "committed_share", "committed_order_share",
+        "committed_pure_share", "committed_pure_epsilon",
+    )  # fmt: skip
 
     dataset_id: str = ""
     epsilon_max: float = 0.0
     delta_max: float = 0.0
     grid_name: str = ""
     orders: list[float] = field(default_factory=list)
+    filter: dict[str, Any] = field(default_factory=dict)
     charged_epsilon: float = 0.0
     reserved_epsilon: float = 0.0
     committed_epsilon: float = 0.0
-    committed_optimal_order: float = 0.0
+    committed_share: float = 0.0
+    committed_certificate: str | None = None
+    committed_order_share: float = 0.0
+    committed_pure_share: float = 0.0
     remaining_epsilon: float = 0.0
     committed_rdp: list[float] = field(default_factory=list)
     committed_extra_delta: float = 0.0
     committed_approx_delta: float = 0.0
+    committed_pure_epsilon: float = 0.0
+    committed_delta_used: float = 0.0
     entries: int = 0
+    closed_reason: str | None = None
+    measure: str = ""
 
 
 @dataclass(frozen=True)
 class LedgerEntry(ApiObject):
-    """One ledger row: a reservation, the charge that settles it, or a release."""
+    """One ledger row: a reservation, the charge that settles it, or a release (cancelled while queued, or the
+    refund of a fit that never read a row). ``committed_epsilon_after`` is the filter's measure."""
 
     _timestamps: ClassVar[tuple[str, ...]] = ("created_at",)
     _curves: ClassVar[tuple[str, ...]] = ("rdp",)
+    _unbounded: ClassVar[tuple[str, ...]] = ("epsilon", "pure_epsilon", "committed_epsilon_after")
 
     id: int = 0
     job_id: str | None = None
@@ -132,6 +151,7 @@ class LedgerEntry(ApiObject):
     optimal_order: float | None = None
     extra_delta: float = 0.0
     approx_delta: float = 0.0
+    pure_epsilon: float = math.inf
     committed_epsilon_after: float = 0.0
     description: str = ""
     created_at: datetime | None = None
@@ -153,26 +173,34 @@ class LedgerPage(ApiObject):
 
 @dataclass(frozen=True)
 class Cost(ApiObject):
-    """A fit's exact privacy cost: its own ε at the dataset's δ, the order, and its RDP curve."""
+    """A fit's exact privacy cost: its own ε at the dataset's δ (this fit alone), the order, its RDP curve, δ parts
+    and pure bound, and ``filter_epsilon``: the part of the dataset's ε budget it uses by the filter's measure."""
 
     _curves: ClassVar[tuple[str, ...]] = ("rdp",)
+    _unbounded: ClassVar[tuple[str, ...]] = ("epsilon", "pure_epsilon", "filter_epsilon", "filter_share")
 
     epsilon: float = 0.0
     delta: float = 0.0
     optimal_order: float | None = None
+    filter_epsilon: float = 0.0
+    filter_share: float = 0.0
+    filter_certificate: str | None = None
     at_grid_edge: bool = False
     grid: str = ""
     extra_delta: float = 0.0
     approx_delta: float = 0.0
+    pure_epsilon: float = math.inf
     rdp: list[float] = field(default_factory=list)
     formula_version: str = ""
 
 
 @dataclass(frozen=True)
 class Estimate(ApiObject):
-    """``POST /v1/fits/estimate``: what a proposed fit would cost and what would remain; nothing is charged."""
+    """``POST /v1/fits/estimate``: what a proposed fit would cost and what would remain (the filter's measure);
+    nothing is charged. ``refusal_reason``: ``epsilon``, ``delta`` (δ pot) or ``closed`` when not admissible."""
 
     _nested: ClassVar[dict[str, type[ApiObject]]] = {"cost": Cost}
+    _unbounded: ClassVar[tuple[str, ...]] = ("epsilon", "committed_epsilon_before", "committed_epsilon_after")
 
     dataset_id: str = ""
     cost: Cost | None = None
@@ -183,6 +211,10 @@ class Estimate(ApiObject):
     committed_epsilon_after: float = 0.0
     remaining_epsilon_after: float = 0.0
     admissible: bool = False
+    refusal_reason: str | None = None
+    delta_used_after: float = 0.0
+    certificate_after: str | None = None
+    measure: str = ""
     epsilon_max: float = 0.0
 
 

@@ -210,10 +210,24 @@ Label = Annotated[BinaryLabel | NumericLabel, Field(discriminator="type")]
 
 
 class Budget(_Model):
-    """The dataset's total privacy budget (ε_max, δ_max) under replace-one neighbours (DESIGN §1.1)."""
+    """The dataset's total privacy budget (ε_max, δ_max) under replace-one neighbours (DESIGN §1.1).
+
+    ``approximate_delta`` is the part of δ set apart for the δ-only parts of fits that have them (objective
+    perturbation's Gaussian variant, dp_lazy_oco, approximate-RDP charges); the rest certifies the RDP curves.
+    Default δ/10; 0 refuses such fits. See :mod:`privfit.privacy.filter`.
+    """
 
     epsilon: float = Field(gt=0)
     delta: float = Field(gt=0, lt=1)
+    approximate_delta: float | None = Field(
+        None, ge=0, description="Share of δ for δ-only parts of fits (default δ/10); must be below δ."
+    )
+
+    @model_validator(mode="after")
+    def _approximate_delta_below_delta(self) -> Budget:
+        if self.approximate_delta is not None and not self.approximate_delta < self.delta:
+            raise ValueError(f"approximate_delta must be below delta = {self.delta:g}")
+        return self
 
 
 class CsvOptions(_Model):

@@ -113,11 +113,15 @@ class DatasetGrant(Base):
 
 
 class Budget(Base):
-    """A dataset's budget (ε_max, δ_max) on a fixed order grid, and the cached sum of its live reservations.
+    """A dataset's budget (ε_max, δ_max) on a fixed order grid, its privacy filter, and the cached sum of its live
+    reservations.
 
-    ``committed_rdp``/``committed_extra_delta``/``committed_approx_delta`` cache the composition of every
-    reservation not released (charged or still reserved); the ledger entries are the truth and the cache is
-    checked against them in tests.
+    The filter (:mod:`privfit.privacy.filter`) is fixed at creation: ``filter_order`` (α*), ``filter_rdp_delta``
+    (δ_R) and ``filter_approximate_delta`` (δ_A, the pot of δ-only parts), under the rule ``filter_version``.
+    ``filter_note`` set means the budget admits nothing more, and says why.
+    ``committed_rdp``/``committed_extra_delta``/``committed_approx_delta``/``committed_pure_epsilon`` (NULL = +∞)
+    cache the composition of every reservation not released (charged or still reserved); the ledger entries are
+    the truth and the cache is checked against them in tests.
     ``version`` increases with every ledger entry of the dataset.
     """
 
@@ -134,6 +138,12 @@ class Budget(Base):
     committed_rdp: Mapped[list[float]]
     committed_extra_delta: Mapped[float] = mapped_column(Float, default=0.0)
     committed_approx_delta: Mapped[float] = mapped_column(Float, default=0.0)
+    committed_pure_epsilon: Mapped[float | None] = mapped_column(Float)
+    filter_version: Mapped[str] = mapped_column(String(64))
+    filter_order: Mapped[float] = mapped_column(Float)
+    filter_rdp_delta: Mapped[float] = mapped_column(Float)
+    filter_approximate_delta: Mapped[float] = mapped_column(Float)
+    filter_note: Mapped[str | None] = mapped_column(Text)
     version: Mapped[int] = mapped_column(Integer, default=0)
 
 
@@ -172,11 +182,13 @@ class Job(Base):
 
 
 class LedgerEntry(Base):
-    """One append-only ledger entry: a reservation, the charge that confirms it, or the release that voids it.
+    """One append-only ledger entry: a reservation, the charge that confirms it, or the release that voids it
+    (a cancelled queued job, or the refund of a job that never read a row).
 
-    Each records its curve (on ``grid_name``; JSON null = +∞, no bound at that order), its approximate-DP δ and
-    approximate-RDP slack (:mod:`privfit.privacy.cost`), the formula version, and the ε at the
-    dataset's δ with its optimal order — both of this entry alone and of the dataset's committed total after it.
+    Each records its curve (on ``grid_name``; JSON null = +∞, no bound at that order), its approximate-DP δ,
+    approximate-RDP slack and pure-ε bound (NULL = +∞; :mod:`privfit.privacy.cost`), the formula version, the ε
+    of this entry alone at the dataset's δ with its optimal order, and the dataset's committed ε after it as the
+    privacy filter measures it.
     """
 
     __tablename__ = "ledger_entries"
@@ -192,6 +204,7 @@ class LedgerEntry(Base):
     rdp: Mapped[list[float]]
     extra_delta: Mapped[float] = mapped_column(Float, default=0.0)
     approx_delta: Mapped[float] = mapped_column(Float, default=0.0)
+    pure_epsilon: Mapped[float | None] = mapped_column(Float)
     grid_name: Mapped[str] = mapped_column(String(64))
     formula_version: Mapped[str] = mapped_column(String(64))
     epsilon: Mapped[float] = mapped_column(Float)

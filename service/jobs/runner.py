@@ -2,11 +2,18 @@
 
 Order of events, each step a separate commit:
 1. :func:`~privfit.jobs.states.claim` — queued → running and reservation → charge, before any row is read;
-2. the dataset's rows are loaded from the store (integrity-checked) and the solver runs with an OS-seeded
-   generator, while a heartbeat thread renews the lease, publishes data-independent progress and relays
-   cancellation requests;
-3. the result is written once by the lease owner (a worker that lost its lease discards its result, so one
-   charge never releases two outputs); failures keep the charge and record only a generic, data-free error.
+2. the dataset's matrix is loaded from the store (integrity-checked);
+3. :func:`~privfit.jobs.states.mark_reading` — ``data_read_at`` is committed, then the solver runs on the rows with
+   an OS-seeded generator, while a heartbeat thread renews the lease, publishes data-independent progress and
+   relays cancellation requests;
+4. the result is written once by the lease owner (a worker that lost its lease discards its result, so one
+   charge never releases two outputs).
+
+A fit that ends before step 3 (dataset deleted while queued, store unreachable or corrupt, a transient database
+error, a cancel) released nothing that depends on the data: it fails or is cancelled and its charge is refunded in
+the same transaction (:mod:`privfit.jobs.states`). A fit that fails after step 3 keeps its charge and shows the
+analyst one fixed, data-free error — never the exception's type or message, which may depend on the rows; those go
+to the server log for owners and operators.
 """
 
 from __future__ import annotations
@@ -69,7 +76,14 @@ def run_job(
         beat.join()
 
 
+FAILED_AFTER_READING = {
+    "type": "fit_failed",
+    "detail": "the fit failed after reading the data; no result was released and its privacy charge is kept",
+}
+
+
 def _execute(db: Database, store: DatasetStore, job: ClaimedJob, worker: str, monitor: _Monitor) -> str | None:
+    reading = False
     try:
         solver = get_solver(job.solver)
         resolved = solver.load_resolved(job.params)
@@ -81,14 +95,16 @@ def _execute(db: Database, store: DatasetStore, job: ClaimedJob, worker: str, mo
             )  # fmt: skip
             storage_key = dataset.storage_key
         if storage_key is None:
-            fail(
-                db, job.id, worker, {"type": "dataset_deleted", "detail": "the dataset was deleted before the fit ran"}
-            )
+            fail(db, job.id, worker, {"type": "dataset_deleted", "detail": "the dataset was deleted before the fit "
+                                      "ran; its privacy charge was refunded"})  # fmt: skip
             return "failed"
+        X, y = store.get(storage_key)
+        if monitor.cancel.is_set():
+            raise FitCancelled(0, 1)
         if not mark_reading(db, job.id, worker):
             monitor.lost.set()
             return None
-        X, y = store.get(storage_key)
+        reading = True
 
         def progress(fraction: float) -> None:
             monitor.progress = float(fraction)
@@ -101,13 +117,18 @@ def _execute(db: Database, store: DatasetStore, job: ClaimedJob, worker: str, mo
         log.info("job cancelled", extra={"job_id": job.id})
         return "cancelled"
     except DatasetStoreError as error:
-        fail(db, job.id, worker, {"type": "dataset_unavailable", "detail": str(error)})
+        log.error("dataset unavailable", extra={"job_id": job.id, "error_type": type(error).__name__})
+        fail(db, job.id, worker, {"type": "dataset_unavailable", "detail": f"{error}; the fit did not read the "
+                                  "data and its privacy charge was refunded"})  # fmt: skip
         return "failed"
     except Exception as error:
-        # The exception's message may be computed from private rows: record and log only its type.
-        log.error("job failed", extra={"job_id": job.id, "error_type": type(error).__name__})
-        fail(db, job.id, worker, {"type": "solver_error", "detail": "the fit failed; no result was released and "
-                                  "its privacy charge is kept", "error_type": type(error).__name__})  # fmt: skip
+        # Owners and operators read the type in the server log; the analyst's record must not depend on the rows.
+        log.error("job failed", extra={"job_id": job.id, "error_type": type(error).__name__, "reading": reading})
+        if reading:
+            fail(db, job.id, worker, FAILED_AFTER_READING)
+        else:
+            fail(db, job.id, worker, {"type": "fit_failed_before_reading", "detail": "the fit failed before reading "
+                                      "the data; its privacy charge was refunded"})  # fmt: skip
         return "failed"
     if monitor.lost.is_set() or not finish(db, job.id, worker, result.to_dict()):
         log.warning("job result discarded: lease lost", extra={"job_id": job.id})

@@ -6,14 +6,17 @@ whether it won. The ledger moves in the same transactions:
 
 - ``claim``: queued → running **and** the reservation becomes a charge, in one transaction, before any row of
   the dataset is read. A job is charged at most once (``UNIQUE(job_id, kind)``).
+- ``mark_reading``: committed just before the solver is given the dataset's rows (``data_read_at``).
 - ``finish``: running → succeeded with the result, only by the lease owner; the result is written once.
-- ``fail``: running → failed; the charge is kept (rows may have been read).
-- ``cancel``: queued → cancelled with the reservation released (a re-queued job keeps its charge); running →
-  ``cancel_requested`` (the solver stops at its next step and the job ends cancelled with its charge kept).
-- ``mark_reading``: committed just before the worker reads the dataset (``data_read_at``).
+- ``fail`` / ``end_cancelled``: running → failed / cancelled. **Refunds**: if the job never read a row
+  (``data_read_at`` is NULL, checked in the same UPDATE), its charge is released in the same transaction — it
+  released nothing that depends on the data (dataset deleted while queued, store unreachable, a transient error,
+  a cancel before the rows were read); a job that read rows keeps its charge.
+- ``cancel``: queued → cancelled with the reservation released (a re-queued job, charged when first claimed and
+  never having read a row, is refunded too); running → ``cancel_requested`` (the solver stops at its next step).
 - ``recover_lost``: running jobs whose lease expired (their worker died) → failed, charge kept, no result; or, if
-  the job never started reading its dataset, back to queued with its charge (a later claim finds the charge
-  and does not make a second one: ``charge`` is idempotent per job).
+  the job never read its dataset, back to queued with its charge (a later claim finds the charge and does not make
+  a second one: ``charge`` is idempotent per job) — or cancelled and refunded if a cancel was requested meanwhile.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from sqlalchemy import select, update
 
 from privfit.db import Database, Job, LedgerEntry
 from privfit.db.models import utcnow
-from privfit.ledger import charge, release
+from privfit.ledger import charge, refund, release
 
 
 @dataclass(frozen=True)
@@ -95,14 +98,24 @@ class LeaseLostError(Exception):
     """The job is no longer running under this worker (recovered as lost, or finished elsewhere)."""
 
 
+REFUND_NOTE = "refunded: the fit ended before reading any row, so nothing it released depends on the data"
+
+
 def _end(db: Database, job_id: str, worker: str, status: str, **values: Any) -> bool:
+    """End the running job of ``worker``; a failed or cancelled job that never read a row is refunded in the same
+    transaction (module docstring)."""
     with db.write() as session:
-        result = session.execute(
+        row = session.execute(
             update(Job)
             .where(Job.id == job_id, Job.status == "running", Job.lease_owner == worker)
             .values(status=status, finished_at=utcnow(), lease_expires_at=None, **values)
-        )
-        return result.rowcount == 1
+            .returning(Job.dataset_id, Job.data_read_at)
+        ).one_or_none()
+        if row is None:
+            return False
+        if status != "succeeded" and row.data_read_at is None:
+            refund(session, row.dataset_id, job_id, REFUND_NOTE)
+        return True
 
 
 def finish(db: Database, job_id: str, worker: str, result: dict[str, Any]) -> bool:
@@ -111,12 +124,13 @@ def finish(db: Database, job_id: str, worker: str, result: dict[str, Any]) -> bo
 
 
 def fail(db: Database, job_id: str, worker: str, error: dict[str, Any]) -> bool:
-    """Mark the job failed (charge kept). ``error`` must not contain anything computed from private rows."""
+    """Mark the job failed: refunded if it never read a row, charge kept otherwise. ``error`` must not contain
+    anything computed from private rows, nor anything that depends on them (not even an exception's type)."""
     return _end(db, job_id, worker, "failed", error=error)
 
 
 def end_cancelled(db: Database, job_id: str, worker: str) -> bool:
-    """A running job stopped on request: cancelled, charge kept, no result."""
+    """A running job stopped on request: cancelled, no result; refunded if it never read a row."""
     return _end(db, job_id, worker, "cancelled", error={"type": "cancelled", "detail": "cancelled while running"})
 
 
@@ -135,15 +149,18 @@ def cancel(db: Database, job_id: str) -> str:
             if charged is None:
                 job.error = {"type": "cancelled", "detail": "cancelled while queued; its reservation was released"}
                 release(session, job.dataset_id, job.id)
-            else:  # re-queued after its worker was lost: it was charged when first claimed, and stays charged
-                job.error = {"type": "cancelled", "detail": "cancelled while re-queued; its charge is kept"}
+            else:  # re-queued after its worker was lost before reading a row: charged when first claimed, refunded
+                job.error = {"type": "cancelled", "detail": "cancelled while re-queued; it never read a row and its "
+                             "charge was refunded"}  # fmt: skip
+                refund(session, job.dataset_id, job.id, REFUND_NOTE)
         elif job.status == "running":
             job.cancel_requested = True
         return job.status
 
 
 def mark_reading(db: Database, job_id: str, worker: str) -> bool:
-    """Record that ``worker`` is about to read the job's dataset; False if it no longer owns the running job."""
+    """Record that ``worker`` is about to give the job's rows to the solver; False if it no longer owns the running
+    job. From here on a failure keeps the charge."""
     with db.write() as session:
         result = session.execute(
             update(Job)
@@ -176,19 +193,21 @@ def recover_lost(db: Database, now: datetime | None = None) -> list[str]:
             .values(status="queued", lease_owner=None, lease_expires_at=None, started_at=None, progress=0.0)
             .returning(Job.id)
         ).scalars().all()  # fmt: skip
-        lost = (
-            session.execute(
-                update(Job)
-                .where(Job.status == "running", Job.lease_expires_at < now)
-                .values(
-                    status="failed",
-                    finished_at=now,
-                    lease_expires_at=None,
-                    error={"type": "worker_lost", "detail": "the worker running this fit stopped; its charge is kept"},
-                )
-                .returning(Job.id)
-            )
-            .scalars()
-            .all()
-        )
-        return [*requeued, *lost]
+        lost = session.execute(
+            update(Job)
+            .where(Job.status == "running", Job.lease_expires_at < now, Job.data_read_at.is_not(None))
+            .values(status="failed", finished_at=now, lease_expires_at=None,
+                    error={"type": "worker_lost", "detail": "the worker running this fit stopped; its charge is kept"})
+            .returning(Job.id)
+        ).scalars().all()  # fmt: skip
+        unread = session.execute(  # a cancel was requested before the lost worker read anything: refunded
+            update(Job)
+            .where(Job.status == "running", Job.lease_expires_at < now)
+            .values(status="cancelled", finished_at=now, lease_expires_at=None,
+                    error={"type": "cancelled", "detail": "cancelled; its worker stopped before reading a row and "
+                           "its charge was refunded"})
+            .returning(Job.id, Job.dataset_id)
+        ).all()  # fmt: skip
+        for job_id, dataset_id in unread:
+            refund(session, dataset_id, job_id, REFUND_NOTE)
+        return [*requeued, *lost, *(job_id for job_id, _ in unread)]

@@ -1,15 +1,20 @@
-"""The privacy ledger (DESIGN §2): per-dataset RDP budgets, reservations, charges, releases, the RDP filter."""
+"""The privacy ledger (DESIGN §2): per-dataset budgets, reservations, charges, releases and refunds, admitted by
+the dataset's privacy filter (:mod:`privfit.privacy.filter`)."""
 
 from .ledger import (
     FORMULA_VERSION,
     BudgetExceededError,
     BudgetStatus,
     Estimate,
+    FilterView,
     LedgerError,
+    budget_filter,
     charge,
     committed_cost_from_entries,
     create_budget,
+    delta_allowance,
     estimate,
+    refund,
     release,
     reserve,
     status,
@@ -20,11 +25,15 @@ __all__ = [
     "BudgetExceededError",
     "BudgetStatus",
     "Estimate",
+    "FilterView",
     "LedgerError",
+    "budget_filter",
     "charge",
     "committed_cost_from_entries",
     "create_budget",
+    "delta_allowance",
     "estimate",
+    "refund",
     "release",
     "reserve",
     "status",

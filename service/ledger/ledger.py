@@ -1,33 +1,57 @@
-"""Admission, reservation, charge and release against a dataset's RDP budget, atomically.
+"""Admission, reservation, charge, release and refund against a dataset's privacy budget, atomically.
 
 Semantics (DESIGN §2):
+
 - A dataset's *committed* cost is the composition (sum of RDP curves, δ parts as 1 − Π(1 − δ_i), approximate-RDP
-  slacks summed; :mod:`privfit.privacy.cost`) of every
-  reservation that has not been released — whether already charged or still queued. A fit is admitted only if
-  committed + its own cost converts to ε ≤ ε_max at δ_max: an RDP privacy filter, valid for adaptively chosen
-  fits (Feldman & Zrnic 2021; Lécuyer 2021).
+  slacks and pure-ε bounds summed; :mod:`privfit.privacy.cost`) of every reservation that has not been released —
+  whether already charged or still queued.
+- **Admission is the dataset's privacy filter** (:mod:`privfit.privacy.filter`, whose docstring states and proves
+  the theorem): fixed when the dataset is created — one pinned RDP order α* certified at δ_R, the order-∞ (pure
+  ε) certificate, and a pot δ_A for δ-only parts, δ_R + δ_A = δ_max — a fit is admitted iff, with it added, the
+  δ parts fit the pot and one certificate holds. The whole interaction, with every fit chosen after seeing the
+  results of the earlier ones and concurrent fits included, is then (ε_max, δ_max)-DP. The ε shown as
+  "committed" (in the budget, the ledger entries, the estimate and the 409) is the filter's measure of the
+  committed fits, min over the certificates; admission is exactly "committed ε with the fit ≤ ε_max".
 - Every function here must run inside ``Database.write()``: it first locks the dataset's budget row
   (``SELECT … FOR UPDATE`` on PostgreSQL; SQLite's ``BEGIN IMMEDIATE`` already holds the database's single write
   lock), so check and debit happen in one transaction and concurrent requests cannot overspend.
 - Entries are append-only; ``UNIQUE(job_id, kind)`` makes a second reservation, charge or release of a job
-  impossible at the database level. The budget row caches the committed sum; releases recompute it from the
-  entries.
+  impossible at the database level. A release voids a reservation (cancelled while queued) or, as a *refund*,
+  the charge of a job that never read a row (the job state machine checks that in the same transaction). The
+  budget row caches the committed sum; releases recompute it from the entries.
+- A budget whose ``filter_note`` is set admits nothing (a dataset moved from the previous admission rule whose
+  committed fits already exceed the filter; the note says why).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from privfit.db.models import Budget, LedgerEntry
-from privfit.privacy import OrderGrid, PrivacyCost, compose_deltas, curve_from_json, curve_to_json, get_grid
+from privfit.privacy import (
+    FILTER_VERSION,
+    DeltaAllowance,
+    FilterReading,
+    OrderGrid,
+    PrivacyCost,
+    PrivacyFilter,
+    compose_deltas,
+    curve_from_json,
+    curve_to_json,
+    get_grid,
+    pure_epsilon_from_json,
+    pure_epsilon_to_json,
+)
 
-FORMULA_VERSION = "rdp-to-dp:balle2020+dp_accounting-guards/v1"
-"""Identifies the RDP → (ε, δ) conversion behind every ε the ledger records."""
+FORMULA_VERSION = "balle2020+guards;" + FILTER_VERSION
+"""Identifies the conversion behind a fit's own ε and the filter behind every committed ε the ledger records."""
 
 
 class LedgerError(Exception):
@@ -35,45 +59,117 @@ class LedgerError(Exception):
 
 
 class BudgetExceededError(LedgerError):
-    """The fit's cost does not fit in what remains; carries the public numbers for the 409 response."""
+    """The fit does not fit in the dataset's privacy filter; carries the public numbers for the 409 response.
+
+    ``reason`` is ``"epsilon"`` (no certificate would hold), ``"delta"`` (the δ parts would overflow the pot δ_A)
+    or ``"closed"`` (the budget admits nothing more; ``note`` says why).
+    """
 
     def __init__(self, *, requested_epsilon: float, committed_epsilon: float, total_epsilon: float,
-                 epsilon_max: float, delta_max: float) -> None:  # fmt: skip
+                 epsilon_max: float, delta_max: float, reason: str, delta_used_after: float,
+                 approximate_delta: float, note: str | None = None) -> None:  # fmt: skip
         self.requested_epsilon = requested_epsilon
         self.committed_epsilon = committed_epsilon
         self.total_epsilon = total_epsilon
         self.epsilon_max = epsilon_max
         self.delta_max = delta_max
-        super().__init__(
-            f"this fit costs ε = {requested_epsilon:.6g} on its own; with the {committed_epsilon:.6g} already "
-            f"committed the dataset would reach ε = {total_epsilon:.6g} > its budget ε = {epsilon_max:.6g} "
-            f"(at δ = {delta_max:.3g})"
+        self.reason = reason
+        self.delta_used_after = delta_used_after
+        self.approximate_delta = approximate_delta
+        self.note = note
+        super().__init__(self._message())
+
+    def _message(self) -> str:
+        own = f"this fit costs ε = {self.requested_epsilon:.6g} on its own (at δ = {self.delta_max:.3g})"
+        if self.reason == "closed":
+            return f"this dataset admits no more fits: {self.note}"
+        if self.reason == "delta":
+            return (
+                f"{own}, but its δ-only part would bring the dataset's pot for δ parts to "
+                f"{self.delta_used_after:.3g} > {self.approximate_delta:.3g} (the budget's approximate_delta; the "
+                f"rest of δ = {self.delta_max:.3g} certifies the RDP curves)"
+            )
+        return (
+            f"{own}; the dataset's privacy filter measures the committed fits at ε = {self.committed_epsilon:.6g} "
+            f"and would measure them with this fit at ε = {self.total_epsilon:.6g} > its budget "
+            f"ε = {self.epsilon_max:.6g} (at δ = {self.delta_max:.3g}, valid for adaptively chosen fits)"
         )
+
+    def problem_fields(self) -> dict[str, Any]:
+        """The public members of the 409 problem document."""
+        return {
+            "requested_epsilon": self.requested_epsilon,
+            "committed_epsilon": self.committed_epsilon,
+            "epsilon_max": self.epsilon_max,
+            "delta_max": self.delta_max,
+            "remaining_epsilon": max(0.0, self.epsilon_max - self.committed_epsilon),
+            "reason": self.reason,
+            "delta_used_after": self.delta_used_after,
+            "approximate_delta": self.approximate_delta,
+            "note": self.note,
+        }
+
+
+MEASURE_NOTE = (
+    "committed ε = ε_max × the share of the budget the committed fits use by the dataset's privacy filter (the "
+    "smaller of its pinned-order RDP share and its pure-ε share); a fit is admitted iff the share with it stays "
+    "≤ 1. It is the filter's measure, not an (ε, δ) statement of its own: the budget guarantees (ε_max, δ_max)-DP "
+    "for any sequence of admitted fits, chosen adaptively or concurrently"
+)
+
+
+@dataclass(frozen=True)
+class FilterView:
+    """The dataset's filter as shown in the budget view (all public)."""
+
+    rule: str
+    order: float
+    rdp_delta: float
+    approximate_delta: float
+    order_budget: float
+    slack_weight: float
+
+    @classmethod
+    def of(cls, privacy_filter: PrivacyFilter) -> FilterView:
+        return cls(
+            rule=privacy_filter.version, order=privacy_filter.order, rdp_delta=privacy_filter.rdp_delta,
+            approximate_delta=privacy_filter.approximate_delta, order_budget=privacy_filter.order_budget,
+            slack_weight=privacy_filter.slack_weight,
+        )  # fmt: skip
 
 
 @dataclass(frozen=True)
 class BudgetStatus:
-    """What owners and analysts see: limits, charged / reserved / committed ε, the remaining ε, the curve."""
+    """What owners and analysts see: limits, the filter, charged / reserved / committed ε (the filter's measure),
+    the remaining ε, the committed curve and δ parts."""
 
     epsilon_max: float
     delta_max: float
     grid_name: str
     orders: list[float]
+    filter: FilterView
     charged_epsilon: float
     reserved_epsilon: float
     committed_epsilon: float
-    committed_optimal_order: float
+    committed_share: float
+    committed_certificate: str | None
+    committed_order_share: float
+    committed_pure_share: float
     remaining_epsilon: float
     committed_rdp: list[float | None]
     committed_extra_delta: float
     committed_approx_delta: float
+    committed_pure_epsilon: float
+    committed_delta_used: float
     entries: int
+    closed_reason: str | None = None
+    measure: str = MEASURE_NOTE
     formula_version: str = FORMULA_VERSION
 
 
 @dataclass(frozen=True)
 class Estimate:
-    """A dry run: the fit's own ε, and the dataset's committed ε before and after it; nothing is written."""
+    """A dry run: the fit's own ε, and the filter's committed ε before and after it; nothing is written."""
 
     epsilon: float
     optimal_order: float
@@ -82,6 +178,10 @@ class Estimate:
     committed_epsilon_after: float
     remaining_epsilon_after: float
     admissible: bool
+    refusal_reason: str | None
+    delta_used_after: float
+    certificate_after: str | None
+    measure: str = field(default=MEASURE_NOTE)
 
 
 def _lock(session: Session, dataset_id: str) -> Budget:
@@ -93,11 +193,28 @@ def _lock(session: Session, dataset_id: str) -> Budget:
     return budget
 
 
+def _get(session: Session, dataset_id: str) -> Budget:
+    budget = session.get(Budget, dataset_id)
+    if budget is None:
+        raise LedgerError(f"dataset {dataset_id} has no budget")
+    return budget
+
+
+def budget_filter(budget: Budget) -> PrivacyFilter:
+    """The privacy filter stored with ``budget``."""
+    return PrivacyFilter(
+        epsilon_max=budget.epsilon_max, delta_max=budget.delta_max, grid=get_grid(budget.grid_name),
+        order=budget.filter_order, rdp_delta=budget.filter_rdp_delta,
+        approximate_delta=budget.filter_approximate_delta, version=budget.filter_version,
+    )  # fmt: skip
+
+
 def _committed(budget: Budget) -> PrivacyCost:
     grid = get_grid(budget.grid_name)
     return PrivacyCost(
-        curve_from_json(budget.committed_rdp), grid, budget.committed_extra_delta, budget.committed_approx_delta
-    )
+        curve_from_json(budget.committed_rdp), grid, budget.committed_extra_delta, budget.committed_approx_delta,
+        pure_epsilon_from_json(budget.committed_pure_epsilon),
+    )  # fmt: skip
 
 
 def _cache(budget: Budget, committed: PrivacyCost) -> None:
@@ -105,6 +222,7 @@ def _cache(budget: Budget, committed: PrivacyCost) -> None:
     budget.committed_rdp = curve_to_json(committed.rdp)
     budget.committed_extra_delta = committed.extra_delta
     budget.committed_approx_delta = committed.approx_delta
+    budget.committed_pure_epsilon = pure_epsilon_to_json(committed.pure_epsilon)
 
 
 def _check_grid(cost: PrivacyCost, budget: Budget) -> None:
@@ -112,11 +230,23 @@ def _check_grid(cost: PrivacyCost, budget: Budget) -> None:
         raise LedgerError(f"cost is on grid {cost.grid.name!r} but the dataset's budget is on {budget.grid_name!r}")
 
 
-def create_budget(session: Session, dataset_id: str, epsilon_max: float, delta_max: float, grid: OrderGrid) -> Budget:
-    """Create the budget row of a new dataset (in the same transaction that creates the dataset)."""
+def create_budget(
+    session: Session,
+    dataset_id: str,
+    epsilon_max: float,
+    delta_max: float,
+    grid: OrderGrid,
+    approximate_delta: float | None = None,
+) -> Budget:
+    """Create the budget row of a new dataset, with its privacy filter (in the transaction that creates the
+    dataset). ``approximate_delta`` is the pot for δ-only parts (default δ_max/10)."""
+    privacy_filter = PrivacyFilter.for_budget(epsilon_max, delta_max, grid, approximate_delta)
     budget = Budget(
         dataset_id=dataset_id, epsilon_max=float(epsilon_max), delta_max=float(delta_max), grid_name=grid.name,
-        committed_rdp=[0.0] * len(grid), committed_extra_delta=0.0, committed_approx_delta=0.0, version=0,
+        committed_rdp=[0.0] * len(grid), committed_extra_delta=0.0, committed_approx_delta=0.0,
+        committed_pure_epsilon=0.0, filter_version=privacy_filter.version, filter_order=privacy_filter.order,
+        filter_rdp_delta=privacy_filter.rdp_delta, filter_approximate_delta=privacy_filter.approximate_delta,
+        filter_note=None, version=0,
     )  # fmt: skip
     session.add(budget)
     return budget
@@ -126,33 +256,41 @@ def _entry(
     session: Session, budget: Budget, job_id: str, kind: str, cost: PrivacyCost, description: str
 ) -> LedgerEntry:
     own = cost.epsilon(budget.delta_max)
-    committed = _committed(budget).epsilon(budget.delta_max)
+    committed = budget_filter(budget).measure(_committed(budget))
     budget.version += 1
     entry = LedgerEntry(
         dataset_id=budget.dataset_id, job_id=job_id, kind=kind, rdp=curve_to_json(cost.rdp),
-        extra_delta=cost.extra_delta, approx_delta=cost.approx_delta, grid_name=budget.grid_name,
-        formula_version=FORMULA_VERSION,
-        epsilon=own.epsilon, optimal_order=own.optimal_order, committed_epsilon_after=committed.epsilon,
-        budget_version=budget.version, description=description,
+        extra_delta=cost.extra_delta, approx_delta=cost.approx_delta,
+        pure_epsilon=pure_epsilon_to_json(cost.pure_epsilon), grid_name=budget.grid_name,
+        formula_version=FORMULA_VERSION, epsilon=own.epsilon, optimal_order=own.optimal_order,
+        committed_epsilon_after=committed.epsilon, budget_version=budget.version, description=description,
     )  # fmt: skip
     session.add(entry)
     session.flush()
     return entry
 
 
+def _refusal(budget: Budget, cost: PrivacyCost, before: FilterReading, after: FilterReading) -> BudgetExceededError:
+    reason = "closed" if budget.filter_note else ("delta" if not after.delta_fits else "epsilon")
+    return BudgetExceededError(
+        requested_epsilon=cost.epsilon(budget.delta_max).epsilon, committed_epsilon=before.epsilon,
+        total_epsilon=after.epsilon, epsilon_max=budget.epsilon_max, delta_max=budget.delta_max, reason=reason,
+        delta_used_after=after.delta_used, approximate_delta=budget.filter_approximate_delta,
+        note=budget.filter_note,
+    )  # fmt: skip
+
+
 def reserve(session: Session, dataset_id: str, job_id: str, cost: PrivacyCost, description: str = "") -> LedgerEntry:
-    """Admit ``cost`` for ``job_id`` or raise :class:`BudgetExceededError`; on admission write the reservation."""
+    """Admit ``cost`` for ``job_id`` by the dataset's filter or raise :class:`BudgetExceededError`; on admission
+    write the reservation."""
     budget = _lock(session, dataset_id)
     _check_grid(cost, budget)
+    privacy_filter = budget_filter(budget)
     before = _committed(budget)
     after = before + cost
-    total = after.epsilon(budget.delta_max).epsilon
-    if not total <= budget.epsilon_max:
-        raise BudgetExceededError(
-            requested_epsilon=cost.epsilon(budget.delta_max).epsilon,
-            committed_epsilon=before.epsilon(budget.delta_max).epsilon,
-            total_epsilon=total, epsilon_max=budget.epsilon_max, delta_max=budget.delta_max,
-        )  # fmt: skip
+    reading = privacy_filter.measure(after)
+    if budget.filter_note or not reading.share <= 1.0:
+        raise _refusal(budget, cost, privacy_filter.measure(before), reading)
     _cache(budget, after)
     return _entry(session, budget, job_id, "reservation", cost, description)
 
@@ -163,7 +301,10 @@ def _job_entries(session: Session, job_id: str) -> dict[str, LedgerEntry]:
 
 
 def _entry_cost(entry: LedgerEntry) -> PrivacyCost:
-    return PrivacyCost(curve_from_json(entry.rdp), get_grid(entry.grid_name), entry.extra_delta, entry.approx_delta)
+    return PrivacyCost(
+        curve_from_json(entry.rdp), get_grid(entry.grid_name), entry.extra_delta, entry.approx_delta,
+        pure_epsilon_from_json(entry.pure_epsilon),
+    )  # fmt: skip
 
 
 def charge(session: Session, dataset_id: str, job_id: str) -> LedgerEntry:
@@ -180,19 +321,37 @@ def charge(session: Session, dataset_id: str, job_id: str) -> LedgerEntry:
     return _entry(session, budget, job_id, "charge", _entry_cost(entries["reservation"]), "job started")
 
 
-def release(session: Session, dataset_id: str, job_id: str) -> LedgerEntry:
-    """Void the reservation of a job cancelled while queued; a charged job keeps its charge."""
+def release(session: Session, dataset_id: str, job_id: str, description: str = "cancelled while queued") -> LedgerEntry:
+    """Void the reservation of a job that was never charged (cancelled while queued); a charged job keeps its
+    charge here (see :func:`refund`)."""
     budget = _lock(session, dataset_id)
     entries = _job_entries(session, job_id)
     if "release" in entries:
         return entries["release"]
     if "charge" in entries:
         raise LedgerError(f"job {job_id} has started: its charge is kept")
+    return _void(session, budget, job_id, entries, description)
+
+
+def refund(session: Session, dataset_id: str, job_id: str, description: str) -> LedgerEntry:
+    """Release the charge (or reservation) of a job that NEVER READ A ROW: it released nothing that depends on
+    the data, so its cost is returned (DESIGN §2). The caller proves "never read" in the same transaction (the
+    job's ``data_read_at`` is NULL under its row lock: :mod:`privfit.jobs.states`). Idempotent."""
+    budget = _lock(session, dataset_id)
+    entries = _job_entries(session, job_id)
+    if "release" in entries:
+        return entries["release"]
+    return _void(session, budget, job_id, entries, description)
+
+
+def _void(
+    session: Session, budget: Budget, job_id: str, entries: dict[str, LedgerEntry], description: str
+) -> LedgerEntry:
     if "reservation" not in entries:
         raise LedgerError(f"job {job_id} has no reservation to release")
     committed = committed_cost_from_entries(session, budget, exclude_job=job_id)
     _cache(budget, committed)
-    return _entry(session, budget, job_id, "release", _entry_cost(entries["reservation"]), "cancelled while queued")
+    return _entry(session, budget, job_id, "release", _entry_cost(entries["reservation"]), description)
 
 
 def committed_cost_from_entries(session: Session, budget: Budget, exclude_job: str | None = None) -> PrivacyCost:
@@ -207,14 +366,14 @@ def _sum_entries(
     dataset_id: str,
     grid: OrderGrid,
     kind: str,
-    exclude_kinds: tuple[str, ...],
+    exclude_kinds: Sequence[str],
     exclude_job: str | None = None,
 ) -> PrivacyCost:
     """Compose the entries of ``kind`` whose job has no entry of any of ``exclude_kinds``."""
     excluded = select(LedgerEntry.job_id).where(
-        LedgerEntry.dataset_id == dataset_id, LedgerEntry.kind.in_(exclude_kinds)
+        LedgerEntry.dataset_id == dataset_id, LedgerEntry.kind.in_(tuple(exclude_kinds))
     )
-    query = select(LedgerEntry.rdp, LedgerEntry.extra_delta, LedgerEntry.approx_delta).where(
+    query = select(LedgerEntry.rdp, LedgerEntry.extra_delta, LedgerEntry.approx_delta, LedgerEntry.pure_epsilon).where(
         LedgerEntry.dataset_id == dataset_id, LedgerEntry.kind == kind, LedgerEntry.job_id.not_in(excluded)
     )
     if exclude_job is not None:
@@ -224,40 +383,54 @@ def _sum_entries(
         return PrivacyCost.zero(grid)
     curves = np.asarray([curve_from_json(row.rdp) for row in rows], dtype=np.float64)
     extra = compose_deltas([row.extra_delta for row in rows])
-    return PrivacyCost(curves.sum(axis=0), grid, extra, float(sum(row.approx_delta for row in rows)))
+    pure = math.fsum(pure_epsilon_from_json(row.pure_epsilon) for row in rows)
+    return PrivacyCost(curves.sum(axis=0), grid, extra, float(sum(row.approx_delta for row in rows)), pure)
 
 
 def status(session: Session, dataset_id: str) -> BudgetStatus:
-    """The budget as owners and analysts see it (reads only)."""
-    budget = session.get(Budget, dataset_id)
-    if budget is None:
-        raise LedgerError(f"dataset {dataset_id} has no budget")
+    """The budget as owners and analysts see it (reads only); every ε is the filter's measure."""
+    budget = _get(session, dataset_id)
     grid = get_grid(budget.grid_name)
-    committed = _committed(budget).epsilon(budget.delta_max)
-    charged = _sum_entries(session, dataset_id, grid, "charge", ()).epsilon(budget.delta_max).epsilon
-    reserved = _sum_entries(session, dataset_id, grid, "reservation", ("charge", "release")).epsilon(budget.delta_max)
+    privacy_filter = budget_filter(budget)
+    committed_cost = _committed(budget)
+    committed = privacy_filter.measure(committed_cost)
+    charged = privacy_filter.measure(_sum_entries(session, dataset_id, grid, "charge", ("release",)))
+    reserved = privacy_filter.measure(_sum_entries(session, dataset_id, grid, "reservation", ("charge", "release")))
+    remaining = 0.0 if budget.filter_note else max(0.0, budget.epsilon_max - committed.epsilon)
     return BudgetStatus(
         epsilon_max=budget.epsilon_max, delta_max=budget.delta_max, grid_name=budget.grid_name,
-        orders=[float(a) for a in grid.orders], charged_epsilon=charged, reserved_epsilon=reserved.epsilon,
-        committed_epsilon=committed.epsilon, committed_optimal_order=committed.optimal_order,
-        remaining_epsilon=max(0.0, budget.epsilon_max - committed.epsilon), committed_rdp=list(budget.committed_rdp),
+        orders=[float(a) for a in grid.orders], filter=FilterView.of(privacy_filter),
+        charged_epsilon=charged.epsilon, reserved_epsilon=reserved.epsilon, committed_epsilon=committed.epsilon,
+        committed_share=committed.share, committed_certificate=committed.certificate,
+        committed_order_share=committed.order_share, committed_pure_share=committed.pure_share,
+        remaining_epsilon=remaining, committed_rdp=list(budget.committed_rdp),
         committed_extra_delta=budget.committed_extra_delta, committed_approx_delta=budget.committed_approx_delta,
-        entries=budget.version,
+        committed_pure_epsilon=committed_cost.pure_epsilon, committed_delta_used=committed.delta_used,
+        entries=budget.version, closed_reason=budget.filter_note,
     )  # fmt: skip
 
 
 def estimate(session: Session, dataset_id: str, cost: PrivacyCost) -> Estimate:
     """What admitting ``cost`` would do, without writing anything."""
-    budget = session.get(Budget, dataset_id)
-    if budget is None:
-        raise LedgerError(f"dataset {dataset_id} has no budget")
+    budget = _get(session, dataset_id)
     _check_grid(cost, budget)
+    privacy_filter = budget_filter(budget)
     own = cost.epsilon(budget.delta_max)
     before = _committed(budget)
-    after = (before + cost).epsilon(budget.delta_max).epsilon
+    reading_before = privacy_filter.measure(before)
+    after = privacy_filter.measure(before + cost)
+    admissible = not budget.filter_note and after.share <= 1.0
+    refusal = None if admissible else _refusal(budget, cost, reading_before, after).reason
     return Estimate(
         epsilon=own.epsilon, optimal_order=own.optimal_order, at_grid_edge=own.at_grid_edge,
-        committed_epsilon_before=before.epsilon(budget.delta_max).epsilon, committed_epsilon_after=after,
-        remaining_epsilon_after=max(0.0, budget.epsilon_max - after) if math.isfinite(after) else 0.0,
-        admissible=after <= budget.epsilon_max,
+        committed_epsilon_before=reading_before.epsilon, committed_epsilon_after=after.epsilon,
+        remaining_epsilon_after=max(0.0, budget.epsilon_max - after.epsilon) if admissible else 0.0,
+        admissible=admissible, refusal_reason=refusal, delta_used_after=after.delta_used,
+        certificate_after=after.certificate,
     )  # fmt: skip
+
+
+def delta_allowance(session: Session, dataset_id: str) -> DeltaAllowance:
+    """What the next fit's δ-only parts may use of the dataset's pot (half of what is left; reads only)."""
+    budget = _get(session, dataset_id)
+    return budget_filter(budget).allowance(_committed(budget))

@@ -7,7 +7,8 @@ docstring says otherwise. Modules:
 - :mod:`.mechanisms` — closed-form curves (Gaussian, zCDP, Laplace, pure ε, tree aggregation), composition.
 - :mod:`.subsampled` — Poisson- and without-replacement-subsampled Gaussians.
 - :mod:`.conversion` — curve → (ε, δ) and → δ at ε, the Balle et al. 2020 bound with dp_accounting's guards.
-- :mod:`.cost` — :class:`PrivacyCost` (curve + approximate-DP δ), the unit the ledger stores and sums.
+- :mod:`.cost` — :class:`PrivacyCost` (curve + approximate-DP δ + slack + pure ε), the unit the ledger stores and sums.
+- :mod:`.filter` — :class:`PrivacyFilter`, the ledger's admission rule, proven valid for adaptively chosen fits.
 - :mod:`.calibration` — the smallest noise meeting a target (ε, δ), always on the safe side.
 - :mod:`.randomness` — OS-entropy-seeded generators.
 """
@@ -22,8 +23,17 @@ from .calibration import (
     without_replacement_noise_multiplier,
 )
 from .conversion import Conversion, delta_at_epsilon, deltas_at_epsilon, epsilon_at_delta, epsilons_at_delta
-from .cost import PrivacyCost, compose_deltas, curve_from_json, curve_to_json, total_epsilon
+from .cost import (
+    PrivacyCost,
+    compose_deltas,
+    curve_from_json,
+    curve_to_json,
+    pure_epsilon_from_json,
+    pure_epsilon_to_json,
+    total_epsilon,
+)
 from .errors import PrivacyParameterError
+from .filter import FILTER_VERSION, DeltaAllowance, FilterReading, PrivacyFilter
 from .mechanisms import (
     compose,
     gaussian_rdp,
@@ -44,11 +54,15 @@ from .subsampled import (
 
 __all__ = [
     "DEFAULT_GRID",
+    "FILTER_VERSION",
     "GRIDS",
     "Calibration",
     "Conversion",
+    "DeltaAllowance",
+    "FilterReading",
     "OrderGrid",
     "PrivacyCost",
+    "PrivacyFilter",
     "PrivacyParameterError",
     "calibrate_noise",
     "compose",
@@ -69,6 +83,8 @@ __all__ = [
     "poisson_subsampled_gaussian_rdp",
     "poisson_subsampled_gaussian_rdp_replace_one",
     "pure_dp_rdp",
+    "pure_epsilon_from_json",
+    "pure_epsilon_to_json",
     "sampled_without_replacement_gaussian_rdp",
     "secure_generator",
     "self_compose",

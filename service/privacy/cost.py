@@ -13,6 +13,12 @@ This is the unit the ledger stores and sums (DESIGN §2). Three ingredients:
   Sec. 4.1): laws P, Q with D_α(P'‖Q') ≤ ε(α) for some P', Q' within total variation δ_a of P, Q. These compose
   additively with RDP curves at every order (Carmon et al., Lemma 3: (α, ε₁, δ₁) ∘ (α, ε₂, δ₂) = (α, ε₁ + ε₂,
   δ₁ + δ₂)), so the slacks add.
+* ``pure_epsilon`` (ε_∞): a bound on the privacy loss of every outcome — the RDP of order ∞ — for mechanisms that
+  have one (Laplace: Δ/b; a pure ε-DP release: ε; the ε of an (ε, δ)-DP event once its δ part is set apart), and
+  ``+∞`` otherwise (Gaussian noise). The grid's largest order is below ∞, so this bound cannot be read off the
+  curve: mechanisms that have it say so (:meth:`PrivacyCost.pure_dp`, :meth:`PrivacyCost.laplace`). Pure ε
+  composes by addition (Dwork, McSherry, Nissim & Smith 2006), adaptively too; the ledger's filter uses it as its
+  order-∞ certificate (:mod:`privfit.privacy.filter`). Forgetting it is safe: +∞ only forgoes that certificate.
 
 Conversion at a target δ. Conditioned on no reveal (probability ≥ 1 − δ_m in both worlds), the composition is
 approximate RDP; any RDP → DP conversion applied to (P', Q') at δ' then gives, for every event S,
@@ -37,7 +43,7 @@ import numpy as np
 
 from .conversion import Conversion, epsilon_at_delta
 from .errors import PrivacyParameterError, require_count, require_non_negative, require_open_unit
-from .mechanisms import pure_dp_rdp
+from .mechanisms import laplace_rdp, pure_dp_rdp
 from .orders import DEFAULT_GRID, OrderGrid
 
 
@@ -61,6 +67,16 @@ def curve_from_json(values: Iterable[float | None]) -> np.ndarray:
     return np.asarray([math.inf if v is None else float(v) for v in values], dtype=np.float64)
 
 
+def pure_epsilon_to_json(value: float) -> float | None:
+    """A pure-ε bound as JSON: the float, or ``None`` for +∞ (no bound)."""
+    return float(value) if math.isfinite(value) else None
+
+
+def pure_epsilon_from_json(value: float | None) -> float:
+    """The inverse of :func:`pure_epsilon_to_json`."""
+    return math.inf if value is None else float(value)
+
+
 def rdp_part_delta(delta: float, extra_delta: float) -> float:
     """The δ' left for the RDP part when approximate-DP events already used ``extra_delta`` (0 if none left)."""
     if extra_delta <= 0.0:
@@ -72,12 +88,14 @@ def rdp_part_delta(delta: float, extra_delta: float) -> float:
 
 @dataclass(frozen=True)
 class PrivacyCost:
-    """An RDP curve on ``grid`` plus an approximate-DP δ; composition is ``+`` and k-fold is ``* k``."""
+    """An RDP curve on ``grid`` plus an approximate-DP δ, an approximate-RDP slack and a pure-ε bound (module
+    docstring); composition is ``+`` and k-fold is ``* k``."""
 
     rdp: np.ndarray = field(repr=False)
     grid: OrderGrid = DEFAULT_GRID
     extra_delta: float = 0.0
     approx_delta: float = 0.0
+    pure_epsilon: float = math.inf
 
     def __post_init__(self) -> None:
         curve = np.array(self.rdp, dtype=np.float64)
@@ -91,13 +109,32 @@ class PrivacyCost:
             value = getattr(self, name)
             if not 0.0 <= value < 1.0 or math.isnan(value):
                 raise PrivacyParameterError(name, f"must lie in [0, 1), got {value!r}")
+        if math.isnan(self.pure_epsilon) or self.pure_epsilon < 0.0:
+            raise PrivacyParameterError("pure_epsilon", f"must be ≥ 0 (+∞ for none), got {self.pure_epsilon!r}")
+        object.__setattr__(self, "pure_epsilon", float(self.pure_epsilon))
         curve.setflags(write=False)
         object.__setattr__(self, "rdp", curve)
 
     @classmethod
     def zero(cls, grid: OrderGrid = DEFAULT_GRID) -> PrivacyCost:
         """The cost of releasing nothing."""
-        return cls(np.zeros(len(grid)), grid)
+        return cls(np.zeros(len(grid)), grid, pure_epsilon=0.0)
+
+    @classmethod
+    def pure_dp(cls, epsilon: float, grid: OrderGrid = DEFAULT_GRID) -> PrivacyCost:
+        """A pure ε-DP release: the tight curve of randomized response and the order-∞ bound ε."""
+        epsilon = require_non_negative("epsilon", epsilon)
+        return cls(pure_dp_rdp(grid, epsilon=epsilon), grid, pure_epsilon=epsilon)
+
+    @classmethod
+    def laplace(
+        cls, grid: OrderGrid = DEFAULT_GRID, *, scale: float, sensitivity: float = 1.0, count: int = 1
+    ) -> PrivacyCost:
+        """``count`` Laplace releases of L1 sensitivity Δ and scale b: the exact curve (Mironov 2017, Prop. 6) and
+        the order-∞ bound count·Δ/b."""
+        count = require_count("count", count)
+        curve = laplace_rdp(grid, scale=scale, sensitivity=sensitivity)
+        return cls(count * curve, grid, pure_epsilon=count * (float(sensitivity) / float(scale)))
 
     @classmethod
     def approximate_dp(cls, epsilon: float, delta: float, grid: OrderGrid = DEFAULT_GRID) -> PrivacyCost:
@@ -106,7 +143,7 @@ class PrivacyCost:
         delta = require_non_negative("delta", delta)
         if delta >= 1.0:
             raise PrivacyParameterError("delta", f"must lie in [0, 1), got {delta!r}")
-        return cls(pure_dp_rdp(grid, epsilon=epsilon), grid, delta)
+        return cls(pure_dp_rdp(grid, epsilon=epsilon), grid, delta, pure_epsilon=epsilon)
 
     @classmethod
     def approximate_rdp(
@@ -129,6 +166,7 @@ class PrivacyCost:
             self.grid,
             compose_deltas([self.extra_delta, other.extra_delta]),
             self.approx_delta + other.approx_delta,
+            self.pure_epsilon + other.pure_epsilon,
         )
 
     def __mul__(self, count: int) -> PrivacyCost:
@@ -136,7 +174,7 @@ class PrivacyCost:
         if count == 0:
             return PrivacyCost.zero(self.grid)
         extra = float(-np.expm1(count * np.log1p(-self.extra_delta)))
-        return PrivacyCost(count * self.rdp, self.grid, extra, count * self.approx_delta)
+        return PrivacyCost(count * self.rdp, self.grid, extra, count * self.approx_delta, count * self.pure_epsilon)
 
     __rmul__ = __mul__
 

@@ -60,7 +60,7 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import Field
 
-from privfit.privacy import DEFAULT_GRID, OrderGrid, PrivacyCost, laplace_rdp, laplace_scale
+from privfit.privacy import DEFAULT_GRID, OrderGrid, PrivacyCost, laplace_scale
 
 from .base import (
     FitResult,
@@ -531,9 +531,10 @@ class DPDistributed(Solver):
     def cost(
         self, resolved: ResolvedParams | Mapping[str, Any], meta: PublicMetadata, grid: OrderGrid = DEFAULT_GRID
     ) -> PrivacyCost:
-        """``p · ε_Lap(α; ε₀)`` on ``grid`` (spec §3.4–3.5): one Laplace mechanism per pass; reads no row."""
+        """``p · ε_Lap(α; ε₀)`` on ``grid`` and the pure bound p·ε₀ (spec §3.4–3.5): one Laplace mechanism per pass;
+        reads no row."""
         r = self._check(resolved, meta)
-        return PrivacyCost(r.passes * laplace_rdp(grid, scale=r.noise_multiplier, sensitivity=1.0), grid)
+        return PrivacyCost.laplace(grid, scale=r.noise_multiplier, sensitivity=1.0, count=r.passes)
 
     def fit(
         self,

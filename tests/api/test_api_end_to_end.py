@@ -32,12 +32,14 @@ def test_fit_lifecycle_budget_and_ledger(client, keys):
     assert result["metadata"] == done["settings"] and result["metadata"]["sigma"] > 0
 
     budget = client.get(f"/v1/datasets/{dataset_id}/budget", headers=keys.analyst).json()
-    assert budget["charged_epsilon"] == pytest.approx(body["cost"]["epsilon"])
+    # the budget shows the filter's measure: the fit's share of ε_max, not its own ε (which composes sublinearly)
+    assert budget["charged_epsilon"] == pytest.approx(body["cost"]["filter_epsilon"])
+    assert 0 < budget["committed_epsilon"] < body["cost"]["epsilon"] and "filter" in budget["measure"]
     assert budget["reserved_epsilon"] == 0.0 and budget["epsilon_max"] == 2.0
     assert len(budget["orders"]) == len(budget["committed_rdp"]) == 156
     ledger = client.get(f"/v1/datasets/{dataset_id}/ledger", headers=keys.owner).json()
     assert [entry["kind"] for entry in ledger["entries"]] == ["reservation", "charge"]
-    assert ledger["entries"][1]["formula_version"].startswith("rdp-to-dp")
+    assert ledger["entries"][1]["formula_version"].startswith("balle2020+guards;filter:")
 
     rows = [{"x1": 0.9, "x2": -0.5, "color": "red"}, {"x1": -0.9, "x2": 0.5, "color": "blue"}]
     predicted = client.post(f"/v1/fits/{body['id']}/predict", headers=keys.analyst, json={"rows": rows})
@@ -55,7 +57,8 @@ def test_over_budget_fit_gets_409_and_changes_nothing(client, keys):
     assert refused.status_code == 409
     assert refused.headers["content-type"].startswith("application/problem+json")
     problem = refused.json()
-    assert problem["remaining_epsilon"] == pytest.approx(0.6 - first.json()["cost"]["epsilon"], abs=1e-9)
+    assert problem["remaining_epsilon"] == pytest.approx(0.6 - first.json()["cost"]["filter_epsilon"], abs=1e-9)
+    assert problem["reason"] == "epsilon" and "privacy filter" in problem["detail"]
     assert problem["epsilon_max"] == 0.6
     assert client.get(f"/v1/datasets/{dataset_id}/ledger", headers=keys.owner).json() == before
     fits = client.get("/v1/fits", headers=keys.owner, params={"dataset_id": dataset_id}).json()
@@ -68,7 +71,8 @@ def test_estimate_charges_nothing(client, keys):
     assert estimate.status_code == 200, estimate.text
     body = estimate.json()
     assert body["admissible"] and body["epsilon"] <= 0.5
-    assert body["committed_epsilon_before"] == 0.0 and body["committed_epsilon_after"] == pytest.approx(body["epsilon"])
+    assert body["committed_epsilon_before"] == 0.0
+    assert body["committed_epsilon_after"] == pytest.approx(body["cost"]["filter_epsilon"])
     assert client.get(f"/v1/datasets/{dataset_id}/ledger", headers=keys.owner).json()["total"] == 0
 
 

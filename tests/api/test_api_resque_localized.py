@@ -63,7 +63,7 @@ def test_enabled_a_tiny_fit_runs_and_the_ledger_holds_its_approximate_rdp_charge
     assert all(None in e["rdp"] and e["approx_delta"] > 0 for e in ledger["entries"])
     budget = client.get(f"/v1/datasets/{dataset_id}/budget", headers=keys.owner)
     assert budget.status_code == 200, budget.text
-    assert budget.json()["committed_epsilon"] == pytest.approx(cost["epsilon"])
+    assert budget.json()["committed_epsilon"] == pytest.approx(cost["filter_epsilon"])
 
 
 def test_the_feasibility_guard_is_a_422_with_the_planned_steps(experimental) -> None:

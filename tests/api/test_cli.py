@@ -67,7 +67,7 @@ def test_the_readme_cli_example_runs_verbatim(database_url: str, tmp_path: Path)
     assert "admissible" in done.stdout
     assert re.search(r"│ 1\s+│ [-0-9.]+\s+│ (yes|no)", done.stdout), done.stdout  # the second prediction row
     assert dataset["name"] == "loans" and dataset["n"] == 3000
-    assert fit["status"] == "succeeded" and budget["committed_epsilon"] == pytest.approx(fit["cost"]["epsilon"])
+    assert fit["status"] == "succeeded" and budget["committed_epsilon"] == pytest.approx(fit["cost"]["filter_epsilon"])
 
 
 @pytest.fixture(scope="module")

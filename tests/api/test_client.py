@@ -175,7 +175,7 @@ def test_a_fit_whose_answer_is_lost_is_retried_with_its_key_and_charged_once(liv
     assert [f.id for f in owner.fits(dataset.id)] == [fit.id]  # the server admitted one fit …
     reservations = [e for e in owner.iter_ledger(dataset.id) if e.kind == "reservation"]
     assert len(reservations) == 1  # … and reserved its cost once
-    assert owner.budget(dataset.id).committed_epsilon == pytest.approx(fit.cost.epsilon)
+    assert owner.budget(dataset.id).committed_epsilon == pytest.approx(fit.cost.filter_epsilon)
 
 
 # --- the retry policy, against scripted transports ------------------------------------------------

@@ -1,19 +1,21 @@
 """The job state machine's recovery paths on SQLite and PostgreSQL: a lost job is re-queued (same charge, never a
 second one) when it had not started reading its dataset, failed with its charge kept otherwise; a re-queued job
-can be cancelled (charge kept); the sweeper publishes jobs whose message was lost."""
+can be cancelled (refunded: it never read a row); the sweeper publishes jobs whose message was lost."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
-from ledger_helpers import fit_cost, make_dataset
+import pytest
+from ledger_helpers import DELTA, fit_cost, make_dataset
 from sqlalchemy import select
 
 from privfit.db import Database, Job, LedgerEntry
 from privfit.db.models import utcnow
-from privfit.jobs.states import cancel, claim, mark_reading, queued_before, recover_lost
+from privfit.jobs.states import cancel, claim, fail, mark_reading, queued_before, recover_lost
 from privfit.jobs.sweeper import Sweeper
-from privfit.ledger import reserve
+from privfit.ledger import reserve, status
+from privfit.privacy import DEFAULT_GRID, PrivacyFilter
 from privfit.settings import Settings
 
 
@@ -57,14 +59,46 @@ def test_a_lost_job_that_started_reading_is_failed_with_its_charge(database: Dat
     assert ledger_kinds(database, job_id) == ["charge", "reservation"]
 
 
-def test_cancelling_a_requeued_job_keeps_its_charge(database: Database):
-    _, (requeued, fresh) = queued_jobs(database, 2)
+def test_cancelling_a_requeued_job_refunds_its_charge(database: Database):
+    dataset_id, (requeued, fresh) = queued_jobs(database, 2)
     claim(database, requeued, "w1", lease_seconds=0.0)
     recover_lost(database, now=utcnow() + timedelta(seconds=1))
     assert cancel(database, requeued) == "cancelled" and cancel(database, fresh) == "cancelled"
-    assert ledger_kinds(database, requeued) == ["charge", "reservation"]
+    assert ledger_kinds(database, requeued) == ["charge", "release", "reservation"]
     assert ledger_kinds(database, fresh) == ["release", "reservation"]
-    assert "charge is kept" in job(database, requeued).error["detail"]
+    assert "refunded" in job(database, requeued).error["detail"]
+    assert committed_epsilon(database, dataset_id) == 0.0
+
+
+def committed_epsilon(db: Database, dataset_id: str) -> float:
+    with db.read() as session:
+        return status(session, dataset_id).committed_epsilon
+
+
+def test_a_lost_job_with_a_cancel_request_that_read_nothing_is_refunded(database: Database):
+    dataset_id, (job_id,) = queued_jobs(database, 1)
+    claim(database, job_id, "w1", lease_seconds=0.0)
+    assert cancel(database, job_id) == "running"  # cancel requested; the worker dies before reading
+    assert recover_lost(database, now=utcnow() + timedelta(seconds=1)) == [job_id]
+    assert job(database, job_id).status == "cancelled"
+    assert ledger_kinds(database, job_id) == ["charge", "release", "reservation"]
+    assert committed_epsilon(database, dataset_id) == 0.0
+
+
+def test_failing_before_reading_refunds_and_after_reading_keeps_the_charge(database: Database):
+    dataset_id, (unread, read) = queued_jobs(database, 2)
+    for job_id in (unread, read):
+        claim(database, job_id, "w1", lease_seconds=60.0)
+    assert mark_reading(database, read, "w1")
+    assert fail(database, unread, "w1", {"type": "t", "detail": "d"})
+    assert fail(database, read, "w1", {"type": "t", "detail": "d"})
+    assert ledger_kinds(database, unread) == ["charge", "release", "reservation"]
+    assert ledger_kinds(database, read) == ["charge", "reservation"]
+    assert not fail(database, unread, "w1", {"type": "t", "detail": "again"})  # ended once, refunded once
+    with database.read() as session:
+        assert status(session, dataset_id).committed_epsilon == pytest.approx(
+            PrivacyFilter.for_budget(50.0, DELTA, DEFAULT_GRID).measure(fit_cost()).epsilon
+        )
 
 
 class Recorder:

@@ -22,7 +22,7 @@ from privfit.ledger import (
     reserve,
     status,
 )
-from privfit.privacy import DEFAULT_GRID, PrivacyCost
+from privfit.privacy import DEFAULT_GRID, PrivacyCost, PrivacyFilter, gaussian_rdp
 
 
 def test_reserve_charge_release_semantics(database: Database):
@@ -43,9 +43,12 @@ def test_reserve_charge_release_semantics(database: Database):
         recomputed = committed_cost_from_entries(session, budget)
         np.testing.assert_allclose(budget.committed_rdp, recomputed.rdp, rtol=1e-12)
         np.testing.assert_allclose(recomputed.rdp, (fit_cost() + fit_cost(40.0)).rdp, rtol=1e-12)
-        assert view.charged_epsilon == pytest.approx(fit_cost().epsilon(DELTA).epsilon)
-        assert view.reserved_epsilon == pytest.approx(fit_cost(40.0).epsilon(DELTA).epsilon)
-        assert view.committed_epsilon == pytest.approx((fit_cost() + fit_cost(40.0)).epsilon(DELTA).epsilon)
+        measure = PrivacyFilter.for_budget(5.0, DELTA, DEFAULT_GRID).measure
+        assert view.charged_epsilon == pytest.approx(measure(fit_cost()).epsilon)
+        assert view.reserved_epsilon == pytest.approx(measure(fit_cost(40.0)).epsilon)
+        assert view.committed_epsilon == pytest.approx(measure(fit_cost() + fit_cost(40.0)).epsilon)
+        # the filter's shares add up over fits (one certificate, the pinned order, for Gaussian fits)
+        assert view.committed_epsilon == pytest.approx(view.charged_epsilon + view.reserved_epsilon, rel=1e-9)
         assert view.remaining_epsilon == pytest.approx(5.0 - view.committed_epsilon)
         assert view.entries == 5
         kinds = session.execute(select(LedgerEntry.kind).order_by(LedgerEntry.id)).scalars().all()
@@ -96,10 +99,11 @@ def test_ledger_entries_are_append_only(database: Database):
 @pytest.mark.parametrize("admitted", [1, 7])
 def test_concurrent_reservations_never_overspend(database: Database, admitted: int):
     """64 concurrent requests against a budget that admits exactly K of them: exactly K succeed."""
-    cost = fit_cost(8.0)
-    eps_k = (cost * admitted).epsilon(DELTA).epsilon
-    eps_k1 = (cost * (admitted + 1)).epsilon(DELTA).epsilon
-    dataset_id, job_ids = make_dataset(database, epsilon_max=(eps_k + eps_k1) / 2, jobs=64)
+    privacy_filter = PrivacyFilter.for_budget(1.0, DELTA, DEFAULT_GRID)
+    # a Gaussian whose RDP at the filter's order is the allowed RDP / (K + 1/2): K fit, K + 1 do not
+    sigma = (privacy_filter.order * (admitted + 0.5) / (2.0 * privacy_filter.order_budget)) ** 0.5
+    cost = PrivacyCost(gaussian_rdp(DEFAULT_GRID, sigma=sigma))
+    dataset_id, job_ids = make_dataset(database, epsilon_max=1.0, jobs=64)
     outcomes: list[str] = []
     barrier = threading.Barrier(len(job_ids))
 
@@ -133,7 +137,7 @@ def test_approximate_rdp_charges_with_an_order_cap_are_stored_composed_and_recom
     """+∞ orders (JSON null) and the approximate-RDP slack survive the database; they compose with ordinary curves,
     and the cached committed cost equals the one recomputed from the entries."""
     dataset_id, (a, b) = make_dataset(database, epsilon_max=5.0, jobs=2)
-    capped = PrivacyCost.approximate_rdp(DEFAULT_GRID.orders * 0.002, 1e-8, DEFAULT_GRID, order_cap=64.0)
+    capped = PrivacyCost.approximate_rdp(DEFAULT_GRID.orders * 0.002, 1e-11, DEFAULT_GRID, order_cap=64.0)
     assert np.isinf(capped.rdp).any() and np.isfinite(capped.rdp).any()
     with database.write() as session:
         reserve(session, dataset_id, a, capped)
@@ -145,10 +149,11 @@ def test_approximate_rdp_charges_with_an_order_cap_are_stored_composed_and_recom
         recomputed = committed_cost_from_entries(session, budget)
         np.testing.assert_array_equal(np.isinf(recomputed.rdp), np.isinf(capped.rdp))
         np.testing.assert_allclose(recomputed.rdp, expected.rdp, rtol=1e-12)
-        assert recomputed.approx_delta == budget.committed_approx_delta == pytest.approx(1e-8)
+        assert recomputed.approx_delta == budget.committed_approx_delta == pytest.approx(1e-11)
         assert None in budget.committed_rdp  # JSON null for +∞
         view = status(session, dataset_id)
-        assert view.committed_epsilon == pytest.approx(expected.epsilon(DELTA).epsilon, rel=1e-12)
-        assert view.charged_epsilon == pytest.approx(capped.epsilon(DELTA).epsilon, rel=1e-12)
+        measure = PrivacyFilter.for_budget(5.0, DELTA, DEFAULT_GRID).measure
+        assert view.committed_epsilon == pytest.approx(measure(expected).epsilon, rel=1e-12)
+        assert view.charged_epsilon == pytest.approx(measure(capped).epsilon, rel=1e-12)
         entry = session.execute(select(LedgerEntry).where(LedgerEntry.job_id == a, LedgerEntry.kind == "charge"))
-        assert entry.scalar_one().approx_delta == pytest.approx(1e-8)
+        assert entry.scalar_one().approx_delta == pytest.approx(1e-11)

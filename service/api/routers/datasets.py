@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
@@ -20,6 +21,7 @@ from privfit.ledger import create_budget, status
 from privfit.privacy import get_grid
 
 from ..auth import Principal, current_principal, require_role, visible_dataset
+from ..encoding import public_json
 from ..problems import Problem
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
@@ -109,7 +111,8 @@ def _register(db, dataset_id, principal, name, declared, encoded, storage_key, g
         )  # fmt: skip
         session.add(dataset)
         session.flush()
-        create_budget(session, dataset_id, declared.budget.epsilon, declared.budget.delta, grid)
+        create_budget(session, dataset_id, declared.budget.epsilon, declared.budget.delta, grid,
+                      declared.budget.approximate_delta)  # fmt: skip
     return dataset
 
 
@@ -174,13 +177,14 @@ def grant(dataset_id: str, body: GrantRequest, request: Request,
     return {"dataset_id": dataset_id, "api_key_id": body.api_key_id}
 
 
-@router.get("/{dataset_id}/budget", summary="Budget limits, spent / reserved / remaining ε, the spent RDP curve")
+@router.get("/{dataset_id}/budget", summary="Budget limits and privacy filter, charged / reserved / committed / "
+            "remaining ε as the filter measures them, the committed RDP curve and δ parts")  # fmt: skip
 def budget(dataset_id: str, request: Request, principal: Principal = Depends(current_principal)) -> dict[str, Any]:  # noqa: B008
     db = request.app.state.db
     visible_dataset(db, dataset_id, principal)
     with db.read() as session:
         view = status(session, dataset_id)
-    return {"dataset_id": dataset_id, **view.__dict__}
+    return public_json({"dataset_id": dataset_id, **asdict(view)})
 
 
 @router.get("/{dataset_id}/ledger", summary="Ledger entries, oldest first (paginated)")
@@ -208,6 +212,7 @@ def ledger(
                 "optimal_order": row.optimal_order,
                 "extra_delta": row.extra_delta,
                 "approx_delta": row.approx_delta,
+                "pure_epsilon": row.pure_epsilon,
                 "committed_epsilon_after": row.committed_epsilon_after,
                 "grid": row.grid_name,
                 "formula_version": row.formula_version,
@@ -218,4 +223,4 @@ def ledger(
             }
             for row in rows
         ]
-    return {"dataset_id": dataset_id, "total": total, "limit": limit, "offset": offset, "entries": entries}
+    return public_json({"dataset_id": dataset_id, "total": total, "limit": limit, "offset": offset, "entries": entries})

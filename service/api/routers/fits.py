@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
+from dataclasses import asdict
 from typing import Any
 
 import numpy as np
@@ -17,12 +18,13 @@ from sqlalchemy.exc import IntegrityError
 from privfit.datasets import DatasetSchema, encode_rows
 from privfit.db import Budget, Dataset, Job
 from privfit.jobs import cancel
-from privfit.ledger import estimate, reserve
-from privfit.privacy import curve_to_json, get_grid
+from privfit.ledger import budget_filter, estimate, reserve
+from privfit.privacy import curve_to_json, get_grid, pure_epsilon_to_json
 from privfit.solvers.base import FitPlan, FitResult, PublicMetadata, SolverParameterError
 from privfit.solvers.registry import get_solver
 
 from ..auth import Principal, require_role, visible_dataset
+from ..encoding import public_json
 from ..problems import Problem
 
 router = APIRouter(prefix="/v1/fits", tags=["fits"])
@@ -72,12 +74,15 @@ def _plan(request: Request, body: FitRequest, principal: Principal) -> tuple[Dat
 
 
 def _cost_json(plan: FitPlan, budget: Budget) -> dict[str, Any]:
+    """The fit's own ε (this fit alone, at the dataset's δ) and its share of the budget by the dataset's filter."""
     converted = plan.cost.epsilon(budget.delta_max)
+    share = budget_filter(budget).measure(plan.cost)
     return {
         "epsilon": converted.epsilon, "delta": budget.delta_max, "optimal_order": converted.optimal_order,
+        "filter_epsilon": share.epsilon, "filter_share": share.share, "filter_certificate": share.certificate,
         "at_grid_edge": converted.at_grid_edge, "grid": budget.grid_name, "extra_delta": plan.cost.extra_delta,
-        "approx_delta": plan.cost.approx_delta, "rdp": curve_to_json(plan.cost.rdp),
-        "formula_version": plan.resolved.formula_version,
+        "approx_delta": plan.cost.approx_delta, "pure_epsilon": pure_epsilon_to_json(plan.cost.pure_epsilon),
+        "rdp": curve_to_json(plan.cost.rdp), "formula_version": plan.resolved.formula_version,
     }  # fmt: skip
 
 
@@ -146,9 +151,7 @@ def _replay(db, principal: Principal, key: str, request_hash: str) -> JSONRespon
 
 
 def _jsonable(value: Any) -> Any:
-    from fastapi.encoders import jsonable_encoder
-
-    return jsonable_encoder(value)
+    return public_json(value)
 
 
 @router.post("/estimate", summary="The cost of a proposed fit and what would remain; nothing is charged")
@@ -161,8 +164,8 @@ def estimate_fit(
     with request.app.state.db.read() as session:
         dry = estimate(session, dataset.id, plan.cost)
     settings = plan.resolved.model_dump(mode="json")
-    return {"dataset_id": dataset.id, "cost": _cost_json(plan, budget), "settings": settings, **dry.__dict__,
-            "epsilon_max": budget.epsilon_max}  # fmt: skip
+    return public_json({"dataset_id": dataset.id, "cost": _cost_json(plan, budget), "settings": settings,
+                        **asdict(dry), "epsilon_max": budget.epsilon_max})  # fmt: skip
 
 
 def _visible_job(request: Request, job_id: str, principal: Principal) -> Job:

@@ -322,7 +322,8 @@ async function renderDataset(datasetId) {
         el("p", { class: "muted small mono", text: `id ${dataset.id}` }))),
     el("section", { class: "panel", "data-testid": "budget-panel" },
       el("div", { class: "panel-head" }, el("h2", { text: "Privacy budget" }),
-        el("span", { class: "muted small", text: "(ε, δ)-DP from the composed Rényi-DP curve of every admitted fit" })),
+        el("span", { class: "muted small",
+          text: "(ε, δ)-DP for every sequence of admitted fits, adaptive or concurrent, by the dataset's privacy filter" })),
       budgetSlot),
     el("div", { class: "grid-2" },
       el("section", { class: "panel" },
@@ -380,7 +381,9 @@ async function renderDataset(datasetId) {
    * @param {object[]} entries
    */
   function drawBudget(budget, entries) {
-    const committedHint = budget.committed_epsilon > 0 ? `at α = ${fmtOrder(budget.committed_optimal_order)}` : "";
+    const certificate = budget.committed_certificate === "pure" ? "by the pure-ε certificate"
+      : `by the RDP certificate at α = ${fmtOrder(budget.filter.order)}`;
+    const committedHint = budget.committed_epsilon > 0 ? certificate : "filter share of ε max";
     replace(budgetSlot,
       el("div", { class: "stats" },
         stat("ε max", num(budget.epsilon_max, "budget-epsilon-max")),
@@ -389,13 +392,15 @@ async function renderDataset(datasetId) {
         stat("Reserved ε", num(budget.reserved_epsilon, "budget-reserved"), "queued, not yet started"),
         stat("Committed ε", num(budget.committed_epsilon, "budget-committed"), committedHint),
         stat("Remaining ε", num(budget.remaining_epsilon, "budget-remaining"), "ε max − committed", "stat-key")),
-      budgetGauge(budget));
+      budgetGauge(budget),
+      el("p", { class: "chart-note", "data-testid": "budget-measure", text: budget.closed_reason
+        ? `Closed: ${budget.closed_reason}` : `Committed ε = ${budget.measure}.` }));
     const series = burndownSeries(dataset, budget, entries);
     replace(burndownSlot, burndownChart(series, budget.epsilon_max));
     ledgerNote.textContent = `${entries.length} ledger entr${entries.length === 1 ? "y" : "ies"} · `
       + `${budget.entries} budget version${budget.entries === 1 ? "" : "s"} · grid ${budget.grid_name}`;
     replace(ledgerSlot, ledgerTable(entries, budget.epsilon_max));
-    const rdp = rdpChart(budget.orders, budget.committed_rdp, budget.committed_optimal_order);
+    const rdp = rdpChart(budget.orders, budget.committed_rdp, budget.filter.order);
     replace(rdpSlot, rdp.chart);
     rdpNote.textContent = rdp.note;
     rdpNote.classList.toggle("note-infinite", rdp.infinite > 0);
@@ -690,6 +695,12 @@ function ledgerTable(entries, epsilonMax) {
  * @param {HTMLElement} target
  * @param {object} estimate The JSON of POST /v1/fits/estimate.
  */
+const REFUSALS = {
+  epsilon: "over the ε budget",
+  delta: "its δ part overflows the pot for δ parts",
+  closed: "the dataset admits no more fits",
+};
+
 function showEstimate(target, estimate) {
   const cost = estimate.cost || {};
   target.hidden = false;
@@ -699,14 +710,14 @@ function showEstimate(target, estimate) {
     ["This fit's ε", [num(cost.epsilon, "estimate-cost-epsilon"), el("span", { class: "muted" }, " at optimal α = ",
       num(cost.optimal_order, "estimate-optimal-order", fmtOrder))]],
     ["δ", num(cost.delta, "estimate-delta", fmtDelta)],
-    ["Committed ε", [num(estimate.committed_epsilon_before, "estimate-committed-before"), " → ",
+    ["Committed ε (filter)", [num(estimate.committed_epsilon_before, "estimate-committed-before"), " → ",
       num(estimate.committed_epsilon_after, "estimate-committed-after"),
       el("span", { class: "muted" }, " of ", num(estimate.epsilon_max, "estimate-epsilon-max"))]],
     ["Remaining after", num(estimate.remaining_epsilon_after, "estimate-remaining-after")],
     ["Admissible", el("span", {
       class: `status ${estimate.admissible ? "status-succeeded" : "status-failed"}`,
       "data-testid": "estimate-admissible", "data-value": String(estimate.admissible),
-      text: estimate.admissible ? "yes" : "no — over budget",
+      text: estimate.admissible ? "yes" : `no — ${REFUSALS[estimate.refusal_reason] || "over budget"}`,
     })],
   ], "estimate-facts"));
 }
@@ -913,9 +924,8 @@ function outcome(fit) {
       el("h2", { text: fit.status === "failed" ? "The fit failed" : "The fit was cancelled" }),
       el("p", { "data-testid": "fit-error-detail", text: error.detail || "no detail was recorded" }),
       error.type ? el("p", { class: "muted small mono", text: `type: ${error.type}` }) : null,
-      el("p", { class: "muted small", text: fit.status === "failed" || fit.started_at
-        ? "No result was released; the fit had started, so its privacy charge is kept."
-        : "No result was released." }));
+      el("p", { class: "muted small", text: "No result was released. A fit that ended before reading any row is "
+        + "refunded; one that read rows keeps its privacy charge (the ledger below shows which)." }));
   }
   return el("section", { class: "panel waiting", "data-testid": "fit-waiting" },
     el("p", { class: "muted", text: fit.status === "queued" ? "Waiting for a worker…" : "Fitting… the page updates every second." }));

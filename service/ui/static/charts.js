@@ -320,7 +320,7 @@ export function rdpChart(orders, values, optimalOrder) {
       root.append(svg("polyline", { class: "rdp-line", points: seg.join(" ") }));
     }
   }
-  // the order at which the committed (ε, δ) is attained
+  // the filter's pinned order α*, where its RDP certificate reads the committed curve
   const optimalIndex = orders.indexOf(optimalOrder);
   if (top > 0 && optimalIndex >= 0 && Number.isFinite(values[optimalIndex])) {
     const ox = c(x(optimalOrder));
@@ -329,7 +329,7 @@ export function rdpChart(orders, values, optimalOrder) {
       svg("line", { x1: ox, x2: ox, y1: M.top, y2: H - M.bottom }),
       svg("circle", { cx: ox, cy: oy, r: 4 }),
       svg("text", { x: ox + (ox > W - 120 ? -6 : 6), y: M.top + 12, "text-anchor": ox > W - 120 ? "end" : "start",
-        text: `optimal α = ${fmtOrder(optimalOrder)}` })));
+        text: `filter order α* = ${fmtOrder(optimalOrder)}` })));
   }
   let note;
   if (infinite > 0) {

@@ -1,0 +1,144 @@
+"""The privacy filter (privfit.privacy.filter): its pinned order, budgets, certificates, δ pot and allowance."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from dp_accounting.rdp import rdp_privacy_accountant
+
+from privfit.privacy import (
+    DEFAULT_GRID,
+    GRIDS,
+    PrivacyCost,
+    PrivacyFilter,
+    PrivacyParameterError,
+    gaussian_rdp,
+    gaussian_sigma,
+)
+
+BUDGETS = [(0.5, 1e-2), (1.0, 1e-6), (3.0, 1e-5), (8.0, 1e-8), (0.1, 1e-6)]
+
+
+@pytest.mark.parametrize(("epsilon", "delta"), BUDGETS)
+@pytest.mark.parametrize("grid_name", sorted(GRIDS))
+def test_the_pinned_order_is_where_the_exhausting_gaussian_converts_best(epsilon, delta, grid_name):
+    """α* agrees with the optimal order of privfit's Gaussian calibration at (ε_max, δ_R) — two implementations."""
+    grid = GRIDS[grid_name]
+    privacy_filter = PrivacyFilter.for_budget(epsilon, delta, grid)
+    if privacy_filter.order_budget <= 0:
+        # no order of this grid certifies ε_max at δ_R for any Gaussian (the calibration then relies on the KL
+        # shortcut, which no filter proof covers): the order certificate admits no Gaussian at all
+        assert grid.orders.max() < 100 and not privacy_filter.admits(PrivacyCost(gaussian_rdp(grid, sigma=1e6), grid))
+        return
+    calibration = gaussian_sigma(epsilon, privacy_filter.rdp_delta, grid=grid, rtol=1e-9)
+    assert privacy_filter.order == calibration.optimal_order
+
+
+@pytest.mark.parametrize(("epsilon", "delta"), BUDGETS)
+def test_the_order_budget_converts_to_epsilon_max_by_dp_accounting(epsilon, delta):
+    """ρ_max at α* is exactly the RDP that dp_accounting converts to ε_max at δ_R at that one order."""
+    privacy_filter = PrivacyFilter.for_budget(epsilon, delta, DEFAULT_GRID)
+    converted, order = rdp_privacy_accountant.compute_epsilon(
+        [privacy_filter.order], [privacy_filter.order_budget], privacy_filter.rdp_delta
+    )
+    assert order == privacy_filter.order
+    assert converted == pytest.approx(epsilon, rel=1e-12)
+
+
+def test_golden_filter_of_the_default_budget():
+    privacy_filter = PrivacyFilter.for_budget(1.0, 1e-6, DEFAULT_GRID)
+    assert (privacy_filter.order, privacy_filter.rdp_delta, privacy_filter.approximate_delta) == (22.0, 9e-7, 1e-7)
+    # ρ_max = 1 − log(1 − 1/22) + (log 9e-7 + log 22)/21
+    assert privacy_filter.order_budget == pytest.approx(1 - math.log(21 / 22) + (math.log(9e-7) + math.log(22)) / 21)
+    assert privacy_filter.order_budget == pytest.approx(0.530813890860427, rel=1e-12)
+
+
+def test_shares_add_up_and_admission_is_a_share_of_at_most_one():
+    privacy_filter = PrivacyFilter.for_budget(1.0, 1e-6, DEFAULT_GRID)
+    # a Gaussian using exactly a quarter of the RDP allowed at α*
+    sigma = math.sqrt(privacy_filter.order / (2 * privacy_filter.order_budget / 4))
+    quarter = PrivacyCost(gaussian_rdp(DEFAULT_GRID, sigma=sigma))
+    assert privacy_filter.measure(quarter).share == pytest.approx(0.25, rel=1e-9)
+    assert privacy_filter.measure(quarter * 3).epsilon == pytest.approx(0.75, rel=1e-9)
+    assert privacy_filter.measure(quarter).certificate == "order"
+    assert privacy_filter.admits(quarter * 3)
+    assert not privacy_filter.admits(quarter * 5)
+    # exactly the allowed RDP is refused by the rounding against the user; a hair below is admitted
+    assert not privacy_filter.admits(quarter * 4)
+    below = PrivacyCost(gaussian_rdp(DEFAULT_GRID, sigma=sigma * (1 + 1e-8)))
+    assert privacy_filter.admits(below * 4)
+
+
+def test_the_pure_certificate_admits_basic_composition_exactly():
+    """Pure fits compose by addition; 0.125 is exact in binary, so 8 fill ε = 1 (the 9th is refused)."""
+    privacy_filter = PrivacyFilter.for_budget(1.0, 1e-6, DEFAULT_GRID)
+    pure = PrivacyCost.pure_dp(0.125)
+    reading = privacy_filter.measure(pure * 7)
+    assert reading.certificate == "pure" and reading.epsilon == pytest.approx(0.875)
+    assert privacy_filter.admits(pure * 7)
+    assert not privacy_filter.admits(pure * 8)  # ε = 1 exactly: refused by the rounding against the user
+    assert privacy_filter.admits(PrivacyCost.pure_dp(0.125 * (1 - 1e-9)) * 8)
+    assert not privacy_filter.admits(pure * 9)
+    # the order certificate alone would stop much earlier
+    assert privacy_filter.measure(pure * 7).order_share > 1
+
+
+def test_a_gaussian_kills_the_pure_certificate():
+    privacy_filter = PrivacyFilter.for_budget(1.0, 1e-6, DEFAULT_GRID)
+    mixed = PrivacyCost.pure_dp(0.5) + PrivacyCost(gaussian_rdp(DEFAULT_GRID, sigma=100.0))
+    reading = privacy_filter.measure(mixed)
+    assert reading.pure_share == math.inf and reading.certificate == "order"
+
+
+def test_no_bound_at_the_pinned_order_means_no_order_certificate():
+    privacy_filter = PrivacyFilter.for_budget(1.0, 1e-6, DEFAULT_GRID)
+    capped = PrivacyCost.approximate_rdp(DEFAULT_GRID.orders * 1e-4, 1e-12, order_cap=privacy_filter.order)
+    reading = privacy_filter.measure(capped)
+    assert reading.order_share == math.inf and reading.epsilon == math.inf and not privacy_filter.admits(capped)
+    above = PrivacyCost.approximate_rdp(DEFAULT_GRID.orders * 1e-4, 1e-12, order_cap=privacy_filter.order + 1)
+    assert privacy_filter.admits(above)
+
+
+def test_delta_parts_use_the_pot_and_each_allowance_halves_what_is_left():
+    privacy_filter = PrivacyFilter.for_budget(1.0, 1e-6, DEFAULT_GRID)
+    assert privacy_filter.approximate_delta == pytest.approx(1e-7)
+    committed = PrivacyCost.zero()
+    for _ in range(30):
+        allowance = privacy_filter.allowance(committed)
+        fit = PrivacyCost.approximate_dp(0.01, allowance.delta)
+        assert privacy_filter.admits(committed + fit)
+        committed = committed + fit
+    assert privacy_filter.delta_used(committed) <= privacy_filter.approximate_delta
+    assert privacy_filter.allowance(committed).delta == pytest.approx(1e-7 / 2**31, rel=1e-6)
+    assert not privacy_filter.admits(committed + PrivacyCost.approximate_dp(0.01, 1e-7))
+    # an approximate-RDP slack weighs (1 + e^ε_max) in the pot
+    slack = privacy_filter.allowance(PrivacyCost.zero()).max_slack
+    assert slack == pytest.approx(0.5e-7 / (1 + math.e))
+    capped = PrivacyCost.approximate_rdp(DEFAULT_GRID.orders * 1e-4, slack * 1.5)
+    assert privacy_filter.admits(capped) and not privacy_filter.admits(capped * 2)
+
+
+def test_an_empty_pot_refuses_every_delta_part():
+    privacy_filter = PrivacyFilter.for_budget(1.0, 1e-6, DEFAULT_GRID, approximate_delta=0.0)
+    assert privacy_filter.rdp_delta == 1e-6
+    assert not privacy_filter.admits(PrivacyCost.approximate_dp(0.1, 1e-15))
+    assert privacy_filter.admits(PrivacyCost.approximate_dp(0.1, 0.0))
+    assert privacy_filter.allowance(PrivacyCost.zero()).delta == 0.0
+
+
+@pytest.mark.parametrize("pot", [1e-6, 2e-6, -1e-9, float("nan")])
+def test_the_pot_must_lie_below_delta(pot):
+    with pytest.raises(PrivacyParameterError) as error:
+        PrivacyFilter.for_budget(1.0, 1e-6, DEFAULT_GRID, approximate_delta=pot)
+    assert error.value.parameter == "approximate_delta"
+
+
+def test_the_filter_measure_is_monotone_in_the_cost():
+    privacy_filter = PrivacyFilter.for_budget(2.0, 1e-5, DEFAULT_GRID)
+    rng = np.random.default_rng(5)
+    for _ in range(50):
+        base = PrivacyCost(gaussian_rdp(DEFAULT_GRID, sigma=float(rng.uniform(5, 50))))
+        extra = PrivacyCost.pure_dp(float(rng.uniform(0, 0.3)))
+        assert privacy_filter.measure(base + extra).epsilon >= privacy_filter.measure(base).epsilon
