@@ -40,7 +40,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from privfit.errors import ParameterError
-from privfit.privacy import DEFAULT_GRID, OrderGrid, PrivacyCost
+from privfit.privacy import DEFAULT_GRID, DeltaAllowance, OrderGrid, PrivacyCost
 
 from .geometry import augment_intercept, augmented_bound
 from .losses import GLMLoss, available_models, make_loss
@@ -487,6 +487,10 @@ class Solver(ABC):
     formula_version: ClassVar[str]
     #: experimental solvers are hidden and refused by the API unless the operator enables them
     experimental: ClassVar[bool] = False
+    #: solvers whose cost has δ-only parts (an (ε, δ)-DP charge, an approximate-RDP slack) size them within the
+    #: dataset's :class:`~privfit.privacy.DeltaAllowance`, which :meth:`plan` then passes to :meth:`resolve` as
+    #: ``delta_allowance`` (the ledger's filter admits δ parts only within its pot: :mod:`privfit.privacy.filter`)
+    uses_delta_parts: ClassVar[bool] = False
 
     def with_operator_limits(self, limits: Mapping[str, Any]) -> Solver:
         """This solver under the operator's limits (e.g. a work cap); solvers without limits return themselves."""
@@ -585,10 +589,13 @@ class Solver(ABC):
         target_epsilon: float | None = None,
         delta: float | None = None,
         grid: OrderGrid = DEFAULT_GRID,
+        delta_allowance: DeltaAllowance | None = None,
     ) -> FitPlan:
-        """Validate, resolve and cost in one call (dry-run estimates and admission)."""
+        """Validate, resolve and cost in one call (dry-run estimates and admission). ``delta_allowance`` reaches
+        :meth:`resolve` only for solvers with :attr:`uses_delta_parts`."""
         parsed = self.parse_params(params)
-        resolved = self.resolve(parsed, meta, target_epsilon=target_epsilon, delta=delta, grid=grid)
+        extra: dict[str, Any] = {"delta_allowance": delta_allowance} if self.uses_delta_parts else {}
+        resolved = self.resolve(parsed, meta, target_epsilon=target_epsilon, delta=delta, grid=grid, **extra)
         return FitPlan(parsed, resolved, self.cost(resolved, meta, grid))
 
     # --- step 4 -----------------------------------------------------------------------------------

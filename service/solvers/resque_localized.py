@@ -28,7 +28,8 @@ total slack, converted with Cor. 1 (:mod:`privfit.privacy.cost`).
 
 **Parameters** (spec §3.6 and §6.4: the paper's C's are not used; r from P4, β from P3 and the budget):
 ε_opt = L R (1/√n + sqrt(d log(1/δ))/(nε)), κ = LR/ε_opt, ρ = ε_opt/(L√d); per-call slack
-δ_c = δ / (4 M (1 + e^ε)) for the M calls' worth of slack (so the slacks use a quarter of δ through Cor. 1);
+δ_c = δ / (4 M (1 + e^ε)) for the M calls' worth of slack (so the slacks use a quarter of δ through Cor. 1; on a
+dataset, at most the allowance of its filter's δ pot: :mod:`privfit.privacy.filter`);
 r = ρ / (3456 log²(2 log₂T_max/δ_c)) (P4 for Algorithm 4 at the largest call); K = ⌈(R/r)^{2/3}⌉·⌈log κ⌉ outer
 iterations, ⌈log₂(Rκ/r)⌉ line-search probes, ζ = 1/(κ K log κ), λ ∈ [ε_opt K² log²κ/R², L/ε_opt] (Prop. 1 with
 C_ba = 1); T = 2^⌊log₂(n/240)⌋ steps per oracle call (so that T ≤ n/60 and Algorithm 6 has j_max ≥ 2 levels);
@@ -53,7 +54,7 @@ from numpy.typing import NDArray
 from pydantic import Field
 from scipy.special import logsumexp
 
-from privfit.privacy import DEFAULT_GRID, OrderGrid, PrivacyCost
+from privfit.privacy import DEFAULT_GRID, DeltaAllowance, OrderGrid, PrivacyCost
 
 from .base import (
     FitResult,
@@ -265,6 +266,7 @@ class ReSQueLocalized(Solver):
     Params: ClassVar[type[SolverParams]] = ReSQueLocalizedParams
     Resolved: ClassVar[type[ResolvedParams]] = ReSQueLocalizedResolved
     formula_version: ClassVar[str] = "resque_localized/approx-rdp-lemma7/v1"
+    uses_delta_parts: ClassVar[bool] = True
     experimental: ClassVar[bool] = True
 
     def __init__(self, max_planned_steps: float = DEFAULT_MAX_PLANNED_STEPS) -> None:
@@ -276,8 +278,9 @@ class ReSQueLocalized(Solver):
         return self if cap is None else ReSQueLocalized(max_planned_steps=cap)
 
     def _plan(self, p: ReSQueLocalizedParams, meta: PublicMetadata, epsilon: float, delta: float,
-              grid: OrderGrid) -> LocalizedPlan:  # fmt: skip
-        """Everything but β (module docstring), with δ_c and r solved together (r depends on δ_c, K on r)."""
+              grid: OrderGrid, slack_budget: float) -> LocalizedPlan:  # fmt: skip
+        """Everything but β (module docstring), with δ_c and r solved together (r depends on δ_c, K on r), the
+        calls' slacks summing to at most ``slack_budget``."""
         loss = margin_loss(p.model, p.quantile_tau if p.model == "quantile" else p.huber_delta)
         bound = design_bound(meta, p.fit_intercept)
         lipschitz = loss.lipschitz * bound
@@ -294,7 +297,7 @@ class ReSQueLocalized(Solver):
                 f"n = {meta.n}",
             )  # fmt: skip
         largest_call = 2 ** mlmc_levels(meta.n, steps) * steps
-        delta_call = SLACK_SHARE * delta / (1.0 + math.exp(epsilon))  # as if there were one call
+        delta_call = slack_budget  # as if there were one call
         for _ in range(60):  # δ_c ↓ ⇒ r ↓ ⇒ K ↑ ⇒ more calls ⇒ δ_c ↓: a decreasing sequence, log-slow
             ball_radius = smoothing / (2.0 * P4_CONSTANT * math.log(2.0 * math.log2(largest_call) / delta_call) ** 2)
             default_iterations = math.ceil((radius / ball_radius) ** (2.0 / 3.0)) * math.ceil(math.log(kappa))
@@ -305,7 +308,7 @@ class ReSQueLocalized(Solver):
             lam_high = max(lipschitz / eps_opt, 2.0 * lam_low)
             schedule = OuterSchedule(iterations, probes, lam_low, lam_high, zeta, steps, 1.0, radius)
             calls = schedule_cost(schedule, meta.n, delta_call, grid).calls
-            allowed = SLACK_SHARE * delta / (calls * (1.0 + math.exp(epsilon)))
+            allowed = slack_budget / calls
             if delta_call <= allowed:
                 break
             delta_call = allowed
@@ -324,12 +327,22 @@ class ReSQueLocalized(Solver):
         target_epsilon: float | None = None,
         delta: float | None = None,
         grid: OrderGrid = DEFAULT_GRID,
+        delta_allowance: DeltaAllowance | None = None,
     ) -> ReSQueLocalizedResolved:
-        """The schedule, δ_c, r from public inputs; the feasibility guard; β calibrated to the target."""
+        """The schedule, δ_c, r from public inputs; the feasibility guard; β calibrated to the target. The slacks
+        sum to at most (1/4)·δ/(1 + e^ε) and, for a dataset, to the allowance of its filter's δ pot."""
         p = cast(ReSQueLocalizedParams, self.parse_params(params))
         if target_epsilon is None or delta is None:
             raise SolverParameterError("epsilon", "resque_localized is calibrated to a target epsilon: give one")
-        plan = self._plan(p, meta, target_epsilon, delta, grid)
+        slack_budget = SLACK_SHARE * delta / (1.0 + math.exp(target_epsilon))
+        if delta_allowance is not None:
+            slack_budget = min(slack_budget, delta_allowance.max_slack)
+        if not slack_budget > 0.0:
+            raise SolverParameterError(
+                "epsilon", "resque_localized needs a share of the dataset's δ for its approximate-RDP slack, and "
+                "the budget's pot for δ parts (approximate_delta) has none left",
+            )  # fmt: skip
+        plan = self._plan(p, meta, target_epsilon, delta, grid, slack_budget)
         work = schedule_cost(plan.schedule, meta.n, plan.delta_call, grid)
         if work.steps > self.max_planned_steps:
             raise SolverParameterError(

@@ -18,7 +18,7 @@ from sqlalchemy.exc import IntegrityError
 from privfit.datasets import DatasetSchema, encode_rows
 from privfit.db import Budget, Dataset, Job
 from privfit.jobs import cancel
-from privfit.ledger import budget_filter, estimate, reserve
+from privfit.ledger import budget_filter, delta_allowance, estimate, reserve
 from privfit.privacy import curve_to_json, get_grid, pure_epsilon_to_json
 from privfit.solvers.base import FitPlan, FitResult, PublicMetadata, SolverParameterError
 from privfit.solvers.registry import get_solver
@@ -60,6 +60,7 @@ def _plan(request: Request, body: FitRequest, principal: Principal) -> tuple[Dat
     dataset = visible_dataset(db, body.dataset_id, principal)
     with db.read() as session:
         budget = session.get(Budget, dataset.id)
+        allowance = delta_allowance(session, dataset.id)
     settings = request.app.state.settings
     solver = get_solver(body.solver)
     if solver.experimental and not settings.enable_experimental_solvers:
@@ -69,7 +70,7 @@ def _plan(request: Request, body: FitRequest, principal: Principal) -> tuple[Dat
     solver = solver.with_operator_limits({"resque_localized_max_steps": settings.resque_localized_max_steps})
     params = {**body.params, "model": body.model}
     plan = solver.plan(params, _meta(dataset), target_epsilon=body.privacy.epsilon, delta=budget.delta_max,
-                       grid=get_grid(budget.grid_name))  # fmt: skip
+                       grid=get_grid(budget.grid_name), delta_allowance=allowance)  # fmt: skip
     return dataset, budget, plan
 
 
