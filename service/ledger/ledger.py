@@ -5,13 +5,22 @@ Semantics (DESIGN §2):
 - A dataset's *committed* cost is the composition (sum of RDP curves, δ parts as 1 − Π(1 − δ_i), approximate-RDP
   slacks and pure-ε bounds summed; :mod:`privfit.privacy.cost`) of every reservation that has not been released —
   whether already charged or still queued.
-- **Admission is the dataset's privacy filter** (:mod:`privfit.privacy.filter`, whose docstring states and proves
-  the theorem): fixed when the dataset is created — one pinned RDP order α* certified at δ_R, the order-∞ (pure
-  ε) certificate, and a pot δ_A for δ-only parts, δ_R + δ_A = δ_max — a fit is admitted iff, with it added, the
-  δ parts fit the pot and one certificate holds. The whole interaction, with every fit chosen after seeing the
-  results of the earlier ones and concurrent fits included, is then (ε_max, δ_max)-DP. The ε shown as
-  "committed" (in the budget, the ledger entries, the estimate and the 409) is the filter's measure of the
-  committed fits, min over the certificates; admission is exactly "committed ε with the fit ≤ ε_max".
+- **Admission is the dataset's privacy filter** (:mod:`privfit.privacy.filter`), fixed when the dataset is
+  created: one pinned RDP order α* certified at δ_R, the order-∞ (pure ε) certificate, and a pot δ_A for δ-only
+  parts, δ_R + δ_A = δ_max. A fit is admitted iff, with it added, (a) D + (1 + e^{ε_max})·A ≤ δ_A (D the composed
+  δ parts, A the summed approximate-RDP slacks) and (b) S(α*) ≤ ε_max − c_α* or E_∞ ≤ ε_max (S the summed RDP, E_∞
+  the summed pure-ε bounds, c_α the conversion offset at δ_R).
+
+  **Theorem** (proof in :mod:`privfit.privacy.filter` and ``docs/privacy.md``: Kairouz–Oh–Viswanath decomposition
+  of the δ parts, the Feldman–Zrnic supermartingale at α*, the Balle et al. pointwise conversion, a union over the
+  two certificates). If every admission obeys (a) and (b), the transcript of the whole interaction — every fit
+  chosen after seeing the results of the earlier ones, concurrent fits included, fits released before reading a
+  row not counted — is (ε_max, δ_max)-DP.
+
+  The ε shown as "committed" (in the budget, the ledger entries, the estimate and the 409) is the filter's
+  measure: ε_max × the share of the budget the committed fits use (min over the certificates); admission is
+  exactly "share with the fit ≤ 1". A fit's own ε (its curve converted at δ_max) is the statement for that fit
+  alone.
 - Every function here must run inside ``Database.write()``: it first locks the dataset's budget row
   (``SELECT … FOR UPDATE`` on PostgreSQL; SQLite's ``BEGIN IMMEDIATE`` already holds the database's single write
   lock), so check and debit happen in one transaction and concurrent requests cannot overspend.
