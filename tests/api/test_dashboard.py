@@ -289,6 +289,8 @@ def test_login_budget_estimate_run_fit_and_result(live: Live, driver: WebDriver)
     for testid, key in figures.items():
         _assert_number(_visible(driver, testid), budget[key])
     assert _value(_visible(driver, "budget-delta")) == budget["delta_max"]
+    # the page says what "committed ε" measures: the privacy filter's share, not an (ε, δ) statement of its own
+    assert "privacy filter" in _visible(driver, "budget-measure").text.lower()
     ledger = live.get(f"/v1/datasets/{live.dataset_id}/ledger?limit=1000")
     points_before = _burndown_points(driver)
     assert points_before == ledger["total"] + 1 == 3  # start, the warm-up fit's reservation and charge
@@ -413,7 +415,7 @@ def test_analyst_estimate_errors_over_budget_refusal_and_cancel(live: Live, driv
     _visible(driver, "run-fit").click()
     banner = _visible(driver, "error-banner")
     assert "Privacy budget exceeded" in _visible(banner, "error-title").text
-    assert "would reach" in _visible(banner, "error-detail").text
+    assert "privacy filter" in _visible(banner, "error-detail").text
     assert "Privacy budget exceeded" in _visible(driver, "run-error").text
     assert live.get(f"/v1/fits?dataset_id={live.small_dataset_id}", live.analyst) == []
     _visible(driver, "fits-empty")

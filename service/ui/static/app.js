@@ -394,7 +394,7 @@ async function renderDataset(datasetId) {
         stat("Remaining ε", num(budget.remaining_epsilon, "budget-remaining"), "ε max − committed", "stat-key")),
       budgetGauge(budget),
       el("p", { class: "chart-note", "data-testid": "budget-measure", text: budget.closed_reason
-        ? `Closed: ${budget.closed_reason}` : `Committed ε = ${budget.measure}.` }));
+        ? `Closed: ${budget.closed_reason}` : `${budget.measure.charAt(0).toUpperCase()}${budget.measure.slice(1)}.` }));
     const series = burndownSeries(dataset, budget, entries);
     replace(burndownSlot, burndownChart(series, budget.epsilon_max));
     ledgerNote.textContent = `${entries.length} ledger entr${entries.length === 1 ? "y" : "ies"} · `
