@@ -1,6 +1,6 @@
 """The privacy filter: every budget gets its filter (pinned order α*, δ split), pure-ε bounds are recorded
 
-Budgets get ``filter_version``, ``filter_order``, ``filter_rdp_delta``, ``filter_approximate_delta`` (fixed from
+Budgets get ``filter_version``, ``filter_orders``, ``filter_order_deltas``, ``filter_approximate_delta`` (fixed from
 ε_max, δ_max and the grid by :meth:`privfit.privacy.filter.PrivacyFilter.for_budget`, default δ split),
 ``committed_pure_epsilon`` (NULL = +∞) and ``filter_note``; ledger entries get ``pure_epsilon`` (NULL = +∞).
 
@@ -36,8 +36,8 @@ _budgets = sa.table(
     sa.column("committed_approx_delta", sa.Float),
     sa.column("committed_pure_epsilon", sa.Float),
     sa.column("filter_version", sa.String),
-    sa.column("filter_order", sa.Float),
-    sa.column("filter_rdp_delta", sa.Float),
+    sa.column("filter_orders", sa.JSON),
+    sa.column("filter_order_deltas", sa.JSON),
     sa.column("filter_approximate_delta", sa.Float),
     sa.column("filter_note", sa.Text),
 )
@@ -49,8 +49,8 @@ def upgrade() -> None:
     with op.batch_alter_table("budgets") as batch:
         batch.add_column(sa.Column("committed_pure_epsilon", sa.Float(), nullable=True))
         batch.add_column(sa.Column("filter_version", sa.String(length=64), nullable=False, server_default="unset"))
-        batch.add_column(sa.Column("filter_order", sa.Float(), nullable=False, server_default="2"))
-        batch.add_column(sa.Column("filter_rdp_delta", sa.Float(), nullable=False, server_default="0"))
+        batch.add_column(sa.Column("filter_orders", sa.JSON(), nullable=False, server_default="[]"))
+        batch.add_column(sa.Column("filter_order_deltas", sa.JSON(), nullable=False, server_default="[]"))
         batch.add_column(sa.Column("filter_approximate_delta", sa.Float(), nullable=False, server_default="0"))
         batch.add_column(sa.Column("filter_note", sa.Text(), nullable=True))
     _move_budgets_to_the_filter()
@@ -74,16 +74,18 @@ def _move_budgets_to_the_filter() -> None:
         if not reading.share <= 1.0:
             note = (
                 f"moved to the privacy filter (revision 0005): the fits committed under the previous admission rule "
-                f"use {reading.order_share:.4g}× the RDP the filter allows at its order α = {privacy_filter.order:g} "
-                f"and δ parts {reading.delta_used:.3g} of a pot of {privacy_filter.approximate_delta:.3g} (more than "
-                f"the budget allows in either); the dataset admits no more fits"
+                f"use {reading.order_share:.4g}× the RDP the filter allows at its orders α = "
+                f"{', '.join(f'{a:g}' for a in privacy_filter.orders)} and δ parts {reading.delta_used:.3g} of a "
+                f"pot of {privacy_filter.approximate_delta:.3g} (more than the budget allows in either); the dataset "
+                "admits no more fits"
             )
         connection.execute(
             sa.update(_budgets)
             .where(_budgets.c.dataset_id == row["dataset_id"])
             .values(
-                committed_pure_epsilon=pure, filter_version=privacy_filter.version, filter_order=privacy_filter.order,
-                filter_rdp_delta=privacy_filter.rdp_delta, filter_approximate_delta=privacy_filter.approximate_delta,
+                committed_pure_epsilon=pure, filter_version=privacy_filter.version,
+                filter_orders=list(privacy_filter.orders), filter_order_deltas=list(privacy_filter.order_deltas),
+                filter_approximate_delta=privacy_filter.approximate_delta,
                 filter_note=note,
             )
         )  # fmt: skip
@@ -91,7 +93,7 @@ def _move_budgets_to_the_filter() -> None:
 
 def downgrade() -> None:
     with op.batch_alter_table("budgets") as batch:
-        for column in ("filter_note", "filter_approximate_delta", "filter_rdp_delta", "filter_order",
+        for column in ("filter_note", "filter_approximate_delta", "filter_order_deltas", "filter_orders",
                        "filter_version", "committed_pure_epsilon"):  # fmt: skip
             batch.drop_column(column)
     with op.batch_alter_table("ledger_entries") as batch:

@@ -379,7 +379,8 @@ def _budget(client: Client, args: argparse.Namespace, out: Output) -> int:
         ("ε budget", budget.epsilon_max), ("δ", budget.delta_max), ("charged ε (filter)", budget.charged_epsilon),
         ("reserved ε (queued fits, filter)", budget.reserved_epsilon),
         ("committed ε (filter)", budget.committed_epsilon), ("remaining ε (filter)", budget.remaining_epsilon),
-        ("filter order α*", rule.get("order")), ("δ for δ-only parts", rule.get("approximate_delta")),
+        ("filter orders α", ", ".join(f"{a:g}" for a in rule.get("orders", []))),
+        ("δ for δ-only parts", rule.get("approximate_delta")),
         ("δ parts used", budget.committed_delta_used), ("ledger entries", budget.entries),
         ("order grid", budget.grid_name),
     ])  # fmt: skip

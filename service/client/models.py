@@ -122,6 +122,7 @@ class Budget(ApiObject):
     committed_epsilon: float = 0.0
     committed_share: float = 0.0
     committed_certificate: str | None = None
+    committed_certifying_order: float | None = None
     committed_order_share: float = 0.0
     committed_pure_share: float = 0.0
     remaining_epsilon: float = 0.0

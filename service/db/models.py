@@ -116,8 +116,9 @@ class Budget(Base):
     """A dataset's budget (ε_max, δ_max) on a fixed order grid, its privacy filter, and the cached sum of its live
     reservations.
 
-    The filter (:mod:`privfit.privacy.filter`) is fixed at creation: ``filter_order`` (α*), ``filter_rdp_delta``
-    (δ_R) and ``filter_approximate_delta`` (δ_A, the pot of δ-only parts), under the rule ``filter_version``.
+    The filter (:mod:`privfit.privacy.filter`) is fixed at creation: ``filter_orders`` (the pinned RDP orders, α*
+    first), ``filter_order_deltas`` (the δ certified at each) and ``filter_approximate_delta`` (δ_A, the pot of
+    δ-only parts), under the rule ``filter_version``.
     ``filter_note`` set means the budget admits nothing more, and says why.
     ``committed_rdp``/``committed_extra_delta``/``committed_approx_delta``/``committed_pure_epsilon`` (NULL = +∞)
     cache the composition of every reservation not released (charged or still reserved); the ledger entries are
@@ -140,8 +141,8 @@ class Budget(Base):
     committed_approx_delta: Mapped[float] = mapped_column(Float, default=0.0)
     committed_pure_epsilon: Mapped[float | None] = mapped_column(Float)
     filter_version: Mapped[str] = mapped_column(String(64))
-    filter_order: Mapped[float] = mapped_column(Float)
-    filter_rdp_delta: Mapped[float] = mapped_column(Float)
+    filter_orders: Mapped[list[float]]
+    filter_order_deltas: Mapped[list[float]]
     filter_approximate_delta: Mapped[float] = mapped_column(Float)
     filter_note: Mapped[str | None] = mapped_column(Text)
     version: Mapped[int] = mapped_column(Integer, default=0)

@@ -6,16 +6,18 @@ Semantics (DESIGN §2):
   slacks and pure-ε bounds summed; :mod:`privfit.privacy.cost`) of every reservation that has not been released —
   whether already charged or still queued.
 - **Admission is the dataset's privacy filter** (:mod:`privfit.privacy.filter`), fixed when the dataset is
-  created: one pinned RDP order α* certified at δ_R, the order-∞ (pure ε) certificate, and a pot δ_A for δ-only
-  parts, δ_R + δ_A = δ_max. A fit is admitted iff, with it added, (a) D + (1 + e^{ε_max})·A ≤ δ_A (D the composed
-  δ parts, A the summed approximate-RDP slacks) and (b) S(α*) ≤ ε_max − c_α* or E_∞ ≤ ε_max (S the summed RDP, E_∞
-  the summed pure-ε bounds, c_α the conversion offset at δ_R).
+  created: a few pinned RDP orders α_j each certified at its own δ_j (α* where the budget-exhausting Gaussian
+  converts best, and about 10·α*), the order-∞ (pure ε) certificate, and a pot δ_A for δ-only parts,
+  Σ δ_j + δ_A = δ_max. A fit is admitted iff, with it added, (a) D + k(1 + e^{ε_max})·A ≤ δ_A (D the composed
+  δ parts, A the summed approximate-RDP slacks, k the number of pinned orders) and (b) S(α_j) ≤ ε_max −
+  c_{α_j}(δ_j) for some j, or E_∞ ≤ ε_max (S the summed RDP, E_∞ the summed pure-ε bounds, c_α(δ) the conversion
+  offset).
 
   **Theorem** (proof in :mod:`privfit.privacy.filter` and ``docs/privacy.md``: Kairouz–Oh–Viswanath decomposition
-  of the δ parts, the Feldman–Zrnic supermartingale at α*, the Balle et al. pointwise conversion, a union over the
-  two certificates). If every admission obeys (a) and (b), the transcript of the whole interaction — every fit
-  chosen after seeing the results of the earlier ones, concurrent fits included, fits released before reading a
-  row not counted — is (ε_max, δ_max)-DP.
+  of the δ parts, the Feldman–Zrnic supermartingale at each pinned order, the Balle et al. pointwise conversion, a
+  union over the certificates). If every admission obeys (a) and (b), the transcript of the whole interaction —
+  every fit chosen after seeing the results of the earlier ones, concurrent fits included, fits released before
+  reading a row not counted — is (ε_max, δ_max)-DP.
 
   The ε shown as "committed" (in the budget, the ledger entries, the estimate and the 409) is the filter's
   measure: ε_max × the share of the budget the committed fits use (min over the certificates); admission is
@@ -132,18 +134,18 @@ class FilterView:
     """The dataset's filter as shown in the budget view (all public)."""
 
     rule: str
-    order: float
-    rdp_delta: float
+    orders: list[float]
+    order_deltas: list[float]
+    order_budgets: list[float]
     approximate_delta: float
-    order_budget: float
     slack_weight: float
 
     @classmethod
     def of(cls, privacy_filter: PrivacyFilter) -> FilterView:
         return cls(
-            rule=privacy_filter.version, order=privacy_filter.order, rdp_delta=privacy_filter.rdp_delta,
-            approximate_delta=privacy_filter.approximate_delta, order_budget=privacy_filter.order_budget,
-            slack_weight=privacy_filter.slack_weight,
+            rule=privacy_filter.version, orders=list(privacy_filter.orders),
+            order_deltas=list(privacy_filter.order_deltas), order_budgets=list(privacy_filter.order_budgets),
+            approximate_delta=privacy_filter.approximate_delta, slack_weight=privacy_filter.slack_weight,
         )  # fmt: skip
 
 
@@ -162,6 +164,7 @@ class BudgetStatus:
     committed_epsilon: float
     committed_share: float
     committed_certificate: str | None
+    committed_certifying_order: float | None
     committed_order_share: float
     committed_pure_share: float
     remaining_epsilon: float
@@ -213,7 +216,7 @@ def budget_filter(budget: Budget) -> PrivacyFilter:
     """The privacy filter stored with ``budget``."""
     return PrivacyFilter(
         epsilon_max=budget.epsilon_max, delta_max=budget.delta_max, grid=get_grid(budget.grid_name),
-        order=budget.filter_order, rdp_delta=budget.filter_rdp_delta,
+        orders=tuple(budget.filter_orders), order_deltas=tuple(budget.filter_order_deltas),
         approximate_delta=budget.filter_approximate_delta, version=budget.filter_version,
     )  # fmt: skip
 
@@ -253,9 +256,9 @@ def create_budget(
     budget = Budget(
         dataset_id=dataset_id, epsilon_max=float(epsilon_max), delta_max=float(delta_max), grid_name=grid.name,
         committed_rdp=[0.0] * len(grid), committed_extra_delta=0.0, committed_approx_delta=0.0,
-        committed_pure_epsilon=0.0, filter_version=privacy_filter.version, filter_order=privacy_filter.order,
-        filter_rdp_delta=privacy_filter.rdp_delta, filter_approximate_delta=privacy_filter.approximate_delta,
-        filter_note=None, version=0,
+        committed_pure_epsilon=0.0, filter_version=privacy_filter.version,
+        filter_orders=list(privacy_filter.orders), filter_order_deltas=list(privacy_filter.order_deltas),
+        filter_approximate_delta=privacy_filter.approximate_delta, filter_note=None, version=0,
     )  # fmt: skip
     session.add(budget)
     return budget
@@ -411,6 +414,7 @@ def status(session: Session, dataset_id: str) -> BudgetStatus:
         orders=[float(a) for a in grid.orders], filter=FilterView.of(privacy_filter),
         charged_epsilon=charged.epsilon, reserved_epsilon=reserved.epsilon, committed_epsilon=committed.epsilon,
         committed_share=committed.share, committed_certificate=committed.certificate,
+        committed_certifying_order=committed.certifying_order,
         committed_order_share=committed.order_share, committed_pure_share=committed.pure_share,
         remaining_epsilon=remaining, committed_rdp=list(budget.committed_rdp),
         committed_extra_delta=budget.committed_extra_delta, committed_approx_delta=budget.committed_approx_delta,

@@ -10,19 +10,22 @@ arXiv:2602.15815). The filter below has a proof.
 
 **The filter.** Fixed when the dataset is created, from public numbers only, and stored with its budget:
 
-* a δ split δ_max = δ_R + δ_A: δ_A (default δ_max/10, the owner may choose) is the pot of every δ-only part —
-  the δ of (ε, δ)-DP charges and the approximate-RDP slacks; δ_R is left to the RDP certificate;
-* one RDP order α* of the dataset's grid: the order at which the Gaussian mechanism that exactly exhausts
-  (ε_max, δ_R) converts best, i.e. α* = argmax_α (ε_max − c_α)/α with c_α = log(1 − 1/α) − (log δ_R + log α)/(α − 1)
-  (Balle et al. 2020, Thm. 21; the conversion of :mod:`privfit.privacy.conversion` at one order);
+* a δ split δ_max = δ_A + δ_1 + … + δ_k: δ_A (default δ_max/10, the owner may choose) is the pot of every
+  δ-only part — the δ of (ε, δ)-DP charges and the approximate-RDP slacks; the rest, δ_R, goes to the orders;
+* a few RDP orders of the dataset's grid, each certified at its own δ_j: the order α* at which the Gaussian
+  mechanism that exactly exhausts (ε_max, δ_R) converts best, α* = argmax_α (ε_max − c_α)/α with
+  c_α = log(1 − 1/α) − (log δ + log α)/(α − 1) (Balle et al. 2020, Thm. 21; the conversion of
+  :mod:`privfit.privacy.conversion` at one order), with δ_1 = 0.99 δ_R; and the grid order nearest 10·α* with
+  δ_2 = 0.01 δ_R, which certifies compositions dominated by pure-ε parts with a small Gaussian part (objective
+  perturbation's output step) — the rule of :meth:`PrivacyFilter.for_budget`;
 * the order-∞ (pure ε) certificate, which needs no δ.
 
-With S(α*) the sum of the committed fits' RDP at α*, E_∞ the sum of their pure-ε bounds (+∞ for any fit without
+With S(α_j) the sum of the committed fits' RDP at α_j, E_∞ the sum of their pure-ε bounds (+∞ for any fit without
 one: :attr:`PrivacyCost.pure_epsilon`), D the composed δ parts 1 − Π(1 − δ_i) and A the sum of the
 approximate-RDP slacks, a fit is admitted iff, with it added,
 
-    (a)  D + (1 + e^{ε_max}) · A ≤ δ_A,        and
-    (b)  S(α*) + c_α* ≤ ε_max    or    E_∞ ≤ ε_max.
+    (a)  D + k (1 + e^{ε_max}) · A ≤ δ_A  (k: the number of pinned finite orders),        and
+    (b)  S(α_j) + c_{α_j}(δ_j) ≤ ε_max for some j,    or    E_∞ ≤ ε_max.
 
 **Theorem.** Let an analyst interact adaptively with the mechanisms privfit runs on a dataset: the i-th fit to
 start (to be charged) is chosen, with its settings, from everything observed before, fits may run concurrently,
@@ -37,42 +40,46 @@ write P, Q for the laws of the transcript, L for its privacy loss log dP/dQ.
 
 1. *δ parts.* An (ε_i, δ_i)-DP fit is a post-processing of the canonical pair of Kairouz, Oh & Viswanath
    (2015): with probability δ_i a "reveal" outcome that differs between P and Q, else ε_i-randomised response,
-   the post-processing kernel depending only on the history. An approximate-RDP fit (Bun, Dwork, Rothblum &
-   Steinke 2018; Carmon et al. 2023) has laws within total variation a_i of laws P′_i, Q′_i whose Rényi
-   divergence at α* is ≤ c_i(α*). Let G^P, G^Q be the "good" interactions in which no reveal happens and every
-   approximate-RDP fit draws from P′_i (resp. Q′_i). Coupling step by step, for every event S
-   P(S) − e^{ε}Q(S) ≤ P(reveal) + (1 + e^{ε}) sup Σ a_i + sup_f (E_{G^P} f − e^{ε} E_{G^Q} f) over f ∈ [0, 1]
-   (the reveal probability enters once because both worlds reveal with the same δ_i and the no-reveal
-   sub-measures share the factor Π(1 − δ_i); the slack enters on both sides, as in Carmon et al., Cor. 1).
-   P(reveal) = 1 − E_{G^P}[Π(1 − δ_i)] ≤ sup over paths of D, and (a) holds on every path, so the first two
-   terms are ≤ δ_A at ε = ε_max.
-2. *RDP part.* In the good interaction, M_t = exp((α* − 1)(L_t − S_t(α*))) is a non-negative supermartingale
-   under G^P with M_0 = 1, since E[exp((α* − 1) ℓ_i) | past] = exp((α* − 1) D_α*(P_i‖Q_i)) ≤
-   exp((α* − 1) c_i(α*)) (Feldman & Zrnic 2021, Thm. 3.1; Lécuyer 2021). For every x,
-   (1 − e^{ε − x})_+ ≤ (1/α*)((α* − 1)/α*)^{α* − 1} e^{(α* − 1)(x − ε)} (the pointwise inequality behind the
+   the post-processing kernel depending only on the history. Both worlds reveal with the same δ_i and the
+   no-reveal sub-measures share the factor Π(1 − δ_i), so for every event S, P(S) − e^{ε}Q(S) ≤ P(reveal) +
+   sup_f (E_{G^P} f − e^{ε} E_{G^Q} f) over f ∈ [0, 1], where G^P, G^Q are the "good" interactions in which no
+   reveal happens; P(reveal) = 1 − E_{G^P}[Π(1 − δ_i)] ≤ sup over paths of D. An approximate-RDP fit (Bun, Dwork,
+   Rothblum & Steinke 2018; Carmon et al. 2023) has, for each order α, laws within total variation a_i of laws
+   whose Rényi divergence at α is within its curve (the pair may depend on α). Split the event S by J, the first
+   certificate of (b) that holds at the end (a function of the transcript; step 2): for each finite order α_j,
+   couple step by step with the good interaction G_j whose approximate-RDP fits draw from their α_j pairs, which
+   costs (1 + e^{ε}) sup Σ a_i on the event {J = j} (the slack enters on both sides, as in Carmon et al., Cor. 1);
+   on {J = ∞} no approximate-RDP fit ran (their pure bound is +∞). With k finite orders the slacks cost at most
+   k (1 + e^{ε}) sup Σ a_i in all, and (a) — whose slack weight is k (1 + e^{ε_max}) — bounds the δ parts by δ_A on
+   every path.
+2. *RDP part.* In the good interaction G_j, M^j_t = exp((α_j − 1)(L_t − S_t(α_j))) is a non-negative
+   supermartingale under G_j^P with M^j_0 = 1, since E[exp((α_j − 1) ℓ_i) | past] =
+   exp((α_j − 1) D_{α_j}(P_i‖Q_i)) ≤ exp((α_j − 1) c_i(α_j)) (Feldman & Zrnic 2021, Thm. 3.1; Lécuyer 2021). For
+   every x, (1 − e^{ε − x})_+ ≤ (1/α)((α − 1)/α)^{α − 1} e^{(α − 1)(x − ε)} (the pointwise inequality behind the
    conversion of Balle et al. 2020 / Canonne, Kamath & Steinke 2020, Prop. 12). The supremum over f is
    E_{G^P}[(1 − e^{ε − L_T})_+]. At the end T (bounded, or by Fatou) some certificate of (b) holds, since the last
-   admission left one holding and only releases followed. On the paths where the α* certificate holds,
-   S_T(α*) ≤ ε − c_α* and the bound above gives E[1{α* holds} (1 − e^{ε − L_T})_+] ≤ δ_R · E[M_T] ≤ δ_R; on the
-   paths where only the pure certificate holds, L_T ≤ E_∞ ≤ ε in the good interaction (randomised response, the
-   Laplace mechanism and the pure releases have privacy loss bounded by their ε_∞), so (1 − e^{ε − L_T})_+ = 0.
-   Adding: δ(ε_max) ≤ δ_A + δ_R = δ_max. ∎
+   admission left one holding and only releases followed; let J be the first that holds (a function of the
+   transcript). On {J = j}, S_T(α_j) ≤ ε − c_{α_j}(δ_j) and the bound above gives
+   E[1{J = j} (1 − e^{ε − L_T})_+] ≤ δ_j · E[M^j_T] ≤ δ_j; on {J = ∞}, L_T ≤ E_∞ ≤ ε in the good interaction
+   (randomised response, the Laplace mechanism and the pure releases have privacy loss bounded by their ε_∞), so
+   (1 − e^{ε − L_T})_+ = 0. Adding: δ(ε_max) ≤ δ_A + Σ_j δ_j = δ_max. ∎
 
-The union over certificates is the filter of Whitehouse, Ramdas, Rogers & Wu (ICML 2023) specialised to two
-"orders" (α* at δ_R, ∞ at 0); with k finite orders at δ_R/k each the same proof holds, and a single pinned order
-is Feldman & Zrnic's filter. The order α* and the split were chosen by measuring fits per budget
-(``benchmarks/filter_capacity.py``): a second finite order costs Gaussian workloads a fit or more per budget
-(log k/(α* − 1) of ε) and gains nothing on them; the free order-∞ certificate keeps pure/Laplace workloads
-at their basic-composition count.
+The union over certificates is the filter of Whitehouse, Ramdas, Rogers & Wu (ICML 2023) over a fixed set of
+"orders" with fixed δ shares (∞ at 0); a single pinned order is Feldman & Zrnic's filter. The orders and the split
+were chosen by measuring fits per budget (``benchmarks/filter_capacity.py``): orders sharing δ_R equally cost
+Gaussian workloads several fits per budget (log k/(α* − 1) of ε at α*); the 1% share of the second order costs
+them at most one fit in 83 and lets pure-dominated fits (objective perturbation) use their budget; the free
+order-∞ certificate keeps pure/Laplace workloads at their basic-composition count.
 
 **What the ledger reports.** :meth:`PrivacyFilter.measure` gives the share of the budget that a set of committed
-fits uses by the filter's certificates: min(S(α*)/ρ_max, E_∞/ε_max) with ρ_max = ε_max − c_α* the RDP the α*
-certificate allows (+∞ if (a) fails). Each certificate's share is additive over fits, so the share tells how many
-more fits of the same kind fit; admission is exactly "share of committed + fit ≤ 1". The API shows ε_max × share as
-"committed ε" and ε_max − committed as "remaining ε", and says that it is the filter's measure: not an (ε, δ)
-guarantee of its own — the guarantee is (ε_max, δ_max) for whatever admitted sequence the analysts choose. A fit's
-own ε (its cost converted at δ_max over the whole grid) remains the (ε, δ_max)-DP statement of that fit alone; under
-RDP composition it is larger than its share of ε_max (83 Gaussian fits of own ε = 0.1 fill (ε, δ) = (1, 10⁻⁶)).
+fits uses by the filter's certificates: min(min_j S(α_j)/ρ_j, E_∞/ε_max) with ρ_j = ε_max − c_{α_j}(δ_j) the RDP
+the α_j certificate allows (+∞ if (a) fails). Each certificate's share is additive over fits, so the share tells
+how many more fits of the same kind fit; admission is exactly "share of committed + fit ≤ 1". The API shows
+ε_max × share as "committed ε" and ε_max − committed as "remaining ε", and says that it is the filter's measure:
+not an (ε, δ) guarantee of its own — the guarantee is (ε_max, δ_max) for whatever admitted sequence the analysts
+choose. A fit's own ε (its cost converted at δ_max over the whole grid) remains the (ε, δ_max)-DP statement of that
+fit alone; under RDP composition it is larger than its share of ε_max (82 Gaussian fits of own ε = 0.1 fill
+(ε, δ) = (1, 10⁻⁶)).
 
 Numerics round against the user: shares are rounded up by a relative 1e-12 before they are compared with 1.
 """
@@ -88,11 +95,17 @@ from .cost import PrivacyCost, compose_deltas
 from .errors import PrivacyParameterError, require_non_negative, require_open_unit, require_positive
 from .orders import OrderGrid
 
-FILTER_VERSION = "filter:rdp-order+pure+delta-pot/v1"
+FILTER_VERSION = "filter:rdp-orders+pure+delta-pot/v1"
 """Names the admission rule of the module docstring (stored with every budget)."""
 
 DEFAULT_APPROXIMATE_DELTA_SHARE = 0.1
 """The share of δ_max set apart for δ-only parts when the owner does not choose (module docstring)."""
+
+SECOND_ORDER_FACTOR = 10.0
+"""The second pinned order is the grid order nearest this multiple of α* (module docstring)."""
+
+SECOND_ORDER_SHARE = 0.01
+"""The share of δ_R given to the second pinned order."""
 
 _ROUND_UP = 1e-12
 _MIN_ORDER = 1.01  # the conversion is not used at orders ≤ 1.01 (dp_accounting's guard)
@@ -134,11 +147,12 @@ class FilterReading:
     Attributes:
         share: the share of the budget used, min(order_share, pure_share); +∞ when the δ pot is exceeded.
         epsilon: ε_max × share, the "committed ε" the API shows (module docstring).
-        order_share: S(α*)/ρ_max, the α* certificate's share (+∞ if the curve has no bound at α*, or if ρ_max ≤ 0
-            and S(α*) > 0).
+        order_share: min_j S(α_j)/ρ_j, the best RDP certificate's share (+∞ if the curve has no bound at any
+            pinned order, or nothing is allowed there).
         pure_share: E_∞/ε_max, the order-∞ certificate's share (+∞ if some fit has no pure bound).
         certificate: ``"order"`` or ``"pure"``, whichever gives ``share`` (None when it is +∞).
-        delta_used: D + (1 + e^{ε_max}) A, the δ pot in use.
+        certifying_order: the pinned order α_j that gives ``order_share`` when ``certificate`` is ``"order"``.
+        delta_used: D + k (1 + e^{ε_max}) A, the δ pot in use.
         delta_fits: whether ``delta_used`` ≤ the pot δ_A.
     """
 
@@ -147,6 +161,7 @@ class FilterReading:
     order_share: float
     pure_share: float
     certificate: str | None
+    certifying_order: float | None
     delta_used: float
     delta_fits: bool
 
@@ -154,7 +169,7 @@ class FilterReading:
 @dataclass(frozen=True)
 class DeltaAllowance:
     """How much of the δ pot one more fit may use: ``delta`` in pot units; an approximate-RDP slack a counts
-    ``slack_weight`` · a (= (1 + e^{ε_max}) a). Solvers with δ-only parts size them within it."""
+    ``slack_weight`` · a (= k (1 + e^{ε_max}) a). Solvers with δ-only parts size them within it."""
 
     delta: float
     slack_weight: float
@@ -172,27 +187,33 @@ class PrivacyFilter:
     epsilon_max: float
     delta_max: float
     grid: OrderGrid
-    order: float
-    rdp_delta: float
+    orders: tuple[float, ...]
+    order_deltas: tuple[float, ...]
     approximate_delta: float
     version: str = FILTER_VERSION
 
     def __post_init__(self) -> None:
         require_positive("epsilon_max", self.epsilon_max)
         require_open_unit("delta_max", self.delta_max)
-        require_open_unit("rdp_delta", self.rdp_delta)
         require_non_negative("approximate_delta", self.approximate_delta)
+        object.__setattr__(self, "orders", tuple(float(a) for a in self.orders))
+        object.__setattr__(self, "order_deltas", tuple(float(d) for d in self.order_deltas))
+        if not self.orders or len(self.orders) != len(self.order_deltas):
+            raise PrivacyParameterError("orders", "give one δ share per pinned order, and at least one order")
+        for order, delta in zip(self.orders, self.order_deltas, strict=True):
+            require_open_unit("order_deltas", delta)
+            if not (order > _MIN_ORDER and np.isclose(self.grid.orders, order, rtol=0, atol=1e-12).any()):
+                raise PrivacyParameterError("orders", f"{order!r} is not an order > 1.01 of grid {self.grid.name!r}")
         if self.rdp_delta + self.approximate_delta > self.delta_max * (1.0 + 1e-12):
             raise PrivacyParameterError("approximate_delta", "the δ split must not exceed δ_max")
-        if not (self.order > _MIN_ORDER and np.isclose(self.grid.orders, self.order, rtol=0, atol=1e-12).any()):
-            raise PrivacyParameterError("order", f"{self.order!r} is not an order > 1.01 of grid {self.grid.name!r}")
 
     @classmethod
     def for_budget(
         cls, epsilon_max: float, delta_max: float, grid: OrderGrid, approximate_delta: float | None = None
     ) -> PrivacyFilter:
-        """The filter of a new budget: δ_A = ``approximate_delta`` (default δ_max/10), δ_R = δ_max − δ_A and the
-        Gaussian-exhausting order α* at (ε_max, δ_R)."""
+        """The filter of a new budget: δ_A = ``approximate_delta`` (default δ_max/10), δ_R = δ_max − δ_A, the
+        Gaussian-exhausting order α* at (ε_max, δ_R) with 99% of δ_R and the grid order nearest 10·α* with 1% (just
+        α* with all of δ_R when there is no larger order)."""
         epsilon_max = require_positive("epsilon_max", epsilon_max)
         delta_max = require_open_unit("delta_max", delta_max)
         pot = DEFAULT_APPROXIMATE_DELTA_SHARE * delta_max if approximate_delta is None else approximate_delta
@@ -202,38 +223,60 @@ class PrivacyFilter:
                 "approximate_delta", f"must be below the budget's δ = {delta_max:g} (the rest goes to RDP), got {pot:g}"
             )
         rdp_delta = delta_max - pot
-        order = gaussian_exhausting_order(grid, epsilon_max, rdp_delta)
-        return cls(epsilon_max, delta_max, grid, order, rdp_delta, pot)
+        first = gaussian_exhausting_order(grid, epsilon_max, rdp_delta)
+        second = float(grid.orders[int(np.argmin(np.abs(grid.orders - SECOND_ORDER_FACTOR * first)))])
+        if not second > first:
+            return cls(epsilon_max, delta_max, grid, (first,), (rdp_delta,), pot)
+        shares = ((1.0 - SECOND_ORDER_SHARE) * rdp_delta, SECOND_ORDER_SHARE * rdp_delta)
+        return cls(epsilon_max, delta_max, grid, (first, second), shares, pot)
 
     @property
-    def order_index(self) -> int:
-        """Index of α* in the grid."""
-        return int(np.argmin(np.abs(self.grid.orders - self.order)))
+    def order(self) -> float:
+        """α*, the first pinned order."""
+        return self.orders[0]
 
     @property
-    def offset(self) -> float:
-        """c_α* at δ_R: the α* certificate holds while S(α*) + c_α* ≤ ε_max."""
-        return conversion_offset(self.order, self.rdp_delta)
+    def rdp_delta(self) -> float:
+        """δ_R: the δ of all the pinned orders."""
+        return math.fsum(self.order_deltas)
+
+    @property
+    def order_indices(self) -> tuple[int, ...]:
+        """Indices of the pinned orders in the grid."""
+        return tuple(int(np.argmin(np.abs(self.grid.orders - order))) for order in self.orders)
+
+    @property
+    def order_budgets(self) -> tuple[float, ...]:
+        """ρ_j = ε_max − c_{α_j}(δ_j): the RDP each pinned order allows."""
+        return tuple(
+            self.epsilon_max - conversion_offset(order, delta)
+            for order, delta in zip(self.orders, self.order_deltas, strict=True)
+        )
 
     @property
     def order_budget(self) -> float:
-        """The RDP at α* the filter allows: ε_max − c_α*."""
-        return self.epsilon_max - self.offset
+        """ρ at α*: the RDP the first pinned order allows."""
+        return self.order_budgets[0]
 
     @property
     def slack_weight(self) -> float:
-        """1 + e^{ε_max}: the weight of an approximate-RDP slack in the δ pot (proof, step 1)."""
-        return 1.0 + math.exp(min(self.epsilon_max, 700.0))
+        """k (1 + e^{ε_max}): the weight of an approximate-RDP slack in the δ pot (proof, step 1)."""
+        return len(self.orders) * (1.0 + math.exp(min(self.epsilon_max, 700.0)))
 
     def delta_used(self, cost: PrivacyCost) -> float:
-        """D + (1 + e^{ε_max}) A of ``cost`` (condition (a))."""
+        """D + k (1 + e^{ε_max}) A of ``cost`` (condition (a))."""
         return compose_deltas([cost.extra_delta]) + self.slack_weight * cost.approx_delta
 
     def measure(self, cost: PrivacyCost) -> FilterReading:
         """What the certificates say of ``cost`` (usually the composition of the committed fits)."""
         if cost.grid != self.grid:
             raise PrivacyParameterError("grid", f"cost is on grid {cost.grid.name!r}, the filter on {self.grid.name!r}")
-        order_share = _share(float(cost.rdp[self.order_index]), self.order_budget)
+        shares = [
+            _share(float(cost.rdp[index]), budget)
+            for index, budget in zip(self.order_indices, self.order_budgets, strict=True)
+        ]
+        best_order = int(np.argmin(shares))
+        order_share = shares[best_order]
         pure_share = _share(cost.pure_epsilon, self.epsilon_max)
         used = self.delta_used(cost)
         fits = used <= self.approximate_delta
@@ -241,7 +284,8 @@ class PrivacyFilter:
         certificate = None if not math.isfinite(best) else ("order" if order_share <= pure_share else "pure")
         return FilterReading(
             share=best, epsilon=self.epsilon_max * best, order_share=order_share, pure_share=pure_share,
-            certificate=certificate, delta_used=used, delta_fits=fits,
+            certificate=certificate, certifying_order=self.orders[best_order] if certificate == "order" else None,
+            delta_used=used, delta_fits=fits,
         )  # fmt: skip
 
     def admits(self, cost: PrivacyCost) -> bool:

@@ -81,8 +81,9 @@ def test_existing_budgets_move_to_the_filter(blank_url: str):
     with db.read() as session:
         for dataset_id in (fresh, within, beyond):
             budget = session.get(Budget, dataset_id)
-            assert (budget.filter_order, budget.filter_rdp_delta, budget.filter_approximate_delta) == (
-                expected.order, expected.rdp_delta, expected.approximate_delta)  # fmt: skip
+            assert (tuple(budget.filter_orders), tuple(budget.filter_order_deltas),
+                    budget.filter_approximate_delta) == (expected.orders, expected.order_deltas,
+                                                         expected.approximate_delta)  # fmt: skip
             assert budget.filter_version == expected.version
         assert session.get(Budget, fresh).committed_pure_epsilon == 0.0
         assert session.get(Budget, within).committed_pure_epsilon is None  # unknown for old entries: +∞

@@ -37,22 +37,27 @@ def test_the_pinned_order_is_where_the_exhausting_gaussian_converts_best(epsilon
 
 
 @pytest.mark.parametrize(("epsilon", "delta"), BUDGETS)
-def test_the_order_budget_converts_to_epsilon_max_by_dp_accounting(epsilon, delta):
-    """ρ_max at α* is exactly the RDP that dp_accounting converts to ε_max at δ_R at that one order."""
+def test_each_order_budget_converts_to_epsilon_max_by_dp_accounting(epsilon, delta):
+    """ρ_j at each pinned order is exactly the RDP that dp_accounting converts to ε_max at δ_j at that one order."""
     privacy_filter = PrivacyFilter.for_budget(epsilon, delta, DEFAULT_GRID)
-    converted, order = rdp_privacy_accountant.compute_epsilon(
-        [privacy_filter.order], [privacy_filter.order_budget], privacy_filter.rdp_delta
-    )
-    assert order == privacy_filter.order
-    assert converted == pytest.approx(epsilon, rel=1e-12)
+    assert math.fsum(privacy_filter.order_deltas) + privacy_filter.approximate_delta == pytest.approx(delta)
+    for order, budget, share in zip(privacy_filter.orders, privacy_filter.order_budgets, privacy_filter.order_deltas,
+                                    strict=True):  # fmt: skip
+        converted, optimal = rdp_privacy_accountant.compute_epsilon([order], [budget], share)
+        assert optimal == order
+        assert converted == pytest.approx(epsilon, rel=1e-12)
 
 
 def test_golden_filter_of_the_default_budget():
     privacy_filter = PrivacyFilter.for_budget(1.0, 1e-6, DEFAULT_GRID)
-    assert (privacy_filter.order, privacy_filter.rdp_delta, privacy_filter.approximate_delta) == (22.0, 9e-7, 1e-7)
-    # ρ_max = 1 − log(1 − 1/22) + (log 9e-7 + log 22)/21
-    assert privacy_filter.order_budget == pytest.approx(1 - math.log(21 / 22) + (math.log(9e-7) + math.log(22)) / 21)
-    assert privacy_filter.order_budget == pytest.approx(0.530813890860427, rel=1e-12)
+    assert privacy_filter.orders == (22.0, 256.0)  # α*, and the grid order nearest 10·α*
+    assert privacy_filter.order_deltas == pytest.approx((0.99 * 9e-7, 0.01 * 9e-7))
+    assert privacy_filter.approximate_delta == pytest.approx(1e-7)
+    # ρ_1 = 1 − log(1 − 1/22) + (log δ_1 + log 22)/21
+    first = 1 - math.log(21 / 22) + (math.log(0.99 * 9e-7) + math.log(22)) / 21
+    assert privacy_filter.order_budgets[0] == pytest.approx(first, rel=1e-12)
+    assert privacy_filter.order_budgets == pytest.approx((0.5303353034388316, 0.9530085510265064), rel=1e-12)
+    assert privacy_filter.slack_weight == pytest.approx(2 * (1 + math.e))
 
 
 def test_shares_add_up_and_admission_is_a_share_of_at_most_one():
@@ -81,8 +86,9 @@ def test_the_pure_certificate_admits_basic_composition_exactly():
     assert not privacy_filter.admits(pure * 8)  # ε = 1 exactly: refused by the rounding against the user
     assert privacy_filter.admits(PrivacyCost.pure_dp(0.125 * (1 - 1e-9)) * 8)
     assert not privacy_filter.admits(pure * 9)
-    # the order certificate alone would stop much earlier
-    assert privacy_filter.measure(pure * 7).order_share > 1
+    # the first pinned order alone would stop much earlier
+    first = privacy_filter.order_indices[0]
+    assert (pure * 7).rdp[first] > privacy_filter.order_budgets[0]
 
 
 def test_a_gaussian_kills_the_pure_certificate():
@@ -92,13 +98,24 @@ def test_a_gaussian_kills_the_pure_certificate():
     assert reading.pure_share == math.inf and reading.certificate == "order"
 
 
-def test_no_bound_at_the_pinned_order_means_no_order_certificate():
+def test_no_bound_at_the_pinned_orders_means_no_order_certificate():
     privacy_filter = PrivacyFilter.for_budget(1.0, 1e-6, DEFAULT_GRID)
     capped = PrivacyCost.approximate_rdp(DEFAULT_GRID.orders * 1e-4, 1e-12, order_cap=privacy_filter.order)
     reading = privacy_filter.measure(capped)
     assert reading.order_share == math.inf and reading.epsilon == math.inf and not privacy_filter.admits(capped)
     above = PrivacyCost.approximate_rdp(DEFAULT_GRID.orders * 1e-4, 1e-12, order_cap=privacy_filter.order + 1)
-    assert privacy_filter.admits(above)
+    reading = privacy_filter.measure(above)  # finite at α* only: certified there
+    assert privacy_filter.admits(above) and reading.certifying_order == privacy_filter.order
+
+
+def test_the_second_order_certifies_pure_parts_with_a_small_gaussian():
+    """A pure ε = 0.8 part plus a Gaussian of 1% of the budget's zCDP ρ (objective perturbation's shape) fits a
+    budget of 1 only through the second pinned order."""
+    privacy_filter = PrivacyFilter.for_budget(1.0, 1e-6, DEFAULT_GRID)
+    shaped = PrivacyCost.pure_dp(0.8) + PrivacyCost(gaussian_rdp(DEFAULT_GRID, sigma=100.0))
+    reading = privacy_filter.measure(shaped)
+    assert privacy_filter.admits(shaped) and reading.certifying_order == privacy_filter.orders[1] == 256.0
+    assert shaped.rdp[privacy_filter.order_indices[0]] > privacy_filter.order_budgets[0]
 
 
 def test_delta_parts_use_the_pot_and_each_allowance_halves_what_is_left():
@@ -115,7 +132,7 @@ def test_delta_parts_use_the_pot_and_each_allowance_halves_what_is_left():
     assert not privacy_filter.admits(committed + PrivacyCost.approximate_dp(0.01, 1e-7))
     # an approximate-RDP slack weighs (1 + e^ε_max) in the pot
     slack = privacy_filter.allowance(PrivacyCost.zero()).max_slack
-    assert slack == pytest.approx(0.5e-7 / (1 + math.e))
+    assert slack == pytest.approx(0.5e-7 / (2 * (1 + math.e)))
     capped = PrivacyCost.approximate_rdp(DEFAULT_GRID.orders * 1e-4, slack * 1.5)
     assert privacy_filter.admits(capped) and not privacy_filter.admits(capped * 2)
 

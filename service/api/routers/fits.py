@@ -75,16 +75,17 @@ def _plan(request: Request, body: FitRequest, principal: Principal) -> tuple[Dat
 
 
 def _cost_json(plan: FitPlan, budget: Budget) -> dict[str, Any]:
-    """The fit's own ε (this fit alone, at the dataset's δ) and its share of the budget by the dataset's filter."""
+    """The fit's own ε (this fit alone, at the dataset's δ) and its share of the budget by the dataset's filter, as
+    JSON (+∞, e.g. a δ part beyond the pot, is ``null``: the jobs table stores it)."""
     converted = plan.cost.epsilon(budget.delta_max)
     share = budget_filter(budget).measure(plan.cost)
-    return {
+    return public_json({
         "epsilon": converted.epsilon, "delta": budget.delta_max, "optimal_order": converted.optimal_order,
         "filter_epsilon": share.epsilon, "filter_share": share.share, "filter_certificate": share.certificate,
         "at_grid_edge": converted.at_grid_edge, "grid": budget.grid_name, "extra_delta": plan.cost.extra_delta,
         "approx_delta": plan.cost.approx_delta, "pure_epsilon": pure_epsilon_to_json(plan.cost.pure_epsilon),
         "rdp": curve_to_json(plan.cost.rdp), "formula_version": plan.resolved.formula_version,
-    }  # fmt: skip
+    })  # fmt: skip
 
 
 def _job_json(job: Job) -> dict[str, Any]:

@@ -382,7 +382,7 @@ async function renderDataset(datasetId) {
    */
   function drawBudget(budget, entries) {
     const certificate = budget.committed_certificate === "pure" ? "by the pure-ε certificate"
-      : `by the RDP certificate at α = ${fmtOrder(budget.filter.order)}`;
+      : `by the RDP certificate at α = ${fmtOrder(budget.committed_certifying_order ?? budget.filter.orders[0])}`;
     const committedHint = budget.committed_epsilon > 0 ? certificate : "filter share of ε max";
     replace(budgetSlot,
       el("div", { class: "stats" },
@@ -400,7 +400,7 @@ async function renderDataset(datasetId) {
     ledgerNote.textContent = `${entries.length} ledger entr${entries.length === 1 ? "y" : "ies"} · `
       + `${budget.entries} budget version${budget.entries === 1 ? "" : "s"} · grid ${budget.grid_name}`;
     replace(ledgerSlot, ledgerTable(entries, budget.epsilon_max));
-    const rdp = rdpChart(budget.orders, budget.committed_rdp, budget.filter.order);
+    const rdp = rdpChart(budget.orders, budget.committed_rdp, budget.filter.orders[0]);
     replace(rdpSlot, rdp.chart);
     rdpNote.textContent = rdp.note;
     rdpNote.classList.toggle("note-infinite", rdp.infinite > 0);
