@@ -42,7 +42,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationIn
 from privfit.errors import ParameterError
 from privfit.privacy import DEFAULT_GRID, DeltaAllowance, OrderGrid, PrivacyCost
 
-from .geometry import augment_intercept, augmented_bound
+from .geometry import augment_intercept, augmented_bound, clip_rows
 from .losses import GLMLoss, available_models, make_loss
 
 __all__ = [
@@ -64,6 +64,7 @@ __all__ = [
     "check_fit_inputs",
     "check_privacy_source",
     "check_resolved_metadata",
+    "enforce_declared_bounds",
     "glm_fit_result",
     "metadata_fields",
     "validation_error_to_parameter_error",
@@ -669,15 +670,31 @@ def design_bound(meta: PublicMetadata, fit_intercept: bool) -> float:
 def check_fit_inputs(
     X: Any, y: Any, meta: PublicMetadata, rng: Any, fit_intercept: bool | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The fit's design matrix and labels, after checking the generator and the public shapes.
+    """The fit's design matrix and labels, after checking the generator and the public shapes, with the declared
+    bounds enforced (:func:`enforce_declared_bounds`).
 
     ``rng`` must be a numpy ``Generator`` (:func:`privfit.privacy.make_generator`). With ``fit_intercept`` set,
-    the returned matrix is the design matrix (:func:`design_matrix`); with ``None`` it is ``X`` as given.
+    the returned matrix is the design matrix (:func:`design_matrix`); with ``None`` it is the (bounded) ``X``.
     """
     if not isinstance(rng, np.random.Generator):
         raise SolverParameterError("rng", "must be a numpy Generator (privfit.privacy.make_generator())")
-    A, v = meta.check_data(X, y)
+    A, v = enforce_declared_bounds(*meta.check_data(X, y), meta)
     return (A if fit_intercept is None else design_matrix(A, fit_intercept)), v
+
+
+def enforce_declared_bounds(X: np.ndarray, y: np.ndarray, meta: PublicMetadata) -> tuple[np.ndarray, np.ndarray]:
+    """The rows with the declared bounds enforced (DESIGN §1.2): non-finite entries become 0, every row is clipped
+    to ‖x‖ ≤ B_x (:func:`~privfit.solvers.geometry.clip_rows`: rows within the bound are returned bit for bit) and
+    every label to [−B_y, B_y].
+
+    Data encoded at upload already satisfies the bounds, so this is a no-op there; it is the guard that makes every
+    solver's sensitivity bound and numerics hold on ANY input, so that no exception and no unaccounted change can
+    come from row values (issue 18). The work is the same for every input (a fixed number of vectorised passes).
+    """
+    with np.errstate(invalid="ignore"):
+        A = clip_rows(np.where(np.isfinite(X), X, 0.0), meta.row_norm_bound)
+        v = np.clip(np.where(np.isfinite(y), y, 0.0), -meta.label_bound, meta.label_bound)
+    return A, v
 
 
 def glm_fit_result(solver: Solver, theta: np.ndarray, meta: PublicMetadata, resolved: ResolvedParams) -> FitResult:

@@ -48,6 +48,11 @@ Spec pitfalls kept: gradients are evaluated at b ∉ W, so clipping (I4) is what
 loss (P6); the regulariser gradient λb is public (P4); batches are disjoint (P5); σ_0 = 0 because w̃_0 is public
 (P7); exactly K·h rows per learner (P8); no loss or regret on private rows is returned (P10); the seed is secret
 (P11); nothing is scaled by data statistics (P12); the assignment is position-based (P14).
+
+**Data-independent observables** (DESIGN §4; issue 18). This solver **runs a public number of iterations**:
+p·K rounds; one permutation per pass and the Laplace noise in blocks of public shape; the stop is polled every
+⌈pK/1000⌉ rounds and progress reported per round. Rows outside the declared bounds are brought to them first
+(:func:`~privfit.solvers.base.enforce_declared_bounds`).
 """
 
 from __future__ import annotations

@@ -52,6 +52,12 @@ objective strongly convex and the solution unique).
 
 Memory: per-example gradients are formed and clipped in row chunks of about 2^20 entries (8 MiB), so a fit
 needs O(n·d) for the design matrix and O(2^20) beyond it. Cost per step: O(n·d).
+
+**Data-independent observables** (DESIGN §4; issue 18). This solver **runs a public number of iterations**: T
+steps, each forming the n per-example gradients in fixed row chunks, clipping them with fixed work
+(:func:`~privfit.solvers.geometry.clip_rows`) and drawing one N(0, σ²I) vector; the stop is polled and progress
+reported once per step. Rows outside the declared bounds are brought to them first
+(:func:`~privfit.solvers.base.enforce_declared_bounds`), so no numerical failure can come from row values.
 """
 
 from __future__ import annotations

@@ -34,11 +34,29 @@ switches) is post-processing. It is recorded as an (ε, δ_total) approximate-DP
 (:meth:`PrivacyCost.approximate_dp`: the pure-ε RDP curve plus δ_total), as the spec requires for mode "paper"
 (§6.4). The spec's per-history RDP curve (§3.4) is NOT used: it is not proven in the literature.
 
+**The sampler's δ** (issue 18). The Gibbs draws use a FIXED number of proposals each
+(:class:`~privfit.solvers.lazy_oco_sampling.TruncatedGaussianSampler`, planned from public bounds by
+:meth:`~privfit.solvers.lazy_oco.GibbsSamplingPlan.public`): an accepted proposal is an exact draw, and a draw
+whose proposals are all rejected returns the public point 0. Couple the implemented mechanism M′ with the ideal
+one M (the same proposals, M continuing until acceptance): they agree outside the event F = "some draw failed",
+and P(F) ≤ η = (U + 1)·(per-draw failure bound) on EVERY dataset (U = min(B_int, T) draws after the first).
+Then for every set S, P(M′(D) ∈ S) ≤ P(M(D) ∈ S) + η ≤ e^ε P(M(D′) ∈ S) + δ_total + η
+≤ e^ε P(M′(D′) ∈ S) + δ_total + (1 + e^ε)η. The charge therefore adds ``sampler_delta`` = (1 + e^ε)·η to the
+δ part; the proposal count is chosen so that it is ≤ 2⁻²⁰·δ_cal (and the calibration leaves that much room).
+
+**Data-independent observables** (DESIGN §4): the pass is **padded to a public maximum** — all 2T coins are drawn
+up front, every block is evaluated, and the switches' Gibbs draws and block re-evaluations are padded to U + 1
+draws and U re-evaluations (:func:`~privfit.solvers.lazy_oco.run_pcomw_tg`); each draw takes the same random
+numbers whatever its target, and the log-normalisers' computation path is chosen from the same public bounds.
+The stop polls (per block, and per 64 Gibbs draws) and the progress milestones are fixed.
+
 **Calibration** (spec §4.3, recipe R3 in mode "paper", :func:`~privfit.solvers.lazy_oco_accounting.
 calibrate_paper`): for each p on a log grid, the largest u whose (ε, δ_total) is within (target ε, δ_cal);
-λ = G sqrt(2(T + d log T/u))/D, β = uλ/G². Here δ_cal = δ/2 for the dataset's δ, so δ_total ≤ δ/2 and the
-ledger's conversion of the pure-ε part has at least δ/2 left; the paper's ε is calibrated to the largest value
-whose pure-ε RDP curve converts there to ≤ the target, so the ε the ledger reports is ≤ the target.
+λ = G sqrt(2(T + d log T/u))/D, β = uλ/G². Here δ_cal = δ/2 for the dataset's δ (at most the allowance of its
+filter's δ pot: :mod:`privfit.privacy.filter`), so δ_total ≤ δ/2 and the
+ledger's conversion of the pure-ε part has at least δ/2 − 2⁻²⁰δ_cal left (the sampler's δ is reserved); the paper's
+ε is calibrated to the largest value whose pure-ε RDP curve converts there to ≤ the target, so the ε the ledger
+reports is ≤ the target.
 
 **Output** (spec §6.1): the average iterate (1/T)Σ x_t (online-to-batch: E[F(x̄)] − F(θ*) ≤ Regret_T/T for
 i.i.d. rows), with the THEORETICAL regret bound of thm:regret for the chosen parameters, computed from public
@@ -59,7 +77,7 @@ from typing import Any, ClassVar, Literal, cast
 import numpy as np
 from pydantic import Field
 
-from privfit.privacy import DEFAULT_GRID, OrderGrid, PrivacyCost
+from privfit.privacy import DEFAULT_GRID, DeltaAllowance, OrderGrid, PrivacyCost
 
 from .base import (
     FitResult,
@@ -78,7 +96,7 @@ from .base import (
     metadata_fields,
 )
 from .geometry import augmented_bound
-from .lazy_oco import PcomwConfig, linear_loss_stream, mean_estimation_loss_stream, run_pcomw_tg
+from .lazy_oco import GibbsSamplingPlan, PcomwConfig, linear_loss_stream, mean_estimation_loss_stream, run_pcomw_tg
 from .lazy_oco_accounting import (
     calibrate_paper,
     paper_accountant,
@@ -92,8 +110,11 @@ __all__ = ["LAZY_OCO_MODELS", "DPLazyOCO", "DPLazyOCOParams", "DPLazyOCOResolved
 
 #: The models of spec §5.3 (exact Gibbs measures); not GLMs, so they are not in the loss registry.
 LAZY_OCO_MODELS = ("mean", "linear_loss")
-#: The dataset's δ is split: δ_cal = δ/2 for the paper's accountant, the rest for the ledger's conversion.
+#: The dataset's δ is split: δ_cal = δ/2 for the paper's accountant (on a dataset, at most the allowance of its
+#: filter's δ pot), the rest for the ledger's conversion.
 CALIBRATION_DELTA_FRACTION = 0.5
+#: The share of δ_cal the sampler's failure δ may use (module docstring, "The sampler's δ").
+SAMPLER_DELTA_SHARE = 2.0**-20
 #: Relative tolerance of the consistency checks on stored settings (they are recomputed, not trusted).
 _CONSISTENCY_RTOL = 1e-9
 #: The range in which the log ball mass and the sampler are validated (``test_lazy_oco.py`` stress grid, spec §6.3):
@@ -137,7 +158,9 @@ class DPLazyOCOResolved(MetadataResolved):
     """Resolved ``dp_lazy_oco`` settings: Algorithm 1's inputs, the guarantee and the theoretical regret bound."""
 
     solver: Literal["dp_lazy_oco"] = "dp_lazy_oco"
-    formula_version: Literal["dp_lazy_oco/paper-thm-dp-full-delta/v1"] = "dp_lazy_oco/paper-thm-dp-full-delta/v1"
+    formula_version: Literal["dp_lazy_oco/paper-thm-dp-full-delta-fixed-proposals/v2"] = (
+        "dp_lazy_oco/paper-thm-dp-full-delta-fixed-proposals/v2"
+    )
     model: Literal["mean", "linear_loss"]
     z: Literal["x", "yx"]
     fit_intercept: bool
@@ -155,9 +178,34 @@ class DPLazyOCOResolved(MetadataResolved):
     switch_cap: int = Field(ge=0, description="B_int = ceil(3p̃T), the switches allowed.")
     paper_epsilon: float = Field(gt=0.0, description="ε of thm:dp, uncollapsed.")
     paper_delta: float = Field(gt=0.0, lt=1.0, description="δ_total of thm:dp, the full sum.")
+    sampler_path: Literal["naive", "reduction"] = Field(description="The Gibbs sampler's path (public bounds).")
+    sampler_proposals: int = Field(ge=1, description="Proposals per rejection stage of every Gibbs draw.")
+    sampler_delta: float = Field(ge=0.0, description="(1 + e^ε)·P(some Gibbs draw fails): the sampler's extra δ.")
     regret_bound: float = Field(description="thm:regret's expected-regret bound for these parameters.")
     average_regret_bound: float = Field(description="regret_bound / T: the excess-risk bound of x̄ (i.i.d. rows).")
     report_switches: bool
+
+
+def sampling_plan(
+    *, model: str, dimension: int, radius: float, clip_norm: float, beta: float, lam: float, n: int,
+    switch_cap: int, calibration_delta: float, paper_epsilon: float,
+) -> tuple[GibbsSamplingPlan, float]:
+    """The public Gibbs sampling plan of a fit and its ``sampler_delta`` = (1 + e^ε)·η (module docstring), the
+    failure budget being 2⁻²⁰·δ_cal/(1 + e^ε)."""
+    log_weight = float(np.logaddexp(0.0, paper_epsilon))  # log(1 + e^ε), without overflow
+    plan = GibbsSamplingPlan.public(
+        dimension=dimension, radius=radius, clip_norm=clip_norm, curvature=1.0 if model == "mean" else 0.0,
+        beta=beta, lam=lam, horizon=n, switch_cap=switch_cap,
+        log_failure_budget=math.log(SAMPLER_DELTA_SHARE * calibration_delta) - log_weight,
+    )  # fmt: skip
+    return plan, math.exp(log_weight + plan.log_failure_probability)
+
+
+def _resolved_sampling_plan(r: DPLazyOCOResolved) -> tuple[GibbsSamplingPlan, float]:
+    return sampling_plan(
+        model=r.model, dimension=r.dimension, radius=r.radius, clip_norm=r.clip_norm, beta=r.beta, lam=r.lam,
+        n=r.n, switch_cap=r.switch_cap, calibration_delta=r.calibration_delta, paper_epsilon=r.paper_epsilon,
+    )  # fmt: skip
 
 
 def _check_validated_range(beta: float, lam: float, T: int, clip_norm: float, radius: float, model: str) -> None:
@@ -194,7 +242,8 @@ class DPLazyOCO(Solver):
     models: ClassVar[tuple[str, ...]] = LAZY_OCO_MODELS
     Params: ClassVar[type[SolverParams]] = DPLazyOCOParams
     Resolved: ClassVar[type[ResolvedParams]] = DPLazyOCOResolved
-    formula_version: ClassVar[str] = "dp_lazy_oco/paper-thm-dp-full-delta/v1"
+    formula_version: ClassVar[str] = "dp_lazy_oco/paper-thm-dp-full-delta-fixed-proposals/v2"
+    uses_delta_parts: ClassVar[bool] = True
 
     def parse_params(self, params: Mapping[str, Any] | SolverParams | None = None) -> SolverParams:
         """Validate; a GLM model is refused with the names of the solvers that fit it."""
@@ -216,8 +265,10 @@ class DPLazyOCO(Solver):
         target_epsilon: float | None = None,
         delta: float | None = None,
         grid: OrderGrid = DEFAULT_GRID,
+        delta_allowance: DeltaAllowance | None = None,
     ) -> DPLazyOCOResolved:
-        """Public bounds → G, D; (target ε, δ_cal = δ/2, T = n) → (β, λ, p, Φ, B_int) by the paper's recipe."""
+        """Public bounds → G, D; (target ε, δ_cal = δ/2, T = n) → (β, λ, p, Φ, B_int) by the paper's recipe. On a
+        dataset δ_cal is at most its filter's δ allowance (the charge's δ part is ≤ δ_cal(1 + 2⁻²⁰))."""
         p = cast(DPLazyOCOParams, self.parse_params(params))
         if target_epsilon is None or delta is None:
             raise SolverParameterError(
@@ -242,14 +293,21 @@ class DPLazyOCO(Solver):
                 "d", f"dp_lazy_oco is validated up to dimension {MAX_DIMENSION}, this fit has {dimension}"
             )
         calibration_delta = CALIBRATION_DELTA_FRACTION * delta
+        if delta_allowance is not None:
+            calibration_delta = min(calibration_delta, delta_allowance.delta / (1.0 + SAMPLER_DELTA_SHARE))
+            if not calibration_delta > 0.0:
+                raise SolverParameterError(
+                    "epsilon", "dp_lazy_oco's (ε, δ) accountant needs a share of the dataset's δ and its pot for δ "
+                    "parts (the budget's approximate_delta) has none left",
+                )  # fmt: skip
         horizon_minimum = math.ceil(12.0 * math.log(1.0 / calibration_delta))
         if meta.n < horizon_minimum:
             raise SolverParameterError(
                 "n", f"thm:dp needs T = n ≥ 12 log(1/δ_cal) = {horizon_minimum} rows, the dataset has {meta.n}"
             )
-        # The ledger converts the charge's pure-ε curve at the δ left over by δ_total ≤ δ_cal: calibrate the
-        # paper's ε to the largest value whose conversion there is within the target.
-        conversion_delta = 1.0 - (1.0 - delta) / (1.0 - calibration_delta)
+        # The ledger converts the charge's pure-ε curve at the δ left over by δ_total + sampler_delta ≤ δ_cal(1 +
+        # 2⁻²⁰): calibrate the paper's ε to the largest value whose conversion there is within the target.
+        conversion_delta = 1.0 - (1.0 - delta) / (1.0 - calibration_delta * (1.0 + SAMPLER_DELTA_SHARE))
         paper_target = min(target_epsilon, pure_epsilon_for_target(target_epsilon, conversion_delta, grid))
         chosen = calibrate_paper(paper_target, calibration_delta, meta.n, lipschitz, 2.0 * radius, dimension)
         _check_validated_range(chosen.beta, chosen.lam, meta.n, clip_norm, radius, p.model)
@@ -264,6 +322,10 @@ class DPLazyOCO(Solver):
             D=2.0 * radius,
             d=dimension,
         )
+        plan, sampler_delta = sampling_plan(
+            model=p.model, dimension=dimension, radius=radius, clip_norm=clip_norm, beta=chosen.beta, lam=chosen.lam,
+            n=meta.n, switch_cap=chosen.B_int, calibration_delta=calibration_delta, paper_epsilon=chosen.epsilon,
+        )  # fmt: skip
         resolved = DPLazyOCOResolved(
             target_epsilon=target_epsilon,
             delta=delta,
@@ -286,6 +348,9 @@ class DPLazyOCO(Solver):
             switch_cap=chosen.B_int,
             paper_epsilon=chosen.epsilon,
             paper_delta=chosen.delta,
+            sampler_path=plan.sampler.path,
+            sampler_proposals=plan.sampler.proposals,
+            sampler_delta=sampler_delta,
             regret_bound=bound,
             average_regret_bound=bound / meta.n,
             report_switches=p.report_switches,
@@ -295,28 +360,39 @@ class DPLazyOCO(Solver):
     def cost(
         self, resolved: ResolvedParams | Mapping[str, Any], meta: PublicMetadata, grid: OrderGrid = DEFAULT_GRID
     ) -> PrivacyCost:
-        """(ε, δ_total) of thm:dp recomputed from the stored u, p, log Φ, T and δ_cal, as an approximate-DP charge.
+        """(ε, δ_total + sampler_delta): thm:dp recomputed from the stored u, p, log Φ, T and δ_cal, and the sampler's
+        δ recomputed from the public sampling plan (module docstring), as an approximate-DP charge.
 
-        :meth:`load_resolved` has checked that u, log Φ and the switch cap are the ones thm:dp requires for the
-        stored β, λ, G and p (they are what the fit runs with); a mismatch is refused rather than charged.
+        :meth:`load_resolved` has checked that u, log Φ, the switch cap and the sampler settings are the ones the
+        theorems require for the stored β, λ, G and p (they are what the fit runs with); a mismatch is refused
+        rather than charged.
         """
         r = cast(DPLazyOCOResolved, check_resolved_metadata(self, resolved, meta))
         account = paper_accountant(r.u, r.p, r.log_phi, r.n, r.calibration_delta)
-        return PrivacyCost.approximate_dp(account.epsilon, account.delta_total, grid)
+        _, sampler_delta = _resolved_sampling_plan(r)
+        return PrivacyCost.approximate_dp(account.epsilon, account.delta_total + sampler_delta, grid)
 
     def load_resolved(self, data: Mapping[str, Any] | ResolvedParams) -> ResolvedParams:
-        """Load, then check that u, log Φ and the cap are those thm:dp prescribes for β, λ, G, p, T, δ_cal."""
+        """Load, then check that u, log Φ, the cap and the sampler plan are those thm:dp and the public sampling
+        plan prescribe for β, λ, G, p, T, δ_cal."""
         r = cast(DPLazyOCOResolved, super().load_resolved(data))
         u = r.beta * r.lipschitz**2 / r.lam
         required_log_phi = paper_log_phi(r.u, r.n, r.calibration_delta)
         _, cap = switch_budget(r.p, r.log_phi, r.n)
+        plan, sampler_delta = _resolved_sampling_plan(r)
         consistent = (
             math.isclose(u, r.u, rel_tol=_CONSISTENCY_RTOL)
             and math.isclose(r.log_phi, required_log_phi, rel_tol=_CONSISTENCY_RTOL)
             and r.switch_cap == cap
+            and (plan.sampler.path, plan.sampler.proposals) == (r.sampler_path, r.sampler_proposals)
+            and math.isclose(sampler_delta, r.sampler_delta, rel_tol=_CONSISTENCY_RTOL)
         )
         if not consistent:
-            raise SolverParameterError("resolved", "u, log Φ or the switch cap do not match thm:dp's requirements")
+            raise SolverParameterError(
+                "resolved",
+                "u, log Φ, the switch cap or the sampler settings do not match thm:dp's requirements and the public "
+                "sampling plan",
+            )
         return r
 
     def fit(
@@ -340,7 +416,8 @@ class DPLazyOCO(Solver):
             stream = linear_loss_stream(-rows, r.clip_norm)
         config = PcomwConfig(beta=r.beta, lam=r.lam, p=r.p, log_phi=r.log_phi, switch_cap=r.switch_cap)
         reporter = ProgressReporter(meta.n, progress, should_stop)
-        run = run_pcomw_tg(stream, config, r.radius, rng, reporter=reporter)
+        plan, _ = _resolved_sampling_plan(r)
+        run = run_pcomw_tg(stream, config, r.radius, rng, reporter=reporter, plan=plan)
         reporter.advance(meta.n)
         theta = run.average_iterate
         metadata = r.model_dump(mode="json")

@@ -30,6 +30,13 @@ step schedules use the regularised constants G + λR and H + λ (``lipschitz_tot
 overstate); k = 1 (k = 3 for ``parameter_free``, as Theorem 10 requires); radius 2 for the classification
 losses and Huber, 1 for the squared loss: the noise grows with G + 2RH, so the ball should be only as large as
 the solution needs (on Adult, ‖θ*‖ ≈ 2.5 for logistic regression with λ = 0).
+
+**Data-independent observables** (DESIGN §4; issue 18). This solver **runs a public number of iterations**: one
+round per row in blocks of a public size; the normals of each block are drawn with a fixed shape and the stop is
+polled once per block. The compiled rounds clip every row to the public bounds and have no data-dependent loop;
+the online learners' own loops (the Newton step of the diagonal-metric projection, the projection backstop) act
+on the noisy running sums ḡ_t only — post-processing of the tree mechanism's outputs, all of which Theorem 3's
+charge covers — and draw no random numbers.
 """
 
 from __future__ import annotations

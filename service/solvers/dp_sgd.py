@@ -101,6 +101,13 @@ than MTZ's) and ``shuffle`` five to ten times (no amplification): 0.837 and 0.78
 Memory: O(n·d) for the design matrix plus O(m·d) per step (per-example gradients of one batch, formed in
 chunks by :func:`~privfit.solvers.dp_gd.clipped_gradient_sum`). Time per step: O(m·d) for the gradient plus
 O(|B_t|) (Poisson, fixed size) or O(n/S) amortised (shuffle) for the batch.
+
+**Data-independent observables** (DESIGN §4; issue 18). This solver **runs a public number of iterations**:
+T = E·⌈n/m⌉ steps, the stop polled and progress reported once per step. Each step draws its batch (Poisson: a
+Binomial(n, q) size, then that many distinct rows; fixed_size: m rows; shuffle: one permutation per epoch) and one
+noise vector: the sizes of all draws are public or drawn from the noise (the Poisson batch size), never from the
+rows, and the per-step work is proportional to the batch size. Rows outside the declared bounds are brought to them
+first (:func:`~privfit.solvers.base.enforce_declared_bounds`).
 """
 
 from __future__ import annotations

@@ -36,6 +36,11 @@ def _safety_factor(d: int) -> float:
     return 1.0 - 2.0 * (d + 2) * UNIT_ROUNDOFF
 
 
+def _clip_factor(d: int) -> float:
+    """1 − 4(d + 2)u: the clipping target of :func:`clip_rows`, small enough that no backstop pass is needed."""
+    return 1.0 - 4.0 * (d + 2) * UNIT_ROUNDOFF
+
+
 class GeometryParameterError(ParameterError):
     """A public geometry parameter (C, R, B_x) or an array shape is invalid."""
 
@@ -65,9 +70,15 @@ def clip_rows(G: ArrayLike, C: float) -> FloatArray:
     a sum of rows by ``C`` under add/remove and ``2C`` under replace-one. Rows with ``‖g_i‖ ≤ C`` (including
     zero rows) are returned bit-for-bit unchanged; a clipped row keeps its direction.
 
-    Rounding against the user (DESIGN §1.6): a clipped row is scaled to ``C · (1 − 2(d+2)u)`` (u = 2⁻⁵³),
-    which absorbs the rounding error of the computed norm so the EXACT norm of the returned row is ``≤ C``;
-    as a backstop, rows whose computed norm still exceeds ``C`` are shrunk by a further relative ``2⁻⁵⁰``.
+    Rounding against the user (DESIGN §1.6): a clipped row x is multiplied by f = fl(C·s / n_c), where n_c is
+    the computed norm, |n_c/‖x‖ − 1| ≤ (d/2 + 1)u (Higham 2002, §3.1; u = 2⁻⁵³), and s = 1 − 4(d + 2)u. The
+    result y has ‖y‖ ≤ ‖x‖·f·(1 + u) ≤ C·s·(1 + u)³/(1 − (d/2 + 1)u) < C, and its computed norm is within a
+    further factor 1 + (d/2 + 1)u, i.e. ≤ C·s·(1 + (d + 5)u + O(u²)) ≤ C·(1 − (3d + 3)u + O(u²)) < C: both the
+    EXACT and the computed norms of a returned row are ≤ C, with no backstop pass.
+
+    The work does not depend on the values (issue 18: per-row timings must not reveal which rows were
+    clipped): one pass computes the norms and one multiplies every row by its factor (exactly 1.0 inside the
+    ball, so those rows are unchanged bit for bit).
 
     Args:
         G: array of shape (n, d) with finite entries.
@@ -84,13 +95,7 @@ def clip_rows(G: ArrayLike, C: float) -> FloatArray:
         return A
     norms = _row_norms(A)
     over = norms > C
-    if np.any(over):
-        A[over] *= (C * _safety_factor(A.shape[1]) / norms[over])[:, None]
-        for _ in range(_MAX_SHRINK_STEPS):
-            still = _row_norms(A) > C
-            if not np.any(still):
-                break
-            A[still] *= _SHRINK
+    A *= np.where(over, C * _clip_factor(A.shape[1]) / np.where(over, norms, 1.0), 1.0)[:, None]
     return A
 
 

@@ -9,7 +9,11 @@ Pure functions only (numpy/scipy); the Solver class, API, ledger and audit build
 * :func:`log_normalizers` — ``log Z_t`` for t = 1..T+1 (paper eq. 3.2), one vectorised 1-D quadrature per round;
 * :func:`log_keep_probability` — Algorithm 1's clamped keep probability ``a_t = min{1, max{Φ^{-2}, r_t}}`` in log
   space, with ``log r_t = −β l_t(x_t) − (log Z_{t+1} − log Z_t) − log Φ`` (spec §2.3);
-* :func:`run_pcomw_tg` — the loop (forced-switch coin, keep coin, switch cap ceil(B)).
+* :class:`GibbsSamplingPlan` — how a pass samples its Gibbs measures and log-normalisers, from PUBLIC bounds;
+* :func:`run_pcomw_tg` — the loop (forced-switch coin, keep coin, switch cap ceil(B)), **padded to a public
+  maximum**: all 2T coins are drawn up front, every block is evaluated, and the Gibbs draws (fixed proposals
+  each, :class:`~privfit.solvers.lazy_oco_sampling.TruncatedGaussianSampler`) and block re-evaluations of the
+  switches are padded to the cap, so the work, the random draws and the stop polls are the same on every dataset.
 
 The solver ``dp_lazy_oco`` (:mod:`privfit.solvers.dp_lazy_oco`) calibrates, streams the rows and releases.
 """
@@ -25,9 +29,15 @@ from numpy.typing import ArrayLike, NDArray
 from privfit.solvers.base import ProgressReporter, SolverParameterError
 from privfit.solvers.geometry import clip_rows
 from privfit.solvers.lazy_oco_accounting import LazyOcoParameters
-from privfit.solvers.lazy_oco_sampling import log_ball_mass, log_partition, sample_truncated_gaussian
+from privfit.solvers.lazy_oco_sampling import (
+    TruncatedGaussianSampler,
+    log_ball_escape,
+    log_ball_mass,
+    log_partition,
+)
 
 __all__ = [
+    "GibbsSamplingPlan",
     "LazyOcoRun",
     "PcomwConfig",
     "QuadraticLossStream",
@@ -40,7 +50,13 @@ __all__ = [
 ]
 
 _NORMALIZER_CHUNK = 4096
-_DEFAULT_BLOCK = 1024
+_DEFAULT_BLOCK = 256
+#: Stop polls during the Gibbs draws: one every this many draws (real or padding), a fixed count per pass.
+_DRAWS_PER_POLL = 64
+#: Failure budget of a pass when the caller gives none (tests on public data; the solver charges its own).
+_DEFAULT_LOG_FAILURE_BUDGET = -40.0 * math.log(2.0)
+#: The ncx2 fast path of the log ball masses is used when the public lower bound on every mass is above e^{this}.
+_FAST_NORMALIZER_MIN_LOG_MASS = -500.0
 
 
 @dataclass(frozen=True)
@@ -140,12 +156,16 @@ def log_normalizers(losses: QuadraticLossStream, beta: float, lam: float, R: flo
     return out
 
 
-def log_normalizer_ratios(losses: QuadraticLossStream, beta: float, lam: float, R: float) -> NDArray[np.float64]:
+def log_normalizer_ratios(
+    losses: QuadraticLossStream, beta: float, lam: float, R: float, *, fast_path: bool = True
+) -> NDArray[np.float64]:
     """``log Z_{t+1} − log Z_t`` for t = 1..T (array index t−1), without the loss constants c_t.
 
     Same quantity as ``np.diff(log_normalizers(...))`` for c ≡ 0, but computed term by term to avoid cancellation
     between large ``β‖S‖²/(2κ)`` values (spec §5.3): with S = S_{t−1}, κ = κ_t, κ' = κ_t + a_t,
     ``β/2·[(2⟨S, g_t⟩ + ‖g_t‖²)/κ' − ‖S‖² a_t/(κκ')] − (d/2) log1p(a_t/κ) + LBM_{t+1} − LBM_t``.
+    ``fast_path`` is passed to :func:`log_ball_mass`; the solver sets it from PUBLIC bounds
+    (:attr:`GibbsSamplingPlan.fast_normalizers`), so which path computes the masses does not depend on the rows.
     """
     T, d = losses.horizon, losses.dim
     norm_sq = np.empty(T + 1)  # ‖S_{t−1}‖², t = 1..T+1
@@ -161,7 +181,7 @@ def log_normalizer_ratios(losses: QuadraticLossStream, beta: float, lam: float, 
     norm_sq[T] = float(S @ S)
     kappa = lam + np.concatenate([[0.0], np.cumsum(losses.a)])
     sigma = 1.0 / np.sqrt(beta * kappa)
-    lbm = log_ball_mass(np.sqrt(norm_sq) / kappa, sigma, R, d)
+    lbm = log_ball_mass(np.sqrt(norm_sq) / kappa, sigma, R, d, fast_path=fast_path)
     a = losses.a
     g_sq = np.einsum("ij,ij->i", losses.g, losses.g)
     k0, k1 = kappa[:-1], kappa[1:]
@@ -226,11 +246,87 @@ class LazyOcoRun:
     log_keep: NDArray[np.float64] | None = None
 
 
-def _gibbs_draw(
-    S: NDArray[np.float64], kappa: float, beta: float, R: float, rng: np.random.Generator
-) -> NDArray[np.float64]:
-    """One exact draw from μ̄ ∝ exp(−β((κ/2)‖x‖² + ⟨S, x⟩)) on B(0, R): N(−S/κ, (βκ)^{-1} I) ∩ K (spec §5.3)."""
-    return sample_truncated_gaussian(-S / kappa, 1.0 / math.sqrt(beta * kappa), R, 1, rng)[0]
+@dataclass(frozen=True)
+class GibbsSamplingPlan:
+    r"""How a pass samples its Gibbs measures, chosen from PUBLIC bounds only (issue 18, DESIGN §4).
+
+    Every Gibbs measure of the pass is μ̄_t = N(−S_{t−1}/κ_t, (βκ_t)^{−1} I) ∩ B(0, R) with κ_t = λ + a(t − 1)
+    (a = 1 for mean estimation, 0 for linear losses) and ‖S_{t−1}‖ ≤ (t − 1)C, so its mean has norm
+    ν_t ≤ ν_max = T·C/(λ + aT) and its scale σ_t ≤ σ_max = (βλ)^{−1/2}. When ν_max ≤ R, the ball mass
+    Pr[‖m + σZ‖ ≤ R] is non-increasing in ‖m‖ (Anderson's theorem: a symmetric convex set and a symmetric
+    unimodal law) and in σ (the set (B − m)/σ shrinks as σ grows, B − m being convex and containing 0), so the
+    mass at (ν_max, σ_max) bounds every mass of the pass from below. That public bound chooses
+
+    * the sampler (:class:`~privfit.solvers.lazy_oco_sampling.TruncatedGaussianSampler`): the naive path with M
+      proposals from the escape bound (1e-6 relative slack for special-function error) when M·d is small, else the 2-D
+      reduction with the log-concave acceptance bound 1/4 (also when ν_max > R: no bound), M such that each draw
+      fails with probability ≤ e^{``log_failure_budget``}/(U + 1);
+    * ``fast_normalizers``: the ncx2 fast path of :func:`log_ball_mass` for the keep probabilities when the mass
+      bound is ≥ e^{−500} (else the robust quadrature for every round);
+    * ``units`` U = min(cap, T): the most switches a pass can make; the loop pads its Gibbs draws to U + 1 and
+      its block re-evaluations to U.
+
+    ``log_failure_probability``: log of (U + 1) × the per-draw bound, the probability that any draw of the pass
+    falls back to the public point 0, whatever the rows (the solver charges it as an extra δ).
+    """
+
+    sampler: TruncatedGaussianSampler
+    fast_normalizers: bool
+    units: int
+
+    @property
+    def log_failure_probability(self) -> float:
+        """log of the public bound on P(some Gibbs draw of the pass fails): a union bound over the U + 1 draws."""
+        return min(0.0, math.log(self.units + 1) + self.sampler.log_failure_probability)
+
+    @classmethod
+    def public(
+        cls,
+        *,
+        dimension: int,
+        radius: float,
+        clip_norm: float,
+        curvature: float,
+        beta: float,
+        lam: float,
+        horizon: int,
+        switch_cap: int | None,
+        log_failure_budget: float,
+    ) -> GibbsSamplingPlan:
+        """The plan of the class docstring from public quantities (C: the rows' clipping norm; a: the curvature)."""
+        T = int(horizon)
+        nu_max = T * clip_norm / (lam + curvature * T)
+        sigma_max = 1.0 / math.sqrt(beta * lam)
+        if nu_max <= radius:
+            log_escape = log_ball_escape(nu_max, sigma_max, radius, dimension)
+            log_mass = float(log_ball_mass(nu_max, sigma_max, radius, dimension))
+        else:
+            log_escape, log_mass = 0.0, -math.inf
+        return cls._from_bounds(dimension, radius, log_escape, log_mass, T, switch_cap, log_failure_budget)
+
+    @classmethod
+    def from_stream(cls, losses: QuadraticLossStream, config: PcomwConfig, radius: float) -> GibbsSamplingPlan:
+        """The same choices from the pass's ACTUAL Gibbs means and scales — read from the rows, so for tests and
+        public data only (the default of :func:`run_pcomw_tg`); per-pass failure budget 2⁻⁴⁰."""
+        T, d = losses.horizon, losses.dim
+        S = np.vstack([np.zeros((1, d)), np.cumsum(losses.g, axis=0)[:-1]])
+        kappa = config.lam + np.concatenate([[0.0], np.cumsum(losses.a)[:-1]])
+        lbm = log_ball_mass(np.linalg.norm(S, axis=1) / kappa, 1.0 / np.sqrt(config.beta * kappa), radius, d)
+        log_mass = float(lbm.min())
+        log_escape = math.log(-math.expm1(log_mass)) if log_mass < 0.0 else -math.inf
+        return cls._from_bounds(d, radius, log_escape, log_mass, T, config.switch_cap, _DEFAULT_LOG_FAILURE_BUDGET)
+
+    @classmethod
+    def _from_bounds(
+        cls, dimension: int, radius: float, log_escape: float, log_mass: float, horizon: int,
+        switch_cap: int | None, log_failure_budget: float,
+    ) -> GibbsSamplingPlan:  # fmt: skip
+        units = horizon if switch_cap is None else min(int(switch_cap), horizon)
+        # a relative 1e-6 on the escape and on the mass, against the error of the special functions behind them
+        escape = min(math.exp(log_escape) * (1.0 + 1e-6), 1.0 - math.exp(log_mass) * (1.0 - 1e-6))
+        log_escape = math.log(escape) if escape > 0.0 else -math.inf
+        sampler = TruncatedGaussianSampler.plan(dimension, radius, log_escape, log_failure_budget - math.log(units + 1))
+        return cls(sampler=sampler, fast_normalizers=log_mass >= _FAST_NORMALIZER_MIN_LOG_MASS, units=units)
 
 
 def run_pcomw_tg(
@@ -242,20 +338,27 @@ def run_pcomw_tg(
     record_diagnostics: bool = False,
     block: int = _DEFAULT_BLOCK,
     reporter: ProgressReporter | None = None,
+    plan: GibbsSamplingPlan | None = None,
 ) -> LazyOcoRun:
     """Algorithm 1 (P-COMW) for the truncated-Gaussian family (spec §2.2 pseudo-code, §5.3 "Main loop").
 
     x_1 ~ μ̄_1 (spec §2.7 item 1).  In round t: a_t = exp(:func:`log_keep_probability`), S_t ~ Bern(a_t) (keep),
     S'_t ~ Bern(1 − p) (S'_t = 0: forced switch), ζ_t = 1{S'_t = 0 or S_t = 0}; if b_t < B_int and ζ_t = 1 then
-    x_{t+1} ~ μ̄_{t+1} fresh and b_{t+1} = b_t + 1, else x_{t+1} = x_t (bit-for-bit).
+    x_{t+1} ~ μ̄_{t+1} fresh and b_{t+1} = b_t + 1, else x_{t+1} = x_t (bit-for-bit). x_{T+1} is not part of the
+    output (spec §6.1) and is not drawn.  Once the cap is reached the iterate is frozen (spec §2.7 item 3).
 
-    Runs of keeps are processed in vectorised blocks (spec §5.3 "Optimisation"): with x fixed, the coins for a block
-    are drawn at once and the first ζ_t = 1 is located; coins after it are discarded unused, which leaves the law of
-    x_{1:T} unchanged.  x_{T+1} is not part of the output (spec §6.1) and is not drawn.  Once the cap is reached
-    the iterate is frozen (the coins then have no effect, spec §2.7 item 3).
+    **Padded to a public maximum** (issue 18): the 2T coins are drawn up front (``random(T)`` twice: the law of
+    x_{1:T} is unchanged, each round uses its own fresh coins); the rounds run in blocks of ``block``, each
+    evaluated once with the current iterate and once more after each switch inside it (fixed-size block
+    evaluations); each Gibbs draw uses the plan's sampler (fixed proposals); after the pass, dummy units (one
+    block evaluation and one Gibbs draw each, results discarded) pad the pass to n_blocks + U block evaluations
+    and U + 1 draws, U = ``plan.units``. The stop is polled before every block and at every 64th Gibbs draw (real
+    or dummy); progress advances by fixed milestones of the round index. So the work, the random draws, the polls
+    and the progress sequence are functions of T, d, U and the block size only. A failed draw (probability ≤
+    e^{``plan.log_failure_probability``} per pass, whatever the rows) yields the public point 0.
 
-    ``reporter`` (optional) is polled for cancellation before every block and advanced by rounds done; it reports
-    fixed milestones only (:meth:`ProgressReporter.advance`), so the reported values do not depend on the data.
+    ``plan`` defaults to :meth:`GibbsSamplingPlan.from_stream` — read from the rows, acceptable for tests on
+    public data only; the solver passes its :meth:`GibbsSamplingPlan.public` plan.
     """
     R = float(R)
     if not (math.isfinite(R) and R > 0.0):
@@ -263,55 +366,79 @@ def run_pcomw_tg(
     T, d = losses.horizon, losses.dim
     beta, lam, p, log_phi = config.beta, config.lam, config.p, config.log_phi
     cap = math.inf if config.switch_cap is None else int(config.switch_cap)
+    if plan is None:
+        plan = GibbsSamplingPlan.from_stream(losses, config, R)
     # index t−1: log Z_{t+1} − log Z_t; constants c_t are dropped on both sides (log r_t is invariant, spec §2.3)
-    log_z_ratio = log_normalizer_ratios(losses, beta, lam, R)
+    log_z_ratio = log_normalizer_ratios(losses, beta, lam, R, fast_path=plan.fast_normalizers)
+    keep_coins = rng.random(T)
+    forced_coins = rng.random(T)
+    draws = 0
 
-    x = _gibbs_draw(np.zeros(d), lam, beta, R, rng)
+    def gibbs_draw(S: NDArray[np.float64], kappa: float, done: int) -> NDArray[np.float64]:
+        """One draw from μ̄ ∝ exp(−β((κ/2)‖x‖² + ⟨S, x⟩)) on B(0, R) = N(−S/κ, (βκ)^{-1} I) ∩ K (spec §5.3)."""
+        nonlocal draws
+        if reporter is not None and draws % _DRAWS_PER_POLL == 0:
+            reporter.check_stop(done)
+        draws += 1
+        return plan.sampler.draw(-S / kappa, 1.0 / math.sqrt(beta * kappa), 1, rng)[0][0]
+
+    def block_values(x: NDArray[np.float64], start: int, stop: int) -> NDArray[np.float64]:
+        """log a_t of rounds start..stop−1 at the iterate x (one fixed-size block evaluation)."""
+        values = losses.values(x, start, stop, with_constant=False)
+        return log_keep_probability(values, log_z_ratio[start:stop], beta, log_phi)
+
+    x = gibbs_draw(np.zeros(d), lam, 0)
     switch_rounds = [1]
     switch_points = [x.copy()]
-    sum_x = np.zeros(d)
+    sum_x = np.zeros(d)  # Σ_t x_t / T, added per iterate (weight: its number of rounds / T)
+    rounds_at_x = 0  # rounds of the current iterate not yet added to sum_x
     log_keep = np.full(T, np.nan) if record_diagnostics else None
     S_prefix = np.zeros(d)  # Σ_{τ < start} g_τ (0-based: losses[0:start])
     A_prefix = 0.0
     switches = 0
-    start = 0  # 0-based index of the current round t−1
-    while start < T:
+    for start in range(0, T, block):
         if reporter is not None:
             reporter.check_stop(start)
             reporter.advance(start)
-        if switches >= cap:  # budget spent: x frozen for the remaining rounds
-            sum_x += (T - start) * x
-            break
         stop = min(start + block, T)
-        values = losses.values(x, start, stop, with_constant=False)
-        la = log_keep_probability(values, log_z_ratio[start:stop], beta, log_phi)
         n = stop - start
-        keep = rng.random(n) < np.exp(la)
-        forced = rng.random(n) < p
-        zeta = forced | ~keep
-        hits = np.flatnonzero(zeta)
-        j = int(hits[0]) if hits.size else n  # rounds start..start+j−1 keep; round start+j switches
-        if record_diagnostics and log_keep is not None:
-            log_keep[start : start + min(j + 1, n)] = la[: min(j + 1, n)]
-        if j == n:
-            sum_x += n * x
-            S_prefix = S_prefix + losses.g[start:stop].sum(axis=0)
-            A_prefix += float(losses.a[start:stop].sum())
-            start = stop
-            continue
-        t_idx = start + j  # 0-based round index of the switch (round t = t_idx + 1)
-        sum_x += (j + 1) * x
-        S_prefix = S_prefix + losses.g[start : t_idx + 1].sum(axis=0)
-        A_prefix += float(losses.a[start : t_idx + 1].sum())
-        start = t_idx + 1
-        switches += 1
-        if start < T:  # x_{t+1} ~ μ̄_{t+1} with S_t = Σ_{τ≤t} g_τ, κ_{t+1} = λ + Σ_{τ≤t} a_τ
-            x = _gibbs_draw(S_prefix, lam + A_prefix, beta, R, rng)
-            switch_rounds.append(start + 1)
-            switch_points.append(x.copy())
+        S_after = S_prefix + np.cumsum(losses.g[start:stop], axis=0)  # S_t, t = start+1..stop (inclusive sums)
+        A_after = A_prefix + np.cumsum(losses.a[start:stop])
+        position = 0  # rounds start..start+position−1 are done
+        while position < n:
+            la = block_values(x, start, stop)
+            zeta = (forced_coins[start:stop] < p) | ~(keep_coins[start:stop] < np.exp(la))
+            zeta[:position] = False
+            if switches >= cap:  # budget spent: x frozen for the remaining rounds
+                zeta[:] = False
+            hits = np.flatnonzero(zeta)
+            j = int(hits[0]) if hits.size else n  # rounds position..j−1 keep; round start+j switches
+            if record_diagnostics and log_keep is not None and switches < cap:
+                log_keep[start + position : start + min(j + 1, n)] = la[position : min(j + 1, n)]
+            rounds_at_x += min(j + 1, n) - position
+            position = j + 1
+            if j == n:
+                break
+            switches += 1
+            if start + j + 1 < T:  # x_{t+1} ~ μ̄_{t+1} with S_t = Σ_{τ≤t} g_τ, κ_{t+1} = λ + Σ_{τ≤t} a_τ
+                sum_x += (rounds_at_x / T) * x
+                rounds_at_x = 0
+                x = gibbs_draw(S_after[j], lam + float(A_after[j]), start)
+                switch_rounds.append(start + j + 2)
+                switch_points.append(x.copy())
+        S_prefix, A_prefix = S_after[-1], float(A_after[-1])
+    sum_x += (rounds_at_x / T) * x
+    # padding to the public maximum: U block re-evaluations and U + 1 draws in all
+    padding_block = min(block, T)
+    evaluations = plan.units - switches
+    while draws < plan.units + 1:
+        if evaluations > 0:
+            block_values(x, 0, padding_block)
+            evaluations -= 1
+        gibbs_draw(S_prefix, lam + A_prefix, T)
     num_switches = len(switch_rounds) - 1
     return LazyOcoRun(
-        average_iterate=sum_x / T,
+        average_iterate=sum_x,
         last_iterate=x.copy(),
         num_switches=num_switches,
         switch_rounds=np.asarray(switch_rounds, dtype=np.int64),

@@ -1,22 +1,32 @@
 """Exact truncated isotropic Gaussians on a Euclidean ball, and their log-normalisers (spec §2.6, §5.3).
 
 For P-COMW-TG (spec §5.3) every Gibbs measure μ̄_t of Algorithm 1 (paper eqs. 3.1–3.3) is
-``N(m, σ² I_d)`` restricted to ``K = B(0, R)``.  This module provides, as pure numpy/scipy functions:
+``N(m, σ² I_d)`` restricted to ``K = B(0, R)``.  This module provides, as numpy/scipy functions (the 1-D rejection
+kernel compiled with numba):
 
 * :func:`log_chi2_cdf` — ``log F_{χ²_k}(w)``, stable where ``gammainc`` underflows (series, spec §5.3);
 * :func:`log_ball_mass` — ``LBM = log Pr_{X~N(m,σ²I)}[‖X‖ ≤ R]`` as a function of ν = ‖m‖ (vectorised): d = 1 closed
   form, ``ncx2.logcdf`` fast path where it is > −600, otherwise the exact 1-D integral
   ``log ∫_{−R}^{R} φ_σ(s−ν) F_{χ²_{d−1}}((R²−s²)/σ²) ds`` in log space (spec §5.3 "LBM");
 * :func:`log_partition` — ``log Z`` of ``exp(−β((κ/2)‖x‖² + ⟨S, x⟩ + c))`` on the ball (spec §5.3, §2.6 table);
-* :func:`sample_truncated_gaussian` — EXACT draws (no MCMC): naive rejection while the ball mass is ≥ 0.05, else the
-  2-D reduction: s = ⟨x, e⟩ from the log-concave density ∝ e^{h(s)} by exact rejection from a piecewise-exponential
-  tangent envelope, then q = ‖x_⊥‖²/σ² from a χ²_{d−1} truncated to [0, (R²−s²)/σ²], then a uniform direction.
+* :class:`TruncatedGaussianSampler` — EXACT draws (no MCMC) with a FIXED number of proposals and random draws per
+  draw (issue 18: no loop until acceptance, whose length would depend on the target, i.e. on private prefix sums):
+  naive rejection, or the 2-D reduction — s = ⟨x, e⟩ from the log-concave density ∝ e^{h(s)} and q = ‖x_⊥‖²/σ²
+  from a χ²_{d−1} truncated to [0, (R²−s²)/σ²], each by rejection from a three-piece envelope (tangents at the
+  points where h = max h − 1, flat between) whose acceptance is ≥ 1/(1 + e) for every log-concave target, then a
+  uniform direction. A draw whose proposals are all rejected returns the public point 0; its probability is
+  bounded from public quantities (the solver charges it as a δ);
+* :func:`sample_truncated_gaussian` — the same draws for a given target (tests and direct use; the path chosen from
+  the target's own ball mass, failure probability ≤ 2⁻⁴⁰ per draw).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Literal
 
+import numba
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy import special, stats
@@ -24,6 +34,10 @@ from scipy import special, stats
 from privfit.solvers.base import SolverParameterError
 
 __all__ = [
+    "LOG_CONCAVE_ACCEPTANCE",
+    "NAIVE_MAX_NORMALS",
+    "TruncatedGaussianSampler",
+    "log_ball_escape",
     "log_ball_mass",
     "log_chi2_cdf",
     "log_partition",
@@ -38,11 +52,7 @@ _NCX2_SAFE = -600.0
 _TAIL_NATS = 60.0
 #: Gauss–Legendre nodes per panel (spec §5.3: two 96-node panels).
 _GL_NODES = 96
-#: Use naive rejection while the ball mass is at least this (spec §5.3).
-_NAIVE_MIN_LOG_MASS = math.log(0.05)
 _BISECTION_STEPS = 100
-#: The sampler only needs the mode to place tangents (exactness does not depend on it): 2R·2^-64 is plenty.
-_SAMPLER_MODE_STEPS = 64
 _SERIES_TERMS = 400
 
 
@@ -248,143 +258,358 @@ def log_partition(
 
 
 # ----------------------------------------------------------------------------------------------------------------
-# Exact sampler
+# Exact sampler with a FIXED number of proposals (issue 18: no data-dependent loop, no data-dependent draw count)
 # ----------------------------------------------------------------------------------------------------------------
 
-
-def _log_segment_mass(g: NDArray[np.float64], a: NDArray[np.float64], b: NDArray[np.float64]) -> NDArray[np.float64]:
-    """log ∫_a^b e^{g (s − a)} ds, stable for any sign/size of g."""
-    L = b - a
-    gL = g * L
-    out = np.log(L)  # g ≈ 0
-    with np.errstate(all="ignore"):
-        pos = gL > 1e-12
-        neg = gL < -1e-12
-        out = np.where(pos, gL + np.log(-np.expm1(-gL)) - np.log(np.abs(g)), out)
-        out = np.where(neg, np.log(-np.expm1(gL)) - np.log(np.abs(g)), out)
-    return out
-
-
-def _sample_segment(
-    g: NDArray[np.float64], a: NDArray[np.float64], b: NDArray[np.float64], U: NDArray[np.float64]
-) -> NDArray[np.float64]:
-    """Inverse-CDF draw from the density ∝ e^{g s} on [a, b]."""
-    L = b - a
-    gL = g * L
-    with np.errstate(all="ignore"):
-        # g > 0: s = b + log(U + (1−U) e^{−gL})/g ;  g < 0: s = a + log1p(−U(1 − e^{gL}))/g
-        s_pos = b + np.log(U + (1.0 - U) * np.exp(-gL)) / g
-        s_neg = a + np.log1p(U * np.expm1(gL)) / g
-    s = np.where(gL > 1e-12, s_pos, np.where(gL < -1e-12, s_neg, a + U * L))
-    return np.clip(s, a, b)
+#: Public lower bound on the acceptance probability of one proposal of :func:`_sample_log_concave` (proof: ≥ 1/(1+e)
+#: ≈ 0.269 with exact mode and level points, module docstring of :class:`TruncatedGaussianSampler`).
+LOG_CONCAVE_ACCEPTANCE = 0.25
+#: The naive path is planned when its M proposals need at most this many normals per draw (M·d): it is then
+#: cheaper than the reduction's envelope construction (~4 bisections of 50 steps on special functions).
+NAIVE_MAX_NORMALS = 2**17
+#: Per-draw failure probability of :func:`sample_truncated_gaussian` (the public helper; the solver plans its own).
+HELPER_FAILURE_PROBABILITY = 2.0**-40
+#: Bisection steps of the envelope construction: brackets shrink to 2^-50 of the interval, against a density
+#: width ≥ σ²/(2ν) ≥ 5e-10·R over the validated range (σ/R ≥ 1e-3, ν/R ≤ 1e3) — a relative error ≤ 2e-6.
+_ENVELOPE_STEPS = 50
+#: Constant added to the envelope (in log space) against the rounding of h; a constant keeps the draws exact.
+_ENVELOPE_SLACK = 1e-9
 
 
-def _sample_projection(
-    nu: float, sigma: float, R: float, d: int, size: int, rng: np.random.Generator
-) -> NDArray[np.float64]:
-    """Exact draws of s ∝ e^{h(s)} on [−R, R] (d ≥ 2): rejection from the tangent (piecewise-exponential) envelope
-    of the concave h (non-adaptive ARS; spec §5.3).  Raises if a proposal violates the envelope."""
-    nu_a, sig_a = np.array([nu]), np.array([sigma])
-    mode = _mode(nu_a, sig_a, R, d, steps=_SAMPLER_MODE_STEPS)[0]
-    # width from a finite-difference curvature (placement only; correctness relies on concavity + exact slopes)
-    eps = 1e-6 * max(R - abs(mode), 1e-300)
-    curv = float(
-        (
-            _projection_log_density_slope(np.array([mode + eps]), nu_a, sig_a, R, d)
-            - _projection_log_density_slope(np.array([mode - eps]), nu_a, sig_a, R, d)
-        )[0]
-        / (2.0 * eps)
-    )
-    width = 1.0 / math.sqrt(-curv) if curv < 0.0 and math.isfinite(curv) else (R - abs(mode)) / 10.0
-    width = min(max(width, 1e-300), R)
-    cand = mode + width * np.linspace(-6.0, 6.0, 25)
-    # keep tangent points strictly inside (−R, R); add points towards each end for long one-sided tails
-    inside = cand[(cand > -R) & (cand < R)]
-    towards = np.concatenate([mode + (R - mode) * np.array([0.5, 0.9]), mode - (R + mode) * np.array([0.5, 0.9])])
-    z = np.unique(np.concatenate([inside, towards[(towards > -R) & (towards < R)], [mode]]))
-    hz = _relative_log_density(z, mode, nu, sigma, R, d)
-    gz = _projection_log_density_slope(z, np.full(z.shape, nu), np.full(z.shape, sigma), R, d)
-    keep = np.isfinite(hz) & np.isfinite(gz)
-    z, hz, gz = z[keep], hz[keep], gz[keep]
-    # intersections of consecutive tangents (slopes strictly decrease for a concave h)
-    dg = gz[:-1] - gz[1:]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        x_int = (hz[1:] - hz[:-1] - gz[1:] * z[1:] + gz[:-1] * z[:-1]) / dg
-    x_int = np.where(dg > 0.0, x_int, 0.5 * (z[:-1] + z[1:]))
-    x_int = np.clip(x_int, z[:-1], z[1:])
-    edges = np.concatenate([[-R], x_int, [R]])
-    a_seg, b_seg = edges[:-1], edges[1:]
-    # tangent j evaluated at its segment's left end, then log-mass of the segment
-    h_at_a = hz + gz * (a_seg - z)
-    log_mass = h_at_a + _log_segment_mass(gz, a_seg, b_seg)
-    log_total = special.logsumexp(log_mass)
-    probs = np.exp(log_mass - log_total)
-    probs /= probs.sum()
-    out = np.empty(size)
-    filled = 0
-    while filled < size:
-        n = max(2 * (size - filled), 16)
-        j = rng.choice(probs.size, size=n, p=probs)
-        s = _sample_segment(gz[j], a_seg[j], b_seg[j], rng.random(n))
-        env = hz[j] + gz[j] * (s - z[j])
-        hs = _relative_log_density(s, mode, nu, sigma, R, d)
-        if np.any(hs > env + 1e-9 * (1.0 + np.abs(env))):
-            raise RuntimeError("tangent envelope violated: h is not concave or slopes are inaccurate")
-        accept = np.log(rng.random(n)) < hs - env
-        take = s[accept][: size - filled]
-        out[filled : filled + take.size] = take
-        filled += take.size
-    return out
+#: Target kinds of the compiled 1-D sampler: h(s) = −(s − μ)²/(2σ²); the projection density h of
+#: :func:`projection_log_density` (k = d − 1 degrees of freedom); the χ²_k log-density (k/2 − 1) log q − q/2.
+_GAUSSIAN, _PROJECTION, _CHI_SQUARE = 0, 1, 2
+_SERIES_EPS = 1e-17
+_SERIES_MAX_TERMS = 100_000
+_TINY = 1e-300
 
 
-def _sample_truncated_chi2(k: int, w: NDArray[np.float64], rng: np.random.Generator) -> NDArray[np.float64]:
-    """Exact q ~ χ²_k conditioned on q ≤ w (elementwise).
+@numba.njit(cache=True, nogil=True)
+def _log_gamma_p(a: float, x: float) -> float:
+    """log P(a, x), the regularised lower incomplete gamma function, in log space (no underflow): the series
+    P = e^{−x}x^a/Γ(a) Σ_n x^n/(a(a+1)…(a+n)) for x < a + 1, else log(1 − Q) with Q by Lentz's continued
+    fraction (Press et al., *Numerical Recipes*, §6.2; relative accuracy ~1e-15, checked against scipy)."""
+    if not x > 0.0:
+        return -math.inf
+    if x < a + 1.0:
+        term = 1.0 / a
+        total = term
+        denominator = a
+        for _ in range(_SERIES_MAX_TERMS):
+            denominator += 1.0
+            term *= x / denominator
+            total += term
+            if term < total * _SERIES_EPS:
+                break
+        return a * math.log(x) - x - math.lgamma(a) + math.log(total)
+    b = x + 1.0 - a
+    c = 1.0 / _TINY
+    d = 1.0 / b
+    h = d
+    for i in range(1, _SERIES_MAX_TERMS):
+        an = -i * (i - a)
+        b += 2.0
+        d = an * d + b
+        if abs(d) < _TINY:
+            d = _TINY
+        c = b + an / c
+        if abs(c) < _TINY:
+            c = _TINY
+        d = 1.0 / d
+        delta = d * c
+        h *= delta
+        if abs(delta - 1.0) < _SERIES_EPS:
+            break
+    return math.log1p(-math.exp(-x + a * math.log(x) - math.lgamma(a) + math.log(h)))
 
-    If w ≥ k − 2 (mass not tiny): inversion ``q = 2 gammaincinv(k/2, U gammainc(k/2, w/2))`` (spec §5.3).
-    Else (k ≥ 3, increasing density on [0, w]): rejection from the exponential envelope tangent to the concave
-    ``log f = (k/2−1) log q − q/2`` at q = w (exact, no underflow).
+
+@numba.njit(cache=True, nogil=True)
+def _log_chi2_cdf_scalar(w: float, k: float) -> float:
+    return _log_gamma_p(0.5 * k, 0.5 * w)
+
+
+@numba.njit(cache=True, nogil=True)
+def _target_rel(kind: int, s: float, ref: float, p0: float, p1: float, R: float, k: float) -> float:
+    """h(s) − h(ref) of the target, without cancellation (−inf outside the support)."""
+    if kind == _GAUSSIAN:
+        return -(s - ref) * (s + ref - 2.0 * p0) / (2.0 * p1 * p1)
+    if kind == _PROJECTION:
+        w = (R - s) * (R + s) / (p1 * p1)
+        w_ref = (R - ref) * (R + ref) / (p1 * p1)
+        if not w > 0.0:
+            return -math.inf
+        gauss = -(s - ref) * (s + ref - 2.0 * p0) / (2.0 * p1 * p1)
+        return gauss + _log_chi2_cdf_scalar(w, k) - _log_chi2_cdf_scalar(w_ref, k)
+    if not s > 0.0:
+        return -math.inf if k > 2.0 else 0.5 * ref
+    linear = -0.5 * (s - ref)
+    return linear if k == 2.0 else (0.5 * k - 1.0) * (math.log(s) - math.log(ref)) + linear
+
+
+@numba.njit(cache=True, nogil=True)
+def _target_slope(kind: int, s: float, p0: float, p1: float, R: float, k: float) -> float:
+    """h′(s) of the target (±inf at a boundary where h → −∞)."""
+    if kind == _GAUSSIAN:
+        return -(s - p0) / (p1 * p1)
+    if kind == _PROJECTION:
+        w = (R - s) * (R + s) / (p1 * p1)
+        if not w > 0.0:
+            return -math.inf if s > 0.0 else math.inf
+        log_pdf = (0.5 * k - 1.0) * math.log(w) - 0.5 * w - 0.5 * k * math.log(2.0) - math.lgamma(0.5 * k)
+        ratio = math.exp(min(log_pdf - _log_chi2_cdf_scalar(w, k), 700.0))
+        return -(s - p0) / (p1 * p1) - (2.0 * s / (p1 * p1)) * ratio
+    if not s > 0.0:
+        return math.inf if k > 2.0 else -0.5
+    return (0.5 * k - 1.0) / s - 0.5
+
+
+@numba.njit(cache=True, nogil=True)
+def _log_tail_mass(rate: float, length: float) -> float:
+    """log ∫_0^L e^{−rate·t} dt, stable for any sign and size of rate·L."""
+    x = rate * length
+    if x > 1e-12:
+        return math.log(-math.expm1(-x)) - math.log(rate)
+    if x < -1e-12:  # (e^{−x} − 1)/|rate|, as −x + log(1 − e^{x}) where e^{−x} would overflow
+        grown = -x + math.log(-math.expm1(x)) if -x > 700.0 else math.log(math.expm1(-x))
+        return grown - math.log(-rate)
+    return math.log(length) if length > 0.0 else -math.inf
+
+
+@numba.njit(cache=True, nogil=True)
+def _sample_exponential(rate: float, length: float, u: float) -> float:
+    """Inverse-CDF draw of t ∈ [0, L] with density ∝ e^{−rate·t}."""
+    x = rate * length
+    if x > 1e-12:
+        t = -math.log1p(u * math.expm1(-x)) / rate
+    elif x < -1e-12:  # increasing density: t = L + log(u + (1 − u) e^{−|rate| L})/|rate|
+        t = length + math.log(u + (1.0 - u) * math.exp(x)) / -rate
+    else:
+        t = u * length
+    return min(max(t, 0.0), length)
+
+
+@numba.njit(cache=True, nogil=True)
+def _sample_log_concave_kernel(
+    kind: int, p0: float, p1: float, R: float, k: float, lo: float, hi: float, uniforms: np.ndarray
+) -> tuple[float, bool]:
+    """One draw from the density ∝ e^{h} on [lo, hi] (h concave) with EXACTLY M = ``uniforms.shape[0]``
+    proposals, all evaluated (fixed work); returns (the first accepted proposal, True) or (0, False)."""
+    a, b = lo, hi
+    for _ in range(_ENVELOPE_STEPS):
+        mid = 0.5 * (a + b)
+        if _target_slope(kind, mid, p0, p1, R, k) > 0.0:
+            a = mid
+        else:
+            b = mid
+    c = 0.5 * (a + b)
+    top = abs(_target_slope(kind, c, p0, p1, R, k)) * (b - a)  # U − h(c) ≥ max h − h(c) (concavity)
+    # the points l < c < r where h = h(c) − 1 (or the ends)
+    ends = (lo, hi)
+    points = [c, c]
+    for side in range(2):
+        inner, outer = c, ends[side]
+        for _ in range(_ENVELOPE_STEPS):
+            mid = 0.5 * (inner + outer)
+            if _target_rel(kind, mid, c, p0, p1, R, k) > -1.0:
+                inner = mid
+            else:
+                outer = mid
+        points[side] = inner
+    left, right = points[0], points[1]
+    rel_left = _target_rel(kind, left, c, p0, p1, R, k)
+    rel_right = _target_rel(kind, right, c, p0, p1, R, k)
+    g_left = _target_slope(kind, left, p0, p1, R, k)
+    g_right = _target_slope(kind, right, p0, p1, R, k)
+    use_left = math.isfinite(rel_left) and math.isfinite(g_left) and left > lo
+    use_right = math.isfinite(rel_right) and math.isfinite(g_right) and right < hi
+    if not use_left:  # the flat piece reaches the end (U bounds h there too)
+        left = lo
+    if not use_right:
+        right = hi
+    mass_left = rel_left + _log_tail_mass(g_left, left - lo) if use_left else -math.inf
+    mass_mid = math.log(right - left) + top if right > left else -math.inf
+    mass_right = rel_right + _log_tail_mass(-g_right, hi - right) if use_right else -math.inf
+    largest = max(mass_left, mass_mid, mass_right)
+    if not (math.isfinite(largest) and math.isfinite(top)):
+        return 0.0, False
+    w_left = math.exp(mass_left - largest)
+    w_mid = math.exp(mass_mid - largest)
+    total = w_left + w_mid + math.exp(mass_right - largest)
+    cut_left, cut_mid = w_left / total, (w_left + w_mid) / total
+    value, found = 0.0, False
+    for m in range(uniforms.shape[0]):
+        u_piece, u_position, u_accept = uniforms[m, 0], uniforms[m, 1], uniforms[m, 2]
+        if u_piece < cut_left:
+            t = _sample_exponential(g_left, left - lo, u_position)
+            proposal, envelope = left - t, rel_left - g_left * t
+        elif u_piece < cut_mid or not use_right:
+            proposal, envelope = left + u_position * (right - left), top
+        else:
+            t = _sample_exponential(-g_right, hi - right, u_position)
+            proposal, envelope = right + t, rel_right + g_right * t
+        accepted = math.log(u_accept) < _target_rel(kind, proposal, c, p0, p1, R, k) - envelope - _ENVELOPE_SLACK
+        if accepted and not found:
+            value, found = proposal, True
+    return value, found
+
+
+@numba.njit(cache=True, nogil=True)
+def _sample_log_concave(
+    kind: int, p0: np.ndarray, p1: np.ndarray, R: float, k: float, lo: np.ndarray, hi: np.ndarray,
+    uniforms: np.ndarray, out: np.ndarray, ok: np.ndarray,
+) -> None:  # fmt: skip
+    """:func:`_sample_log_concave_kernel` for each column j of ``uniforms`` (M, 3, size)."""
+    for j in range(out.shape[0]):
+        out[j], ok[j] = _sample_log_concave_kernel(kind, p0[j], p1[j], R, k, lo[j], hi[j], uniforms[:, :, j])
+
+
+def _draw_log_concave(
+    kind: int, p0: NDArray[np.float64], p1: NDArray[np.float64], R: float, k: float, lo: NDArray[np.float64],
+    hi: NDArray[np.float64], uniforms: NDArray[np.float64],
+) -> tuple[NDArray[np.float64], NDArray[np.bool_]]:  # fmt: skip
+    out = np.empty(lo.shape[0])
+    ok = np.empty(lo.shape[0], dtype=np.bool_)
+    _sample_log_concave(kind, p0, p1, float(R), float(k), lo, hi, np.ascontiguousarray(uniforms), out, ok)
+    return out, ok
+
+
+@dataclass(frozen=True)
+class TruncatedGaussianSampler:
+    r"""EXACT draws from N(m, σ²I_d) restricted to {‖x‖ ≤ R} with a FIXED number of proposals and random draws.
+
+    A rejection sampler whose loop runs until acceptance does work (and draws random numbers) in an amount that
+    depends on the target, i.e. on private prefix sums. This one draws a public number M of proposals per stage,
+    all at once, and takes the first accepted (an exact draw, conditioned on acceptance); if none is accepted the
+    draw FAILS and returns the public point 0 with ``ok = False``. The failure probability is bounded by public
+    quantities (:attr:`log_failure_probability`), which the solver charges as an extra approximate-DP δ
+    (:mod:`privfit.solvers.dp_lazy_oco`). Paths (chosen from PUBLIC bounds only, never per draw):
+
+    * ``naive``: M proposals m + σZ, accept those in the ball. P(reject) = 1 − Pr[‖m + σZ‖ ≤ R], bounded by the
+      caller from public worst cases (``proposal_failure``).
+    * ``reduction`` (spec §5.3, exact 2-D reduction): x = s·e + σ√q·v with e = m/‖m‖, s ∝ e^{h(s)} on [−R, R]
+      (:func:`projection_log_density`, concave for d ≥ 2), q ~ χ²_{d−1} truncated to [0, (R² − s²)/σ²] (concave
+      log-density for d − 1 ≥ 2; for d − 1 = 1, q = z² with z ~ N(0, 1) on [−√w, √w]), v uniform on the unit
+      sphere of e^⊥ (d normals). d = 1: s alone, a Gaussian on [−R, R]. Each 1-D stage is
+      :func:`_sample_log_concave` with M proposals, whose acceptance probability is ≥ 1/(1 + e) for EVERY
+      log-concave target: with the mode m*, h ≥ h(m*) − 1 on [l, r] (concavity), so ∫e^h ≥ (r − l)e^{h(m*)−1};
+      the envelope has mass ≤ e^{h(m*)}(r − l) on [l, r] and, beyond r, ≤ e^{h(r)}/|h′(r)| ≤ e^{h(m*)−1}(r − m*)
+      (|h′(r)| ≥ (h(m*) − h(r))/(r − m*) = 1/(r − m*)), likewise left of l: in all ≤ e^{h(m*)}(r − l)(1 + 1/e).
+      ``proposal_failure`` = 1 − 1/4 covers the 2⁻⁶⁴-accurate mode and level points.
+
+    Random draws per :meth:`draw` of ``size`` points: naive ``standard_normal((M, size, d))``; reduction
+    ``random((M, 3, size))`` per stage and ``standard_normal((size, d))`` — fixed shapes, whatever the target.
     """
-    a = 0.5 * k
-    q = np.empty(w.shape)
-    inv = (w >= k - 2.0) | (k < 3)
-    if np.any(inv):
-        U = rng.random(int(inv.sum()))
-        P = special.gammainc(a, 0.5 * w[inv])
-        q[inv] = np.minimum(2.0 * special.gammaincinv(a, U * P), w[inv])
-    zero = ~inv & (w <= 0.0)
-    q[zero] = 0.0
-    idx = np.flatnonzero(~inv & ~zero)
-    while idx.size:
-        wi = w[idx]
-        slope = (a - 1.0) / wi - 0.5  # > 0
-        U = rng.random(idx.size)
-        # density ∝ e^{slope (q − w)} on [0, w]: q = w + log(U + (1−U) e^{−slope w}) / slope
-        cand = wi + np.log(U + (1.0 - U) * np.exp(-slope * wi)) / slope
-        cand = np.clip(cand, 0.0, wi)
-        with np.errstate(divide="ignore"):
-            log_ratio = (a - 1.0) * (np.log(cand) - np.log(wi)) - 0.5 * (cand - wi) - slope * (cand - wi)
-        ok = np.log(rng.random(idx.size)) < log_ratio
-        q[idx[ok]] = cand[ok]
-        idx = idx[~ok]
-    return q
+
+    dimension: int
+    radius: float
+    path: Literal["naive", "reduction"]
+    proposals: int
+    proposal_failure: float
+
+    @property
+    def stages(self) -> int:
+        """Rejection stages per draw: 1 (naive, or d = 1), else 2 (s, then q)."""
+        return 1 if self.path == "naive" or self.dimension == 1 else 2
+
+    @property
+    def log_failure_probability(self) -> float:
+        """log of the public bound on P(a draw fails): stages × proposal_failure^M (union over the stages)."""
+        return min(0.0, math.log(self.stages) + self.proposals * math.log(self.proposal_failure))
+
+    @classmethod
+    def plan(
+        cls,
+        dimension: int,
+        radius: float,
+        log_escape_bound: float,
+        log_failure_target: float,
+        path: Literal["naive", "reduction"] | None = None,
+    ) -> TruncatedGaussianSampler:
+        """The path and M for targets whose escape probability Pr[‖m + σZ‖ > R] is ≤ e^{``log_escape_bound``} (a
+        PUBLIC bound over all targets; 0 when unknown), with per-draw failure ≤ e^{``log_failure_target``}: naive
+        when its M·d ≤ :data:`NAIVE_MAX_NORMALS`, else the reduction (``path`` forces one)."""
+        log_escape = max(min(log_escape_bound, 0.0), -700.0)
+
+        def proposals(log_failure: float, stages: int) -> int:
+            return max(1, math.ceil((log_failure_target - math.log(stages)) / log_failure)) if log_failure < 0 else 0
+
+        naive = proposals(log_escape, 1)
+        if path is None:
+            path = "naive" if naive > 0 and naive * dimension <= NAIVE_MAX_NORMALS else "reduction"
+        if path == "naive":
+            if naive == 0:
+                raise SolverParameterError("method", "naive rejection needs a lower bound on the ball mass > 0")
+            return cls(dimension, float(radius), "naive", naive, math.exp(log_escape))
+        failure = 1.0 - LOG_CONCAVE_ACCEPTANCE
+        stages = 1 if dimension == 1 else 2
+        return cls(dimension, float(radius), "reduction", proposals(math.log(failure), stages), failure)
+
+    def draw(
+        self, mean: NDArray[np.float64], sigma: float, size: int, rng: np.random.Generator
+    ) -> tuple[NDArray[np.float64], NDArray[np.bool_]]:
+        """``size`` independent draws (size, d) and their ok flags; failed draws are the public point 0."""
+        d, R, M = self.dimension, self.radius, self.proposals
+        if self.path == "naive":
+            x = mean + sigma * rng.standard_normal((M, size, d))
+            inside = np.einsum("msd,msd->ms", x, x) <= R * R
+            ok = inside.any(axis=0)
+            chosen = x[np.argmax(inside, axis=0), np.arange(size)]
+            return np.where(ok[:, None], chosen, 0.0), ok
+        nu = float(np.linalg.norm(mean))
+        full = np.full(size, 1.0)
+        if d == 1:
+            s, ok = _draw_log_concave(_GAUSSIAN, full * float(mean[0]), full * sigma, R, 1.0, -R * full, R * full,
+                                      rng.random((M, 3, size)))  # fmt: skip
+            return s[:, None], ok
+        e = mean / nu if nu > 0.0 else np.eye(d)[0]
+        s, ok_s = _draw_log_concave(_PROJECTION, full * nu, full * sigma, R, d - 1.0, -R * full, R * full,
+                                    rng.random((M, 3, size)))  # fmt: skip
+        w = np.maximum((R - s) * (R + s) / (sigma * sigma), 0.0)
+        u_q = rng.random((M, 3, size))
+        if d == 2:  # χ²₁: q = z², z ~ N(0, 1) on [−√w, √w]
+            root = np.sqrt(w)
+            z, ok_q = _draw_log_concave(_GAUSSIAN, 0.0 * full, full, R, 1.0, -root, root, u_q)
+            q = z * z
+        else:
+            q, ok_q = _draw_log_concave(_CHI_SQUARE, full, full, R, d - 1.0, 0.0 * full, w, u_q)
+        xi = rng.standard_normal((size, d))
+        xi -= np.outer(xi @ e, e)
+        norms = np.linalg.norm(xi, axis=1, keepdims=True)
+        with np.errstate(all="ignore"):
+            v = np.where(norms > 0.0, xi / norms, 0.0)
+            x = s[:, None] * e[None, :] + (sigma * np.sqrt(np.minimum(q, w)))[:, None] * v
+            # guard against last-ulp excursions: ‖x‖² = s² + σ²q ≤ R² up to rounding
+            nrm = np.linalg.norm(x, axis=1, keepdims=True)
+            x = np.where(nrm > R, x * (R / nrm), x)
+        ok = ok_s & ok_q & np.all(np.isfinite(x), axis=1)
+        return np.where(ok[:, None], x, 0.0), ok
 
 
-#: Naive proposals tried per requested draw before the path is chosen (see :func:`sample_truncated_gaussian`).
-_FIRST_BATCH_PER_DRAW = 16
+def log_ball_escape(nu: float, sigma: float, R: float, d: int) -> float:
+    """log Pr[‖X‖ > R] for X ~ N(m, σ²I_d), ‖m‖ = ν (the naive path's rejection probability).
+
+    d = 1: log(Φ((ν − R)/σ) + Φ((−R − ν)/σ)); d ≥ 2: ``ncx2.logsf`` (accurate when the escape is small), else
+    log(1 − e^{LBM}) from :func:`log_ball_mass`.
+    """
+    if d == 1:
+        return float(np.logaddexp(special.log_ndtr((nu - R) / sigma), special.log_ndtr((-R - nu) / sigma)))
+    with np.errstate(all="ignore"):
+        value = float(stats.ncx2.logsf((R / sigma) ** 2, d, (nu / sigma) ** 2))
+    if math.isfinite(value) and value < -1e-3:
+        return value
+    lbm = float(log_ball_mass(nu, sigma, R, d))
+    return math.log(-math.expm1(lbm)) if lbm < 0.0 else -math.inf
 
 
 def sample_truncated_gaussian(
     mean: ArrayLike, sigma: float, R: float, size: int, rng: np.random.Generator, *, method: str = "auto"
 ) -> NDArray[np.float64]:
-    """``size`` EXACT i.i.d. draws from N(mean, σ² I_d) restricted to {‖x‖ ≤ R}; returns shape (size, d).
+    """``size`` exact i.i.d. draws from N(mean, σ² I_d) restricted to {‖x‖ ≤ R}; returns shape (size, d).
 
-    Spec §5.3 "Exact sampler": naive rejection while LBM ≥ log 0.05; otherwise the 2-D reduction
-    x = s·e + σ√q·v with e = m/‖m‖ (e_1 if m = 0), s ∝ e^{h(s)} (:func:`projection_log_density`), q ~ χ²_{d−1}
-    truncated to [0, (R² − s²)/σ²], v uniform on the unit sphere of e^⊥.  d = 1: truncated normal.
-    ``method``: ``"exact"`` chooses between the two paths by LBM as just described; ``"auto"`` (the default) first
-    tries one batch of 16 naive proposals per draw — the accepted ones are exact draws — and takes only the
-    missing draws from ``"exact"``, which skips the LBM evaluation when the mass is large; ``"naive"`` and
-    ``"reduction"`` force a path (for tests).  All four are exact.
+    A helper for direct use and tests (the solver plans a :class:`TruncatedGaussianSampler` from public bounds
+    instead). ``method``: ``"naive"`` or ``"reduction"`` force a path; ``"auto"``/``"exact"`` take the naive path
+    when the ball mass of THIS target is ≥ 0.05 (spec §5.3). The proposal count makes a failed draw (returned as
+    the point 0) happen with probability ≤ 2⁻⁴⁰ per draw.
     """
     if method not in ("auto", "exact", "naive", "reduction"):
         raise SolverParameterError("method", f"must be 'auto', 'exact', 'naive' or 'reduction', got {method!r}")
@@ -400,48 +625,11 @@ def sample_truncated_gaussian(
     if size == 0:
         return np.empty((0, d))
     nu = float(np.linalg.norm(mean))
-    if d == 1:
-        lo, hi = (-R - mean[0]) / sigma, (R - mean[0]) / sigma
-        return stats.truncnorm.rvs(lo, hi, loc=mean[0], scale=sigma, size=size, random_state=rng).reshape(size, 1)
-    if method == "auto":
-        # Shortcut (exact): one batch of naive proposals first. Given how many land in the ball, those that do are
-        # i.i.d. draws from the target, and the rest come from an exact path below, independently — so the output
-        # is i.i.d. from the target whichever path produced each draw. It skips the ncx2 call when the mass is large.
-        x = mean + sigma * rng.standard_normal((_FIRST_BATCH_PER_DRAW * size, d))
-        accepted = x[np.einsum("ij,ij->i", x, x) <= R * R][:size]
-        if accepted.shape[0] == size:
-            return accepted
-        if accepted.shape[0] > 0:
-            rest = sample_truncated_gaussian(mean, sigma, R, size - accepted.shape[0], rng, method="exact")
-            return np.vstack([accepted, rest])
-    # the naive/reduction decision only needs to know whether the mass is ≥ 0.05, which the ncx2 fast path answers
-    # whenever it is true (a mass ≥ 0.05 is far above ncx2's underflow range)
-    with np.errstate(all="ignore"):
-        lbm = float(stats.ncx2.logcdf((R / sigma) ** 2, d, (nu / sigma) ** 2))
-    if not math.isfinite(lbm):
-        lbm = -math.inf
-    if method == "naive" and lbm < math.log(1e-4):
+    escape = log_ball_escape(nu, sigma, R, d)
+    mass = -math.expm1(escape)
+    if method == "naive" and mass < 1e-4:
         raise SolverParameterError("method", "naive rejection would need more than 1e4 proposals per draw")
-    if method == "naive" or (method in ("auto", "exact") and lbm >= _NAIVE_MIN_LOG_MASS):
-        out = np.empty((size, d))
-        filled = 0
-        R2 = R * R
-        while filled < size:
-            n = max(int(1.5 * (size - filled) / math.exp(lbm)) + 8, 16)
-            x = mean + sigma * rng.standard_normal((n, d))
-            x = x[np.einsum("ij,ij->i", x, x) <= R2][: size - filled]
-            out[filled : filled + x.shape[0]] = x
-            filled += x.shape[0]
-        return out
-    e = mean / nu if nu > 0.0 else np.eye(d)[0]
-    s = _sample_projection(nu, sigma, R, d, size, rng)
-    w = np.maximum((R - s) * (R + s) / (sigma * sigma), 0.0)
-    q = _sample_truncated_chi2(d - 1, w, rng)
-    xi = rng.standard_normal((size, d))
-    xi -= np.outer(xi @ e, e)
-    norms = np.linalg.norm(xi, axis=1, keepdims=True)
-    v = xi / norms
-    x = s[:, None] * e[None, :] + (sigma * np.sqrt(q))[:, None] * v
-    # guard against last-ulp excursions: ‖x‖² = s² + σ²q ≤ R² up to rounding
-    nrm = np.linalg.norm(x, axis=1, keepdims=True)
-    return np.where(nrm > R, x * (R / nrm), x)
+    naive = method == "naive" or (method in ("auto", "exact") and mass >= 0.05)
+    path: Literal["naive", "reduction"] = "naive" if naive else "reduction"
+    sampler = TruncatedGaussianSampler.plan(d, R, escape, math.log(HELPER_FAILURE_PROBABILITY), path=path)
+    return sampler.draw(mean, sigma, size, rng)[0]

@@ -45,15 +45,27 @@ determined, b = −Σ_i∇ℓ(t; z_i) − nλt, so the solver's output θ̂ = g(
 Δ_out = 2γ/λ, and (3) adds noise calibrated to it: an adaptive composition of θ_b's mechanism with a Gaussian
 (or L2-Laplace, ε_out-DP) mechanism, of which only the second output is released (post-processing).
 (AMP's code uses nγ/Λ in its 1/n-normalised objective, i.e. γ/λ here: privfit's 2γ/λ is the conservative
-triangle-inequality bound.) γ is tiny (default 1e-9·G), so this noise is small.
+triangle-inequality bound.) γ is tiny (default max(1e-9·G, its public floor): 1.6e-8 on Adult), so this noise is
+small.
 
 **Cost** (:meth:`ObjectivePerturbation.cost`):
 * laplace: ``pure_dp_rdp(ε_J + ε_b) + pure_dp_rdp(ε_out)`` — pure DP, no δ;
 * gaussian: ``pure_dp_rdp(ε_J + ε_b) + gaussian_rdp(σ_out, Δ_out)`` with approximate-DP part δ_b
   (:meth:`PrivacyCost.approximate_dp` semantics).
 
+**Data-independent observables** (DESIGN §4; issue 18). After b is drawn (d normals, or d normals and one
+Gamma variate), θ̂ comes from :mod:`privfit.solvers.erm`, which **runs a public number of iterations**: N =
+``minimiser_steps`` accelerated gradient steps from θ₀ = −b/(nλ), N from (β, λ, Δ₀ = G²/(2λ), γ) only (erm,
+eq. (4); ‖∇J(θ₀)‖ ≤ G whatever b is, so N depends neither on the rows nor on the noise); then one output noise
+draw. Progress, stop polls and random draws are therefore the same on every dataset. γ is at least the public
+floor ``gradient_tolerance_floor`` (erm; a smaller request is refused at resolve time), so in exact arithmetic
+the certificate ‖∇J(θ̂)‖ ≤ γ holds for every dataset within the declared bounds and every b. **Guard** for the
+case that proof excludes (a floating-point failure of the certificate): the release is 0 + v with the same
+output noise v — data-independent, with the same status, progress and metadata as a success.
+
 **Calibration** to a target (ε, δ): ε_out = 1% of the target (AMP's split) for the pure version; for the
-Gaussian, σ_out gets 1% of the target's zCDP ρ (:func:`output_noise_multiplier`) and δ_b = δ/2. Then ε_J + ε_b
+Gaussian, σ_out gets 1% of the target's zCDP ρ (:func:`output_noise_multiplier`) and δ_b = δ/2 (on a dataset, at
+most the allowance of its filter's δ pot: :mod:`privfit.privacy.filter`). Then ε_J + ε_b
 is the largest pure ε whose composition with the output part converts to ≤ the target at δ. λ (default: the
 larger of the λ that keeps ε_J ≤ (ε_J + ε_b)/2, CMS's choice when it adds regularisation, and the bias–noise
 balance of :func:`~privfit.solvers.perturbation.default_l2_second_order`) fixes ε_J by (4), and ε_b is the
@@ -69,7 +81,7 @@ from typing import Any, ClassVar, Literal, cast
 import numpy as np
 from pydantic import Field
 
-from privfit.privacy import DEFAULT_GRID, OrderGrid, PrivacyCost, gaussian_rdp, pure_dp_rdp
+from privfit.privacy import DEFAULT_GRID, DeltaAllowance, OrderGrid, PrivacyCost, gaussian_rdp, pure_dp_rdp
 
 from .base import (
     FitResult,
@@ -89,16 +101,18 @@ from .base import (
     glm_loss,
     glm_resolved_fields,
 )
-from .erm import MAX_ITERATIONS
+from .erm import MinimiserProblem
+from .losses import make_loss
 from .perturbation import (
     OUTPUT_SHARE,
     NoiseKind,
     PerturbationParams,
-    default_gradient_tolerance,
     default_l2_second_order,
+    noise_norm_quantile,
     pure_epsilon_for_target,
+    resolve_gradient_tolerance,
     sample_noise,
-    solve_regularized,
+    solve_certified,
 )
 
 __all__ = [
@@ -108,6 +122,7 @@ __all__ = [
     "amp_objective_sigma",
     "jacobian_epsilon",
     "minimum_l2",
+    "objective_minimiser_problem",
     "output_noise_multiplier",
 ]
 
@@ -138,6 +153,8 @@ class ObjectivePerturbationResolved(GLMResolved):
     noise_delta: float = Field(ge=0.0, description="δ_b of the Gaussian objective noise (0 for laplace).")
     objective_noise_scale: float = Field(gt=0.0, description="σ_b (eq. (5)) or the L2-Laplace scale 2G/ε_b.")
     gradient_tolerance: float = Field(gt=0.0, description="γ: certified ‖∇J(θ̂)‖ bound.")
+    gradient_tolerance_floor: float = Field(gt=0.0, description="The public floor on γ (erm module docstring).")
+    minimiser_steps: int = Field(ge=1, description="N: accelerated gradient steps of the minimiser (public).")
     output_sensitivity: float = Field(gt=0.0, description="Δ_out = 2γ/λ.")
     output_noise_scale: float = Field(gt=0.0, description="σ_out (gaussian) or Δ_out/ε_out (laplace).")
     output_epsilon: float | None = Field(None, description="ε_out of the laplace output noise (None: gaussian).")
@@ -166,6 +183,18 @@ def output_noise_multiplier(target_epsilon: float, delta: float) -> float:
     return 1.0 / math.sqrt(2.0 * OUTPUT_SHARE * rho)
 
 
+def objective_minimiser_problem(
+    model: str, loss_params: Mapping[str, float], n: int, dimension: int, l2: float, design_norm_bound: float,
+    label_bound: float, noise: NoiseKind, objective_noise_scale: float,
+) -> MinimiserProblem:
+    """The public description of (2) for :mod:`privfit.solvers.erm`: start θ₀ = −b/(nλ), where ‖∇J(θ₀)‖ ≤ G
+    whatever b is (the loss is globally Lipschitz), and ‖b‖ bounded at a public 1 − 2⁻⁴⁰ quantile for the floor."""
+    return MinimiserProblem(
+        n=n, dimension=dimension, loss=make_loss(model, **loss_params), l2=l2, design_norm_bound=design_norm_bound,
+        label_bound=label_bound, linear_term_norm_bound=noise_norm_quantile(noise, dimension, objective_noise_scale),
+    )  # fmt: skip
+
+
 def amp_objective_sigma(lipschitz: float, noise_epsilon: float, noise_delta: float) -> float:
     """σ_b = 2G(1 + sqrt(2 log(1/δ_b)))/ε_b, eq. (5) (Iyengar et al. 2019, Alg. 1, sum normalisation)."""
     return 2.0 * lipschitz * (1.0 + math.sqrt(2.0 * math.log(1.0 / noise_delta))) / noise_epsilon
@@ -185,6 +214,7 @@ class ObjectivePerturbation(Solver):
     Params: ClassVar[type[SolverParams]] = ObjectivePerturbationParams
     Resolved: ClassVar[type[ResolvedParams]] = ObjectivePerturbationResolved
     formula_version: ClassVar[str] = "objective_perturbation/cms-kst-amp/v1"
+    uses_delta_parts: ClassVar[bool] = True
 
     def parse_params(self, params: Mapping[str, Any] | SolverParams | None = None) -> SolverParams:
         """As :meth:`Solver.parse_params`; the squared loss gets a message naming the solvers that take it."""
@@ -204,8 +234,10 @@ class ObjectivePerturbation(Solver):
         target_epsilon: float | None = None,
         delta: float | None = None,
         grid: OrderGrid = DEFAULT_GRID,
+        delta_allowance: DeltaAllowance | None = None,
     ) -> ObjectivePerturbationResolved:
-        """The ε split of the module docstring, λ, and the noise scales (5), from public inputs only."""
+        """The ε split of the module docstring, λ, and the noise scales (5), from public inputs only. The Gaussian
+        variant's δ_b is δ/2, or less on a dataset: at most its filter's δ allowance."""
         p = cast(ObjectivePerturbationParams, self.parse_params(params))
         if target_epsilon is None or delta is None:
             raise SolverParameterError(
@@ -216,8 +248,14 @@ class ObjectivePerturbation(Solver):
         dimension = meta.d + int(p.fit_intercept)
         lipschitz = loss.lipschitz(bound, meta.label_bound)
         curvature = loss.second_derivative_bound()
-        tolerance = p.gradient_tolerance or default_gradient_tolerance(meta.n, dimension, lipschitz)
         noise_delta = delta / 2.0 if p.noise == "gaussian" else 0.0
+        if p.noise == "gaussian" and delta_allowance is not None:
+            noise_delta = min(noise_delta, delta_allowance.delta)
+            if not noise_delta > 0.0:
+                raise SolverParameterError(
+                    "noise", "the Gaussian objective noise needs a share of the dataset's δ and its pot for δ parts "
+                    "(the budget's approximate_delta) has none left; use noise='laplace' (pure ε, no δ)",
+                )  # fmt: skip
 
         # The output step, as a noise per unit sensitivity (independent of λ): pure ε_out = 1% of the target, or
         # a Gaussian with 1% of the zCDP ρ that the target corresponds to.
@@ -267,6 +305,10 @@ class ObjectivePerturbation(Solver):
             objective_scale = amp_objective_sigma(lipschitz, noise_epsilon, noise_delta)
         else:
             objective_scale = 2.0 * lipschitz / noise_epsilon
+        problem = objective_minimiser_problem(
+            p.model, p.loss_params(), meta.n, dimension, l2, bound, meta.label_bound, p.noise, objective_scale
+        )
+        tolerance, floor, steps = resolve_gradient_tolerance(p.gradient_tolerance, problem, lipschitz)
         output_sensitivity = 2.0 * tolerance / l2
         resolved = ObjectivePerturbationResolved(
             **glm_resolved_fields(p, meta, target_epsilon, delta),
@@ -280,6 +322,8 @@ class ObjectivePerturbation(Solver):
             noise_delta=noise_delta,
             objective_noise_scale=objective_scale,
             gradient_tolerance=tolerance,
+            gradient_tolerance_floor=floor,
+            minimiser_steps=steps,
             output_sensitivity=output_sensitivity,
             output_noise_scale=output_multiplier * output_sensitivity,
             output_epsilon=None if p.noise == "gaussian" else 1.0 / output_multiplier,
@@ -299,10 +343,10 @@ class ObjectivePerturbation(Solver):
         r = self._check(resolved, meta)
         objective = PrivacyCost.approximate_dp(r.jacobian_epsilon + r.noise_epsilon, r.noise_delta, grid)
         if r.noise == "gaussian":
-            output = gaussian_rdp(grid, sigma=r.output_noise_scale, sensitivity=r.output_sensitivity)
+            output = PrivacyCost(gaussian_rdp(grid, sigma=r.output_noise_scale, sensitivity=r.output_sensitivity), grid)
         else:
-            output = pure_dp_rdp(grid, epsilon=r.output_sensitivity / r.output_noise_scale)
-        return objective + PrivacyCost(output, grid)
+            output = PrivacyCost.pure_dp(r.output_sensitivity / r.output_noise_scale, grid)
+        return objective + output
 
     def fit(
         self,
@@ -314,13 +358,19 @@ class ObjectivePerturbation(Solver):
         progress: ProgressCallback | None = None,
         should_stop: StopCallback | None = None,
     ) -> FitResult:
-        """Draw b, minimise (2) to the certified tolerance γ, release θ̂ + output noise (3)."""
+        """Draw b, N public steps towards the minimiser of (2), the certificate, release θ̂ + output noise (3)
+        (or, if the certificate failed, 0 + the same output noise: the guard of the module docstring)."""
         r = self._check(resolved, meta)
         design, v = check_fit_inputs(X, y, meta, rng, r.fit_intercept)
-        reporter = ProgressReporter(MAX_ITERATIONS, progress, should_stop)
         dimension = design.shape[1]
+        problem = objective_minimiser_problem(
+            r.model, r.loss_params, r.n, dimension, r.l2, r.design_norm_bound, r.label_bound, r.noise,
+            r.objective_noise_scale,
+        )  # fmt: skip
+        reporter = ProgressReporter(r.minimiser_steps + 1, progress, should_stop)
         b = sample_noise(r.noise, dimension, r.objective_noise_scale, rng)[0]
-        solution = solve_regularized(design, v, r, reporter, linear_term=b)
-        theta = solution.theta + sample_noise(r.noise, dimension, r.output_noise_scale, rng)[0]
+        solution = solve_certified(design, v, problem, r, reporter, linear_term=b)
+        centre = solution.theta if solution.certified else np.zeros(dimension)
+        theta = centre + sample_noise(r.noise, dimension, r.output_noise_scale, rng)[0]
         reporter.finish()
         return glm_fit_result(self, theta, meta, r)

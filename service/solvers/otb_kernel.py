@@ -94,7 +94,7 @@ def online_to_batch_block(
     d = X.shape[1]
     p = w.shape[0]
     x_prev, gamma, gbar = scratch[0], scratch[1], scratch[2]
-    safety = 1.0 - 2.0 * (p + 2) * UNIT_ROUNDOFF  # as geometry.clip_rows
+    safety = 1.0 - 2.0 * (p + 2) * UNIT_ROUNDOFF  # geometry._safety_factor: exact norm of a clipped row ≤ bound
     for t in range(t_start, t_stop):
         project_ball(w, radius)
         beta_t = float(t) ** k

@@ -32,7 +32,17 @@ s = zΔ, ε = 1/z (laplace).
 
 Unlike gradient methods there is one noise draw, so the noise does not grow with an iteration count; but
 it scales with 1/λ, so a stronger regulariser is needed than for DP-GD (default λ: module
-:mod:`privfit.solvers.perturbation`). Cost per fit: one trust-region Newton solve, O(n d²) per iteration.
+:mod:`privfit.solvers.perturbation`).
+
+**Data-independent observables** (DESIGN §4; issue 18). θ̂ comes from :mod:`privfit.solvers.erm`: this solver
+**runs a public number of iterations** — N accelerated gradient steps from θ₀ = 0, N = ``minimiser_steps`` from
+(β, λ, Δ₀ = min(ℓ_max(0), G₀²/(2λ)), γ) (erm, eq. (4)) — then one noise draw (d normals, or d normals and one
+Gamma variate): the progress sequence, the stop polls and the random draws are the same on every dataset. γ is
+at least the public floor (``gradient_tolerance_floor``; a smaller request is refused at resolve time), so in
+exact arithmetic the certificate ‖∇F(θ̂)‖ ≤ γ holds for every dataset within the declared bounds. **Guard** for
+the case that proof excludes (a floating-point failure of the certificate): the release is Π_{R*}(0 + v) with
+the same v — the same noise around the public point 0, data-independent, with the same status, progress and
+metadata as a success. Cost per fit: N passes over the rows, O(N·n·d), N a few hundred at the defaults on Adult.
 """
 
 from __future__ import annotations
@@ -44,7 +54,7 @@ from typing import Any, ClassVar, Literal, cast
 import numpy as np
 from pydantic import Field
 
-from privfit.privacy import DEFAULT_GRID, OrderGrid, PrivacyCost, gaussian_rdp, gaussian_sigma, pure_dp_rdp
+from privfit.privacy import DEFAULT_GRID, OrderGrid, PrivacyCost, gaussian_rdp, gaussian_sigma
 
 from .base import (
     FitResult,
@@ -65,17 +75,17 @@ from .base import (
     glm_loss,
     glm_resolved_fields,
 )
-from .erm import MAX_ITERATIONS
+from .erm import MinimiserProblem
 from .geometry import clip_rows
 from .losses import make_loss
 from .perturbation import (
     NoiseKind,
     PerturbationParams,
-    default_gradient_tolerance,
     default_l2,
     pure_epsilon_for_target,
+    resolve_gradient_tolerance,
     sample_noise,
-    solve_regularized,
+    solve_certified,
 )
 
 __all__ = ["OutputPerturbation", "OutputPerturbationParams", "OutputPerturbationResolved", "perturb_output"]
@@ -105,11 +115,26 @@ class OutputPerturbationResolved(GLMResolved):
     lipschitz: float = Field(gt=0.0, description="G: gradient bound of the loss on the R* ball.")
     smoothness: float = Field(ge=0.0, description="c·B² of the unregularised loss (rounding bound).")
     gradient_tolerance: float = Field(gt=0.0, description="γ: certified ‖∇F(θ̂)‖ bound.")
+    gradient_tolerance_floor: float = Field(gt=0.0, description="The public floor on γ (erm module docstring).")
+    minimiser_steps: int = Field(ge=1, description="N: accelerated gradient steps of the minimiser (public).")
     sensitivity: float = Field(gt=0.0, description="Δ = 2G/(nλ) + 2γ/λ, eq. (4).")
     noise: NoiseKind
     noise_scale: float = Field(gt=0.0, description="σ (gaussian) or s (laplace) of the output noise.")
     noise_multiplier: float = Field(gt=0.0, description="noise_scale / Δ.")
     pure_epsilon: float | None = Field(None, description="ε = Δ/s of the laplace release (None for gaussian).")
+
+
+def output_minimiser_problem(
+    model: str, loss_params: Mapping[str, float], n: int, dimension: int, l2: float, design_norm_bound: float,
+    label_bound: float, minimizer_radius: float,
+) -> MinimiserProblem:
+    """The public description of (1) for :mod:`privfit.solvers.erm`: start θ₀ = 0, θ* in the R* ball, and the gap
+    F(0) − F* ≤ ℓ_max(0) (φ ≥ 0)."""
+    loss = make_loss(model, **loss_params)
+    return MinimiserProblem(
+        n=n, dimension=dimension, loss=loss, l2=l2, design_norm_bound=design_norm_bound, label_bound=label_bound,
+        minimizer_norm_bound=minimizer_radius, initial_gap_bound=loss.max_loss_at_zero(label_bound),
+    )  # fmt: skip
 
 
 def perturb_output(
@@ -128,7 +153,8 @@ class OutputPerturbation(Solver):
         "Output perturbation (Chaudhuri et al. 2011): the L2-regularised ERM minimiser, solved to a certified "
         "gradient norm γ, plus one Gaussian (or pure-ε L2-Laplace) noise vector calibrated to its replace-one "
         "sensitivity 2G/(nλ) + 2γ/λ. One noise draw, no iterations to pay for; needs λ > 0 (default chosen "
-        "from public constants)."
+        "from public constants). The minimiser runs a public number of accelerated gradient steps; γ has a public "
+        "floor."
     )
     models: ClassVar[tuple[str, ...]] = ("logistic", "linear", "huber", "svm")
     Params: ClassVar[type[SolverParams]] = OutputPerturbationParams
@@ -168,7 +194,10 @@ class OutputPerturbation(Solver):
         lipschitz = loss.lipschitz(bound, meta.label_bound, minimizer_radius)
         if not (lipschitz > 0.0 and math.isfinite(lipschitz)):
             raise SolverParameterError("row_norm_bound", "gives a zero or infinite Lipschitz constant")
-        tolerance = p.gradient_tolerance or default_gradient_tolerance(meta.n, dimension, lipschitz)
+        problem = output_minimiser_problem(
+            p.model, p.loss_params(), meta.n, dimension, l2, bound, meta.label_bound, minimizer_radius
+        )
+        tolerance, floor, steps = resolve_gradient_tolerance(p.gradient_tolerance, problem, lipschitz)
         sensitivity = 2.0 * lipschitz / (meta.n * l2) + 2.0 * tolerance / l2
         resolved = OutputPerturbationResolved(
             **glm_resolved_fields(p, meta, target_epsilon, delta),
@@ -177,6 +206,8 @@ class OutputPerturbation(Solver):
             lipschitz=lipschitz,
             smoothness=loss.smoothness(bound),
             gradient_tolerance=tolerance,
+            gradient_tolerance_floor=floor,
+            minimiser_steps=steps,
             sensitivity=sensitivity,
             noise=p.noise,
             noise_scale=multiplier * sensitivity,
@@ -195,7 +226,7 @@ class OutputPerturbation(Solver):
         r = self._check(resolved, meta)
         if r.noise == "gaussian":
             return PrivacyCost(gaussian_rdp(grid, sigma=r.noise_scale, sensitivity=r.sensitivity), grid)
-        return PrivacyCost(pure_dp_rdp(grid, epsilon=r.sensitivity / r.noise_scale), grid)
+        return PrivacyCost.pure_dp(r.sensitivity / r.noise_scale, grid)
 
     def fit(
         self,
@@ -207,11 +238,16 @@ class OutputPerturbation(Solver):
         progress: ProgressCallback | None = None,
         should_stop: StopCallback | None = None,
     ) -> FitResult:
-        """Solve (1) to the certified tolerance, add the calibrated noise, project onto the R* ball."""
+        """N public steps towards (1), the certificate, the calibrated noise around θ̂ (or, if the certificate
+        failed, around 0: the guard of the module docstring), the projection onto the R* ball."""
         r = self._check(resolved, meta)
         design, v = check_fit_inputs(X, y, meta, rng, r.fit_intercept)
-        reporter = ProgressReporter(MAX_ITERATIONS, progress, should_stop)
-        solution = solve_regularized(design, v, r, reporter)
-        theta = perturb_output(solution.theta, r, rng)[0]
+        problem = output_minimiser_problem(
+            r.model, r.loss_params, r.n, design.shape[1], r.l2, r.design_norm_bound, r.label_bound, r.minimizer_radius
+        )
+        reporter = ProgressReporter(r.minimiser_steps + 1, progress, should_stop)
+        solution = solve_certified(design, v, problem, r, reporter)
+        centre = solution.theta if solution.certified else np.zeros(design.shape[1])
+        theta = perturb_output(centre, r, rng)[0]
         reporter.finish()
         return glm_fit_result(self, theta, meta, r)

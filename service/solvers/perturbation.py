@@ -27,12 +27,12 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 from pydantic import Field
+from scipy import stats
 
 from privfit.privacy import OrderGrid, PrivacyCost, calibrate_noise, pure_dp_rdp
 
-from .base import GLMParams, ProgressReporter
-from .erm import ERMSolution, minimize_regularized_glm
-from .losses import make_loss
+from .base import GLMParams, ProgressReporter, SolverParameterError
+from .erm import ERMSolution, MinimiserProblem, minimize_regularized_glm
 
 __all__ = [
     "OUTPUT_SHARE",
@@ -41,10 +41,12 @@ __all__ = [
     "default_gradient_tolerance",
     "default_l2",
     "default_l2_second_order",
+    "noise_norm_quantile",
     "pure_epsilon_for_target",
+    "resolve_gradient_tolerance",
     "sample_l2_laplace",
     "sample_noise",
-    "solve_regularized",
+    "solve_certified",
 ]
 
 FloatArray = NDArray[np.float64]
@@ -79,8 +81,9 @@ class PerturbationParams(GLMParams):
         gt=0.0,
         le=1.0,
         description="γ: the solver must certify ‖∇F(θ̂)‖ ≤ γ at the point it returns; the distance γ/λ to the "
-        "exact minimiser is covered by extra, accounted noise. Default max(1e-9·G, 2¹⁰·u·(n + d)·G) "
-        "(u = 2⁻⁵³, far above the rounding floor).",
+        "exact minimiser is covered by extra, accounted noise. It must be at least the fit's public floor, 64× the "
+        "double-precision rounding bound of the gradient at the worst case (a smaller value is refused, and the "
+        "message states the floor). Default max(1e-9·G, 2¹⁰·u·(n + d)·G, the floor) (u = 2⁻⁵³).",
     )
 
     def effective_l2(self, default: float) -> float:
@@ -89,8 +92,40 @@ class PerturbationParams(GLMParams):
 
 
 def default_gradient_tolerance(n: int, d: int, lipschitz: float) -> float:
-    """The default γ: 1e-9·G, or 2¹⁰ times the rounding floor u·(n + d)·G of the gradient when that is larger."""
+    """The default γ before the floor: 1e-9·G, or 2¹⁰ times the rounding scale u·(n + d)·G of the gradient when
+    that is larger (:func:`resolve_gradient_tolerance` raises it to the floor when needed)."""
     return max(1e-9 * lipschitz, 2.0**10 * _UNIT_ROUNDOFF * (n + d) * lipschitz)
+
+
+def resolve_gradient_tolerance(
+    requested: float | None, problem: MinimiserProblem, lipschitz: float
+) -> tuple[float, float, int]:
+    """(γ, its public floor, the step count N) for a request: the user's γ (refused below the floor, or when the
+    work cap is exceeded, by :meth:`~privfit.solvers.erm.MinimiserProblem.check_tolerance`) or the default
+    max(:func:`default_gradient_tolerance`, floor)."""
+    floor = problem.tolerance_floor()
+    if requested is None:
+        tolerance = max(default_gradient_tolerance(problem.n, problem.dimension, lipschitz), floor)
+    else:
+        tolerance = requested
+    return tolerance, floor, problem.check_tolerance(tolerance)
+
+
+#: The public quantile level of :func:`noise_norm_quantile`: ‖v‖ exceeds it with probability ≤ 2⁻⁴⁰.
+NOISE_NORM_CONFIDENCE = 2.0**-40
+
+
+def noise_norm_quantile(kind: NoiseKind, dimension: int, scale: float) -> float:
+    """A public bound that the norm of one :func:`sample_noise` vector exceeds with probability ≤ 2⁻⁴⁰.
+
+    Gaussian: ‖v‖/σ is 1-Lipschitz in a standard normal, E‖v‖ ≤ σ√d, so P(‖v‖ ≥ σ(√d + t)) ≤ e^{−t²/2}
+    (Gaussian concentration; Boucheron, Lugosi & Massart 2013, Thm 5.6) with t = sqrt(2·40·log 2). L2-Laplace:
+    ‖v‖ ~ Gamma(d, s) exactly, whose upper quantile scipy computes. Used only for the floor on γ
+    (:class:`~privfit.solvers.erm.MinimiserProblem`); the certificate uses the drawn vector's own norm.
+    """
+    if kind == "gaussian":
+        return scale * (math.sqrt(dimension) + math.sqrt(-2.0 * math.log(NOISE_NORM_CONFIDENCE)))
+    return float(stats.gamma.isf(NOISE_NORM_CONFIDENCE, a=dimension, scale=scale))
 
 
 def default_l2(lipschitz: float, noise_norm_at_unit_l2: float, radius: float) -> float:
@@ -120,25 +155,20 @@ def sample_noise(kind: NoiseKind, dimension: int, scale: float, rng: np.random.G
     return sample_l2_laplace(dimension, scale, rng, runs)
 
 
-def solve_regularized(
+def solve_certified(
     design: FloatArray,
     labels: FloatArray,
+    problem: MinimiserProblem,
     resolved: Any,
     reporter: ProgressReporter,
     linear_term: FloatArray | None = None,
 ) -> ERMSolution:
-    """The certified minimiser of the resolved objective (model, loss parameters, λ, γ, G and β read from
-    ``resolved``), plus ⟨b, θ⟩/n when ``linear_term`` b is given (:mod:`privfit.solvers.erm`)."""
+    """The minimiser of :mod:`privfit.solvers.erm` at the resolved γ, after checking that the resolved step count
+    is the one the public problem prescribes (stored settings are recomputed, not trusted)."""
+    if problem.check_tolerance(resolved.gradient_tolerance) != resolved.minimiser_steps:
+        raise SolverParameterError("resolved", "minimiser_steps does not match the public step count of (4)")
     return minimize_regularized_glm(
-        design,
-        labels,
-        loss=make_loss(resolved.model, **resolved.loss_params),
-        l2=resolved.l2,
-        tolerance=resolved.gradient_tolerance,
-        lipschitz=resolved.lipschitz,
-        smoothness=resolved.smoothness,
-        linear_term=linear_term,
-        reporter=reporter,
+        design, labels, problem, resolved.gradient_tolerance, linear_term=linear_term, reporter=reporter
     )
 
 

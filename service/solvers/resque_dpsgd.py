@@ -35,6 +35,12 @@ averaging are all post-processing: the privacy proof depends on no optimisation 
 private rate); m = 1; batch size m_b = clamp(√n, 64, 4096) (≤ n); E = 5 epochs (10 for n < 1e5); C = L (m = 1) or
 2L (m > 1: for ‖θ − x̄‖ ≤ ρ/4, P(w > 2) ≈ 2e-3); η = R/(G√T) with G = L + σ√d/m_b (projected SGD with averaging);
 R = 10 for the classification losses and Huber, 1 for absolute and quantile regression (labels in [−1, 1]).
+
+**Data-independent observables** (DESIGN §4; issue 18). This solver **runs a public number of iterations**:
+T = E·⌈n/m_b⌉ steps, the stop polled and progress reported once per step; per step the batch (as ``dp_sgd``), ξ for
+each batch row (a size drawn from the noise) and one noise vector. The alternating projection onto
+B(R) ∩ B_center(ρ/4) may stop before its 20 rounds, but it acts on the noisy iterate only (post-processing of
+noisy sums already charged) and draws nothing.
 """
 
 from __future__ import annotations

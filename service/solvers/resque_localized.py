@@ -40,6 +40,12 @@ planned number of gradient steps (worst case over J) is computed before anything
 operator's cap (``PRIVFIT_RESQUE_LOCALIZED_MAX_STEPS``) is refused with that number in the message. Small instances
 can set ``outer_iterations``, ``line_search_probes``, ``steps_per_call`` and ``zeta`` explicitly (any values: the
 cost is computed from the counts actually used).
+
+**Data-independent observables** (DESIGN §4; issue 18). This solver **runs a public number of iterations**: the
+outer schedule's counts are fixed (K iterations × line-search probes × ⌈20 log(1/ζ)⌉ Algorithm-5 runs, their
+restarts and phases); Algorithm 6's level J is drawn from the noise and sets its loop's work (a function of the
+noise only, charged by the randomized composition above); the line search's branches read only the outputs of
+private calls (post-processing). The stop is polled and progress reported once per outer iteration.
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ def test_a_mean_fit_runs_end_to_end_and_the_ledger_holds_the_paper_charge(client
     settings = done["settings"]
     expected = SOLVER.cost(settings, _meta(settings), get_grid(cost["grid"]))
     np.testing.assert_allclose(cost["rdp"], expected.rdp, rtol=1e-12)
-    assert cost["extra_delta"] == expected.extra_delta == settings["paper_delta"] > 0.0
+    assert cost["extra_delta"] == expected.extra_delta == settings["paper_delta"] + settings["sampler_delta"] > 0.0
     assert PrivacyCost(np.array(cost["rdp"]), get_grid(cost["grid"]), cost["extra_delta"]).epsilon(1e-6).epsilon <= 1.0
     assert cost["epsilon"] <= 1.0 and settings["z"] == "x"
     result = done["result"]

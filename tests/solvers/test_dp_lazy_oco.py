@@ -42,7 +42,10 @@ def test_calibration_meets_the_target_and_the_charge_is_the_paper_accountant(eps
     r = plan.resolved
     # the charge is exactly thm:dp's (ε, δ_total) recomputed from the parameters the fit runs with
     account = paper_accountant(r.u, r.p, r.log_phi, meta.n, DELTA / 2)
-    assert plan.cost.extra_delta == account.delta_total == r.paper_delta
+    assert account.delta_total == r.paper_delta
+    # plus the fixed-proposal sampler's failure δ (dp_lazy_oco docstring, "The sampler's δ"), within its share
+    assert plan.cost.extra_delta == r.paper_delta + r.sampler_delta
+    assert 0.0 <= r.sampler_delta <= dp_lazy_oco.SAMPLER_DELTA_SHARE * DELTA / 2
     assert np.array_equal(plan.cost.rdp, pure_dp_rdp(DEFAULT_GRID, epsilon=account.epsilon))
     assert account.epsilon == r.paper_epsilon <= epsilon
     assert account.delta_total <= DELTA / 2
@@ -108,7 +111,8 @@ def test_settings_outside_the_validated_sampler_range_are_refused(monkeypatch):
 def test_tampered_settings_are_refused_not_charged():
     meta = PublicMetadata(n=5000, d=3, row_norm_bound=1.0)
     stored = SOLVER.resolve({"model": "mean"}, meta, target_epsilon=1.0, delta=DELTA).model_dump(mode="json")
-    for key, factor in (("log_phi", 0.5), ("beta", 2.0), ("switch_cap", 2)):
+    for key, factor in (("log_phi", 0.5), ("beta", 2.0), ("switch_cap", 2), ("sampler_proposals", 0.5),
+                        ("sampler_delta", 0.5)):  # fmt: skip
         bad = stored | {key: type(stored[key])(stored[key] * factor)}
         with pytest.raises(SolverParameterError, match="thm:dp"):
             SOLVER.cost(bad, meta)
@@ -182,8 +186,9 @@ def test_cancel_stops_between_blocks():
 def test_cost_is_an_approximate_dp_charge_that_composes_in_the_ledger():
     meta = PublicMetadata(n=20_000, d=5, row_norm_bound=1.0)
     plan = SOLVER.plan({"model": "mean"}, meta, target_epsilon=0.5, delta=DELTA)
-    expected = PrivacyCost.approximate_dp(plan.resolved.paper_epsilon, plan.resolved.paper_delta)
+    charged_delta = plan.resolved.paper_delta + plan.resolved.sampler_delta
+    expected = PrivacyCost.approximate_dp(plan.resolved.paper_epsilon, charged_delta)
     assert np.array_equal(plan.cost.rdp, expected.rdp) and plan.cost.extra_delta == expected.extra_delta
     twice = plan.cost + plan.cost
-    assert twice.extra_delta == pytest.approx(2 * plan.resolved.paper_delta, rel=1e-6)
+    assert twice.extra_delta == pytest.approx(2 * charged_delta, rel=1e-6)
     assert twice.epsilon(DELTA).epsilon <= 2 * 0.5

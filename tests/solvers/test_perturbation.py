@@ -4,6 +4,7 @@ sensitivity bound, the samplers and the fit path. Seeds are used only on synthet
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 
@@ -14,9 +15,10 @@ from dp_accounting.rdp import RdpAccountant
 from scipy import stats
 from sklearn.linear_model import LogisticRegression
 
+import privfit.solvers.erm as erm_module
 from privfit.privacy import DEFAULT_GRID, PrivacyCost, gaussian_rdp, gaussian_sigma, make_generator, pure_dp_rdp
 from privfit.solvers import FitCancelled, PublicMetadata, SolverParameterError, get_solver
-from privfit.solvers.erm import ERMConvergenceError, minimize_regularized_glm
+from privfit.solvers.erm import FLOOR_FACTOR, MinimiserProblem, minimize_regularized_glm
 from privfit.solvers.losses import make_loss
 from privfit.solvers.objective_perturbation import amp_objective_sigma, jacobian_epsilon, minimum_l2
 from privfit.solvers.perturbation import default_l2, sample_l2_laplace
@@ -208,15 +210,21 @@ def test_default_lambda_balances_bias_and_noise() -> None:
 
 
 # --- the certified minimiser ------------------------------------------------------------------------------
+def minimise(X: np.ndarray, y: np.ndarray, loss, l2: float, tolerance: float = 1e-10, b: np.ndarray | None = None):
+    """The minimiser on rows of norm ≤ 1 (labels |y| ≤ 1), with the public problem of those bounds."""
+    problem = MinimiserProblem(n=X.shape[0], dimension=X.shape[1], loss=loss, l2=l2, design_norm_bound=1.0,
+                               label_bound=1.0, linear_term_norm_bound=0.0 if b is None else float(np.linalg.norm(b)))
+    return minimize_regularized_glm(X, y, problem, tolerance, linear_term=b)  # fmt: skip
+
+
 def test_minimiser_matches_scikit_learn_and_certifies_its_gradient() -> None:
     X, y = synthetic(2000, 5, seed=1)
     l2 = 0.01
-    solution = minimize_regularized_glm(
-        X, y, loss=make_loss("logistic"), l2=l2, tolerance=1e-10, lipschitz=1.0, smoothness=0.25
-    )
+    solution = minimise(X, y, make_loss("logistic"), l2)
     # scikit-learn's objective C·Σ log-loss + ½‖w‖² has the same minimiser when C = 1/(nλ).
     reference = LogisticRegression(C=1 / (2000 * l2), fit_intercept=False, tol=1e-12, max_iter=10_000).fit(X, y)
     np.testing.assert_allclose(solution.theta, reference.coef_[0], atol=1e-6)
+    assert solution.certified
     assert solution.gradient_bound <= 1e-10
     assert solution.gradient_norm <= solution.gradient_bound
 
@@ -225,17 +233,65 @@ def test_minimiser_with_a_linear_term_solves_the_perturbed_first_order_condition
     X, y = synthetic(500, 4, seed=2)
     b = np.array([3.0, -1.0, 0.5, 2.0])
     loss = make_loss("huber")
-    solution = minimize_regularized_glm(X, y, loss=loss, l2=0.1, tolerance=1e-10, lipschitz=1.0, smoothness=1.0,
-                                        linear_term=b)  # fmt: skip
+    solution = minimise(X, y, loss, 0.1, b=b)
     gradient = loss.mean_gradient(solution.theta, X, y) + 0.1 * solution.theta + b / 500
-    assert np.linalg.norm(gradient) <= 1e-10
+    assert solution.certified and np.linalg.norm(gradient) <= 1e-10
 
 
-def test_minimiser_refuses_to_return_an_uncertified_point() -> None:
+def test_step_count_is_the_accelerated_rate_bound_and_does_not_depend_on_n_or_b() -> None:
+    """N of erm eq. (4): the least N with 4LΔ₀(1 − 1/√κ)^N ≤ (γ/2)², plus one; by hand for logistic, B = 1."""
+    loss = make_loss("logistic")
+    problem = MinimiserProblem(n=1000, dimension=3, loss=loss, l2=0.01, design_norm_bound=1.0, label_bound=1.0)
+    beta, lam, gamma = 0.25, 0.01, 1e-8
+    kappa = (beta + lam) / lam
+    gap = 1.0 / (2 * lam)  # G₀²/(2λ) with G₀ = 1
+    expected = math.ceil(math.log(16 * (beta + lam) * gap / gamma**2) / -math.log(1 - 1 / math.sqrt(kappa))) + 1
+    assert problem.steps(gamma) == expected
+    for other in (MinimiserProblem(n=10**6, dimension=3, loss=loss, l2=0.01, design_norm_bound=1.0, label_bound=1.0),
+                  MinimiserProblem(n=1000, dimension=3, loss=loss, l2=0.01, design_norm_bound=1.0, label_bound=1.0,
+                                   linear_term_norm_bound=1e4)):  # fmt: skip
+        assert other.steps(gamma) == expected
+    # the exact-arithmetic bound behind N holds on a run: the computed gradient after N steps is below γ/2
+    X, y = synthetic(1000, 3, seed=12)
+    solution = minimize_regularized_glm(X, y, problem, gamma)
+    assert solution.steps == expected and solution.gradient_norm <= gamma / 2
+
+
+def test_a_tolerance_below_the_public_floor_is_refused_with_the_floor_in_the_message() -> None:
+    problem = MinimiserProblem(n=300, dimension=3, loss=make_loss("logistic"), l2=0.01, design_norm_bound=1.0,
+                               label_bound=1.0)  # fmt: skip
+    floor = problem.tolerance_floor()
+    # γ_min = 64·ρ(Θ₀)/(1 − 64C/λ) with Θ₀ = G₀/λ = 100 here: at least 64 times the rounding bound there
+    assert floor >= FLOOR_FACTOR * problem.rounding_bound(100.0, 0.0)
     X, y = synthetic(300, 3, seed=3)
-    with pytest.raises(ERMConvergenceError):
-        minimize_regularized_glm(X, y, loss=make_loss("logistic"), l2=0.01, tolerance=1e-30, lipschitz=1.0,
-                                 smoothness=0.25)  # fmt: skip
+    with pytest.raises(SolverParameterError) as info:
+        minimize_regularized_glm(X, y, problem, floor * 0.99)
+    assert info.value.parameter == "gradient_tolerance" and f"{floor:.6g}" in str(info.value)
+    assert minimize_regularized_glm(X, y, problem, floor).certified
+
+
+def test_a_failed_certificate_is_reported_not_raised(monkeypatch) -> None:
+    """The guard's trigger: a gradient whose computation is off by more than the margin gives certified=False
+    after the same public number of steps, and no exception."""
+    X, y = synthetic(300, 3, seed=3)
+    problem = MinimiserProblem(n=300, dimension=3, loss=make_loss("logistic"), l2=0.01, design_norm_bound=1.0,
+                               label_bound=1.0)  # fmt: skip
+    honest = minimize_regularized_glm(X, y, problem, 1e-9)
+    real = erm_module._gradient_sum
+    calls = itertools.count()
+    monkeypatch.setattr(erm_module, "_gradient_sum", lambda *args: real(*args) + 1e-3 * (-1) ** next(calls))
+    broken = minimize_regularized_glm(X, y, problem, 1e-9)
+    assert honest.certified and not broken.certified and broken.steps == honest.steps
+
+
+def test_refuses_more_work_than_the_cap_naming_l2() -> None:
+    # κ = 2501, N ≈ 1900 passes over 10⁹ entries: about 1.9e12 > 1e12
+    problem = MinimiserProblem(n=10**6, dimension=1000, loss=make_loss("logistic"), l2=1e-4, design_norm_bound=1.0,
+                               label_bound=1.0)  # fmt: skip
+    with pytest.raises(SolverParameterError) as info:
+        problem.check_tolerance(1e-6)
+    assert info.value.parameter == "l2" and "cap" in str(info.value)
+    assert problem.steps(1e-6) * 10**9 > erm_module.MAX_MINIMISER_WORK
 
 
 @pytest.mark.parametrize("model", ["logistic", "linear", "huber", "svm"])
@@ -251,12 +307,7 @@ def test_replace_one_moves_the_minimiser_by_at_most_2g_over_n_lambda(model: str)
         X2[0] = rng.normal(size=3)
         X2[0] /= np.linalg.norm(X2[0])
         y2[0] = -y[0] if model in ("logistic", "svm") else -np.sign(y[0]) or 1.0
-        thetas = [
-            minimize_regularized_glm(
-                A, v, loss=loss, l2=r.l2, tolerance=1e-10, lipschitz=r.lipschitz, smoothness=r.smoothness
-            ).theta
-            for A, v in ((X, y), (X2, y2))
-        ]
+        thetas = [minimise(A, v, loss, r.l2).theta for A, v in ((X, y), (X2, y2))]
         assert np.linalg.norm(thetas[0] - thetas[1]) <= 2 * r.lipschitz / (60 * r.l2) * (1 + 1e-9)
         assert np.linalg.norm(thetas[0]) <= r.minimizer_radius
 
@@ -269,10 +320,7 @@ def test_sensitivity_is_attained_by_the_linear_region_of_the_hinge() -> None:
     y2 = y.copy()
     y2[0] = -1.0
     loss = make_loss("svm", h=0.1)
-    thetas = [
-        minimize_regularized_glm(X, v, loss=loss, l2=l2, tolerance=1e-10, lipschitz=1.0, smoothness=10.0).theta[0]
-        for v in (y, y2)
-    ]
+    thetas = [minimise(X, v, loss, l2).theta[0] for v in (y, y2)]
     assert thetas[0] - thetas[1] == pytest.approx(2 / (n * l2), rel=1e-9)
 
 

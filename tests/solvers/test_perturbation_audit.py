@@ -28,9 +28,9 @@ from numpy.typing import NDArray
 from privfit.privacy import make_generator
 from privfit.privacy.audit import epsilon_lower_bound
 from privfit.solvers import PublicMetadata, get_solver
-from privfit.solvers.erm import minimize_regularized_glm
+from privfit.solvers.erm import MinimiserProblem, minimize_regularized_glm
 from privfit.solvers.losses import make_loss
-from privfit.solvers.output_perturbation import perturb_output
+from privfit.solvers.output_perturbation import output_minimiser_problem, perturb_output
 from privfit.solvers.perturbation import sample_noise
 
 FloatArray = NDArray[np.float64]
@@ -49,9 +49,10 @@ def world(n: int, positives: int) -> tuple[FloatArray, FloatArray]:
 
 
 def certified_minimiser(X: FloatArray, y: FloatArray, l2: float, b: float = 0.0) -> float:
-    solution = minimize_regularized_glm(
-        X, y, loss=LOSS, l2=l2, tolerance=1e-10, lipschitz=1.0, smoothness=10.0, linear_term=np.array([b])
-    )
+    problem = MinimiserProblem(n=X.shape[0], dimension=1, loss=LOSS, l2=l2, design_norm_bound=1.0, label_bound=1.0,
+                               linear_term_norm_bound=abs(b))  # fmt: skip
+    solution = minimize_regularized_glm(X, y, problem, 1e-10, linear_term=np.array([b]))
+    assert solution.certified
     return float(solution.theta[0])
 
 
@@ -99,7 +100,9 @@ def test_output_fit_is_the_audited_release() -> None:
         delta=DELTA,
     )
     fitted = OUTPUT.fit(X, y, meta, r, make_generator(2, data_is_public=True)).coefficients[0]
-    theta_hat = np.array([certified_minimiser(X, y, 0.2)])
+    problem = output_minimiser_problem(r.model, r.loss_params, 11, 1, r.l2, r.design_norm_bound, r.label_bound,
+                                       r.minimizer_radius)  # fmt: skip
+    theta_hat = minimize_regularized_glm(X, y, problem, r.gradient_tolerance).theta
     assert fitted == perturb_output(theta_hat, r, make_generator(2, data_is_public=True))[0, 0]
 
 
