@@ -62,6 +62,31 @@ def postgresql_url(postgres_template: str) -> Iterator[str]:
 
 
 @pytest.fixture
+def empty_postgresql_url(postgres_template: str) -> Iterator[str]:
+    """A PostgreSQL database with no migration applied (for migration tests)."""
+    name = f"privfit_empty_{uuid.uuid4().hex[:10]}"
+    admin = _admin_engine()
+    with admin.connect() as connection:
+        connection.execute(text(f'CREATE DATABASE "{name}"'))
+    yield make_url(POSTGRES_URL).set(database=name).render_as_string(hide_password=False)
+    with admin.connect() as connection:
+        connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    admin.dispose()
+
+
+@pytest.fixture
+def empty_sqlite_url(tmp_path: Path) -> str:
+    """A SQLite database file with no migration applied."""
+    return f"sqlite:///{tmp_path / 'empty.db'}"
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def empty_database_url(request: pytest.FixtureRequest) -> str:
+    """An empty database URL (no migration applied), once per dialect."""
+    return request.getfixturevalue(f"empty_{request.param}_url")
+
+
+@pytest.fixture
 def sqlite_url(tmp_path: Path) -> str:
     url = f"sqlite:///{tmp_path / 'privfit.db'}"
     upgrade(url)

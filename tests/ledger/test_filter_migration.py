@@ -4,37 +4,15 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from ledger_helpers import DELTA
 from sqlalchemy import create_engine, text
-from sqlalchemy.engine import make_url
 
 from privfit.db import Budget, make_database
 from privfit.db.migrate import upgrade
 from privfit.ledger import estimate, status
 from privfit.privacy import DEFAULT_GRID, PrivacyCost, PrivacyFilter, curve_to_json, gaussian_rdp
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def blank_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """An empty database (no migration applied yet)."""
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'old.db'}"
-        return
-    from conftest import POSTGRES_URL, _admin_engine
-
-    request.getfixturevalue("postgres_template")  # skips (or fails under CI) without a server
-    name = f"privfit_mig_{uuid.uuid4().hex[:10]}"
-    admin = _admin_engine()
-    with admin.connect() as connection:
-        connection.execute(text(f'CREATE DATABASE "{name}"'))
-    yield make_url(POSTGRES_URL).set(database=name).render_as_string(hide_password=False)
-    with admin.connect() as connection:
-        connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    admin.dispose()
 
 
 def _old_dataset(connection, committed: PrivacyCost, epsilon_max: float) -> str:  # type: ignore[no-untyped-def]
@@ -61,7 +39,8 @@ def _old_dataset(connection, committed: PrivacyCost, epsilon_max: float) -> str:
     return dataset_id
 
 
-def test_existing_budgets_move_to_the_filter(blank_url: str):
+def test_existing_budgets_move_to_the_filter(empty_database_url: str):
+    blank_url = empty_database_url
     upgrade(blank_url, "0004")
     engine = create_engine(blank_url)
     gaussian = PrivacyCost(gaussian_rdp(DEFAULT_GRID, sigma=20.0))
