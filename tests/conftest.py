@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -49,29 +50,32 @@ def postgres_template() -> Iterator[str]:
     admin.dispose()
 
 
-@pytest.fixture
-def postgresql_url(postgres_template: str) -> Iterator[str]:
+@contextmanager
+def _temporary_database(template: str | None) -> Iterator[str]:
+    """A fresh PostgreSQL database (a copy of ``template``, or empty), dropped afterwards; its URL."""
     name = f"privfit_test_{uuid.uuid4().hex[:10]}"
     admin = _admin_engine()
     with admin.connect() as connection:
-        connection.execute(text(f'CREATE DATABASE "{name}" TEMPLATE "{postgres_template}"'))
-    yield make_url(POSTGRES_URL).set(database=name).render_as_string(hide_password=False)
-    with admin.connect() as connection:
-        connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    admin.dispose()
+        connection.execute(text(f'CREATE DATABASE "{name}"' + (f' TEMPLATE "{template}"' if template else "")))
+    try:
+        yield make_url(POSTGRES_URL).set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as connection:
+            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+@pytest.fixture
+def postgresql_url(postgres_template: str) -> Iterator[str]:
+    with _temporary_database(postgres_template) as url:
+        yield url
 
 
 @pytest.fixture
 def empty_postgresql_url(postgres_template: str) -> Iterator[str]:
     """A PostgreSQL database with no migration applied (for migration tests)."""
-    name = f"privfit_empty_{uuid.uuid4().hex[:10]}"
-    admin = _admin_engine()
-    with admin.connect() as connection:
-        connection.execute(text(f'CREATE DATABASE "{name}"'))
-    yield make_url(POSTGRES_URL).set(database=name).render_as_string(hide_password=False)
-    with admin.connect() as connection:
-        connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    admin.dispose()
+    with _temporary_database(None) as url:
+        yield url
 
 
 @pytest.fixture

@@ -64,6 +64,7 @@ __all__ = [
     "check_fit_inputs",
     "check_privacy_source",
     "check_resolved_metadata",
+    "delta_part",
     "enforce_declared_bounds",
     "glm_fit_result",
     "metadata_fields",
@@ -642,6 +643,18 @@ def check_privacy_source(
         raise SolverParameterError("epsilon", f"a target epsilon is required unless {explicit_name} is given")
     if target_epsilon is not None and delta is None:
         raise SolverParameterError("delta", "is required to calibrate the noise to a target epsilon")
+
+
+def delta_part(default: float, allowance: float | None, parameter: str, what: str, hint: str = "") -> float:
+    """The δ a solver's δ-only part may use: ``default`` standalone, at most ``allowance`` on a dataset (from its
+    filter's :class:`~privfit.privacy.DeltaAllowance`, in the part's own units). Raises
+    :class:`SolverParameterError` naming ``parameter`` when nothing is left of the dataset's pot for δ parts."""
+    value = default if allowance is None else min(default, allowance)
+    if not value > 0.0:
+        message = (f"{what} needs a share of the dataset's δ and the budget's pot for δ parts (approximate_delta) "
+                   f"has none left{hint}")  # fmt: skip
+        raise SolverParameterError(parameter, message)
+    return value
 
 
 def check_resolved_metadata(

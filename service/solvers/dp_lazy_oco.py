@@ -92,6 +92,7 @@ from .base import (
     StopCallback,
     check_fit_inputs,
     check_resolved_metadata,
+    delta_part,
     design_matrix,
     metadata_fields,
 )
@@ -292,14 +293,11 @@ class DPLazyOCO(Solver):
             raise SolverParameterError(
                 "d", f"dp_lazy_oco is validated up to dimension {MAX_DIMENSION}, this fit has {dimension}"
             )
-        calibration_delta = CALIBRATION_DELTA_FRACTION * delta
-        if delta_allowance is not None:
-            calibration_delta = min(calibration_delta, delta_allowance.delta / (1.0 + SAMPLER_DELTA_SHARE))
-            if not calibration_delta > 0.0:
-                raise SolverParameterError(
-                    "epsilon", "dp_lazy_oco's (ε, δ) accountant needs a share of the dataset's δ and its pot for δ "
-                    "parts (the budget's approximate_delta) has none left",
-                )  # fmt: skip
+        calibration_delta = delta_part(
+            CALIBRATION_DELTA_FRACTION * delta,
+            None if delta_allowance is None else delta_allowance.delta / (1.0 + SAMPLER_DELTA_SHARE), "epsilon",
+            "dp_lazy_oco's (ε, δ) accountant",
+        )  # fmt: skip
         horizon_minimum = math.ceil(12.0 * math.log(1.0 / calibration_delta))
         if meta.n < horizon_minimum:
             raise SolverParameterError(

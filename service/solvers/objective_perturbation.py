@@ -96,6 +96,7 @@ from .base import (
     StopCallback,
     check_fit_inputs,
     check_resolved_metadata,
+    delta_part,
     design_bound,
     glm_fit_result,
     glm_loss,
@@ -248,14 +249,11 @@ class ObjectivePerturbation(Solver):
         dimension = meta.d + int(p.fit_intercept)
         lipschitz = loss.lipschitz(bound, meta.label_bound)
         curvature = loss.second_derivative_bound()
-        noise_delta = delta / 2.0 if p.noise == "gaussian" else 0.0
-        if p.noise == "gaussian" and delta_allowance is not None:
-            noise_delta = min(noise_delta, delta_allowance.delta)
-            if not noise_delta > 0.0:
-                raise SolverParameterError(
-                    "noise", "the Gaussian objective noise needs a share of the dataset's δ and its pot for δ parts "
-                    "(the budget's approximate_delta) has none left; use noise='laplace' (pure ε, no δ)",
-                )  # fmt: skip
+        noise_delta = 0.0
+        if p.noise == "gaussian":
+            allowance = None if delta_allowance is None else delta_allowance.delta
+            noise_delta = delta_part(delta / 2.0, allowance, "noise", "the Gaussian objective noise",
+                                     "; use noise='laplace' (pure ε, no δ)")  # fmt: skip
 
         # The output step, as a noise per unit sensitivity (independent of λ): pure ε_out = 1% of the target, or
         # a Gaussian with 1% of the zCDP ρ that the target corresponds to.

@@ -75,6 +75,7 @@ from .base import (
     StopCallback,
     check_fit_inputs,
     check_resolved_metadata,
+    delta_part,
     design_bound,
     glm_fit_result,
     metadata_fields,
@@ -340,14 +341,11 @@ class ReSQueLocalized(Solver):
         p = cast(ReSQueLocalizedParams, self.parse_params(params))
         if target_epsilon is None or delta is None:
             raise SolverParameterError("epsilon", "resque_localized is calibrated to a target epsilon: give one")
-        slack_budget = SLACK_SHARE * delta / (1.0 + math.exp(target_epsilon))
-        if delta_allowance is not None:
-            slack_budget = min(slack_budget, delta_allowance.max_slack)
-        if not slack_budget > 0.0:
-            raise SolverParameterError(
-                "epsilon", "resque_localized needs a share of the dataset's δ for its approximate-RDP slack, and "
-                "the budget's pot for δ parts (approximate_delta) has none left",
-            )  # fmt: skip
+        slack_budget = delta_part(
+            SLACK_SHARE * delta / (1.0 + math.exp(target_epsilon)),
+            None if delta_allowance is None else delta_allowance.max_slack, "epsilon",
+            "resque_localized's approximate-RDP slack",
+        )  # fmt: skip
         plan = self._plan(p, meta, target_epsilon, delta, grid, slack_budget)
         work = schedule_cost(plan.schedule, meta.n, plan.delta_call, grid)
         if work.steps > self.max_planned_steps:
