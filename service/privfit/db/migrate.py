@@ -9,7 +9,7 @@ from alembic.config import Config
 
 from alembic import command
 
-ALEMBIC_INI = Path(__file__).resolve().parents[2] / "alembic.ini"
+ALEMBIC_INI = Path(__file__).resolve().parents[3] / "alembic.ini"
 
 
 def alembic_ini() -> Path:
