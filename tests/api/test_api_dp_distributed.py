@@ -15,7 +15,7 @@ from api_helpers import (
     upload,
 )
 
-import privfit.solvers.dp_distributed as dp_distributed_module
+import privfit.solvers.distributed.solver as dp_distributed_module
 from privfit.privacy import PrivacyCost, get_grid, laplace_rdp
 
 CASES = [

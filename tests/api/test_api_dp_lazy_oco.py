@@ -16,7 +16,7 @@ from api_helpers import (
     upload,
 )
 
-import privfit.solvers.lazy_oco as lazy_oco_module
+import privfit.solvers.lazy_oco.pcomw as lazy_oco_module
 from privfit.privacy import PrivacyCost, get_grid
 from privfit.solvers import PublicMetadata, get_solver
 

@@ -15,9 +15,9 @@ from api_helpers import (
     upload,
 )
 
-import privfit.solvers.dp_otb as dp_otb_module
+import privfit.solvers.online_to_batch.solver as dp_otb_module
 from privfit.privacy import PrivacyCost, get_grid
-from privfit.solvers.online_learners import LEARNERS
+from privfit.solvers.online_to_batch.learners import LEARNERS
 
 
 @pytest.mark.parametrize("learner", sorted(LEARNERS))

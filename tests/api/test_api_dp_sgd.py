@@ -15,7 +15,7 @@ from api_helpers import (
     upload,
 )
 
-import privfit.solvers.dp_sgd as dp_sgd_module
+import privfit.solvers.baselines.dp_sgd as dp_sgd_module
 from privfit.privacy import PrivacyCost, get_grid
 from privfit.solvers import PublicMetadata, get_solver
 

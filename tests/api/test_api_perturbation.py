@@ -16,7 +16,7 @@ from api_helpers import (
     upload,
 )
 
-import privfit.solvers.erm as erm_module
+import privfit.solvers.baselines.erm as erm_module
 from privfit.privacy import PrivacyCost, get_grid
 from privfit.solvers import PublicMetadata, get_solver
 

@@ -15,7 +15,7 @@ from api_helpers import (
     upload,
 )
 
-import privfit.solvers.resque_dpsgd as resque_dpsgd_module
+import privfit.solvers.resque.dpsgd as resque_dpsgd_module
 from privfit.privacy import get_grid
 from privfit.solvers import PublicMetadata, get_solver
 

@@ -27,18 +27,18 @@ from replay_helpers import (
     replay,
 )
 
-import privfit.solvers.erm as erm_module
-import privfit.solvers.lazy_oco_sampling as sampling_module
-import privfit.solvers.output_perturbation as output_module
-import privfit.solvers.perturbation as perturbation_module
+import privfit.solvers.baselines.erm as erm_module
+import privfit.solvers.baselines.output_perturbation as output_module
+import privfit.solvers.baselines.perturbation as perturbation_module
+import privfit.solvers.lazy_oco.sampling as sampling_module
 from privfit.datasets import parse_and_encode
 from privfit.privacy import make_generator
 from privfit.solvers import PublicMetadata, SolverParameterError, get_solver, solver_names
 from privfit.solvers.base import FitResult, ProgressReporter
-from privfit.solvers.erm import ERMSolution
-from privfit.solvers.lazy_oco import GibbsSamplingPlan, PcomwConfig, mean_estimation_loss_stream, run_pcomw_tg
-from privfit.solvers.lazy_oco_sampling import TruncatedGaussianSampler
-from privfit.solvers.output_perturbation import perturb_output
+from privfit.solvers.baselines.erm import ERMSolution
+from privfit.solvers.baselines.output_perturbation import perturb_output
+from privfit.solvers.lazy_oco.pcomw import GibbsSamplingPlan, PcomwConfig, mean_estimation_loss_stream, run_pcomw_tg
+from privfit.solvers.lazy_oco.sampling import TruncatedGaussianSampler
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

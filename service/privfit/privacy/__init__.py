@@ -19,6 +19,7 @@ from .calibration import (
     gaussian_sigma,
     laplace_scale,
     poisson_noise_multiplier,
+    pure_epsilon_for_target,
     tree_aggregation_sigma,
     without_replacement_noise_multiplier,
 )
@@ -83,6 +84,7 @@ __all__ = [
     "poisson_subsampled_gaussian_rdp",
     "poisson_subsampled_gaussian_rdp_replace_one",
     "pure_dp_rdp",
+    "pure_epsilon_for_target",
     "pure_epsilon_from_json",
     "pure_epsilon_to_json",
     "sampled_without_replacement_gaussian_rdp",

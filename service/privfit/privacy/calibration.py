@@ -213,3 +213,22 @@ def tree_aggregation_sigma(
         lambda sigma: tree_aggregation_rdp(grid, sigma=sigma, steps=steps, sensitivity=sensitivity),
         require_count("passes", passes), grid, target_epsilon, delta, rtol, "sigma",
     )  # fmt: skip
+
+
+def pure_epsilon_for_target(
+    target_epsilon: float, delta: float, grid: OrderGrid, other: PrivacyCost | None = None
+) -> float:
+    """The largest pure ε whose tight RDP curve, composed with ``other``, converts to ≤ the target at δ.
+
+    A pure ε-DP release is (α, ε_α)-RDP with Mironov's tight ε_α ≤ ε (:func:`~privfit.privacy.pure_dp_rdp`);
+    its conversion at δ is a little below ε, so the returned ε can exceed the target slightly while the
+    ledger's charge (the conversion) stays within it. Calibrated as a noise 1/ε by
+    :func:`calibrate_noise` (safe side: the returned ε's conversion is ≤ the target).
+    """
+    extra = PrivacyCost.zero(grid) if other is None else other
+
+    def cost_of(inverse_epsilon: float) -> PrivacyCost:
+        return PrivacyCost.pure_dp(1.0 / inverse_epsilon, grid) + extra
+
+    calibration = calibrate_noise(cost_of, target_epsilon=target_epsilon, delta=delta, parameter="1/epsilon")
+    return 1.0 / calibration.noise

@@ -1,24 +1,18 @@
 """Private solvers and their building blocks (pure numpy/scipy; no web or DB imports, DESIGN §4).
 
-- :mod:`privfit.solvers.losses`: convex GLM losses with public Lipschitz/smoothness constants.
-- :mod:`privfit.solvers.geometry`: per-example clipping, L2-ball projection, intercept augmentation.
-- :mod:`privfit.solvers.base`: the solver interface (parameters, privacy resolution, cost, fit, result).
-- :mod:`privfit.solvers.registry`: name → solver; JSON schemas for ``GET /v1/solvers``.
-- :mod:`privfit.solvers.dp_gd`: DP full-batch gradient descent (``"dp_gd"``).
-- :mod:`privfit.solvers.dp_otb`: DP online-to-batch (``"dp_otb"``), with
-  :mod:`~privfit.solvers.tree_aggregation`, :mod:`~privfit.solvers.online_learners` and the compiled loop
-  :mod:`~privfit.solvers.otb_kernel`.
-- :mod:`privfit.solvers.dp_distributed`: DP distributed online learning (``"dp_distributed"``), with the
-  public mixing matrices of :mod:`~privfit.solvers.mixing`.
-- :mod:`privfit.solvers.dp_lazy_oco`: private lazy OCO, P-COMW with exact truncated-Gaussian draws
-  (``"dp_lazy_oco"``), with :mod:`~privfit.solvers.lazy_oco`, :mod:`~privfit.solvers.lazy_oco_sampling` and
-  :mod:`~privfit.solvers.lazy_oco_accounting`.
-- :mod:`privfit.solvers.dp_sgd`: DP-SGD with Poisson, fixed-size or shuffled batches (``"dp_sgd"``).
-- :mod:`privfit.solvers.resque_dpsgd`: DP-SGD on the Gaussian-smoothed objective with ReSQue gradients
-  (``"resque_dpsgd"``, non-smooth losses), on the estimator of :mod:`~privfit.solvers.resque`.
-- :mod:`privfit.solvers.output_perturbation` (``"output_perturbation"``) and
-  :mod:`privfit.solvers.objective_perturbation` (``"objective_perturbation"``): the regularised ERM minimiser
-  of :mod:`~privfit.solvers.erm` with output or objective noise (:mod:`~privfit.solvers.perturbation`).
+The shared pieces live here; each research family and the baselines have a subpackage:
+
+- :mod:`.base`: the solver interface (parameters, privacy resolution, cost, fit, result); :mod:`.registry`:
+  name → solver, JSON schemas for ``GET /v1/solvers``; :mod:`.losses`: convex GLM losses with public
+  Lipschitz/smoothness constants (:mod:`.compiled_losses`: their slopes in numba); :mod:`.geometry`: per-example
+  clipping, L2-ball projection, intercept augmentation.
+- :mod:`.baselines`: ``dp_gd`` (DP full-batch gradient descent), ``dp_sgd`` (Poisson, fixed-size or shuffled
+  batches), ``output_perturbation`` and ``objective_perturbation`` on the certified regularised minimiser.
+- :mod:`.online_to_batch`: ``dp_otb`` (DP online-to-batch with tree aggregation), its learners and compiled loop.
+- :mod:`.distributed`: ``dp_distributed`` (DP distributed online learning) and the public mixing matrices.
+- :mod:`.lazy_oco`: ``dp_lazy_oco`` (private lazy OCO, P-COMW with exact truncated-Gaussian draws).
+- :mod:`.resque`: the ReSQue estimator, ``resque_dpsgd`` (non-smooth losses) and the experimental
+  ``resque_localized``.
 
 Job-runner sequence (cost before data, DESIGN §1.4)::
 
@@ -44,13 +38,17 @@ from .base import (
     SolverParameterError,
     SolverParams,
 )
-from .dp_distributed import DPDistributed, DPDistributedParams, DPDistributedResolved
-from .dp_gd import DPGDParams, DPGDResolved, DPGradientDescent
-from .dp_lazy_oco import DPLazyOCO, DPLazyOCOParams, DPLazyOCOResolved
-from .dp_otb import DPOnlineToBatch, DPOTBParams, DPOTBResolved
-from .dp_sgd import DPSGD, DPSGDParams, DPSGDResolved
-from .objective_perturbation import ObjectivePerturbation, ObjectivePerturbationParams, ObjectivePerturbationResolved
-from .output_perturbation import OutputPerturbation, OutputPerturbationParams, OutputPerturbationResolved
+from .baselines.dp_gd import DPGDParams, DPGDResolved, DPGradientDescent
+from .baselines.dp_sgd import DPSGD, DPSGDParams, DPSGDResolved
+from .baselines.objective_perturbation import (
+    ObjectivePerturbation,
+    ObjectivePerturbationParams,
+    ObjectivePerturbationResolved,
+)
+from .baselines.output_perturbation import OutputPerturbation, OutputPerturbationParams, OutputPerturbationResolved
+from .distributed.solver import DPDistributed, DPDistributedParams, DPDistributedResolved
+from .lazy_oco.solver import DPLazyOCO, DPLazyOCOParams, DPLazyOCOResolved
+from .online_to_batch.solver import DPOnlineToBatch, DPOTBParams, DPOTBResolved
 from .registry import (
     UnknownSolverError,
     describe_solvers,
@@ -60,7 +58,7 @@ from .registry import (
     register_solver,
     solver_names,
 )
-from .resque_dpsgd import ReSQueDPSGD, ReSQueDPSGDParams, ReSQueDPSGDResolved
+from .resque.dpsgd import ReSQueDPSGD, ReSQueDPSGDParams, ReSQueDPSGDResolved
 
 __all__ = [
     "DPSGD",

@@ -9,17 +9,17 @@ from __future__ import annotations
 from typing import Any
 
 from .base import Solver, SolverParameterError
-from .dp_distributed import DPDistributed
-from .dp_gd import DPGradientDescent
-from .dp_lazy_oco import LAZY_OCO_MODELS, DPLazyOCO
-from .dp_otb import DPOnlineToBatch
-from .dp_sgd import DPSGD
+from .baselines.dp_gd import DPGradientDescent
+from .baselines.dp_sgd import DPSGD
+from .baselines.objective_perturbation import ObjectivePerturbation
+from .baselines.output_perturbation import OutputPerturbation
+from .distributed.solver import DPDistributed
+from .lazy_oco.solver import LAZY_OCO_MODELS, DPLazyOCO
 from .losses import available_models
-from .objective_perturbation import ObjectivePerturbation
-from .output_perturbation import OutputPerturbation
-from .resque import RESQUE_MODELS
-from .resque_dpsgd import ReSQueDPSGD
-from .resque_localized import ReSQueLocalized
+from .online_to_batch.solver import DPOnlineToBatch
+from .resque.dpsgd import ReSQueDPSGD
+from .resque.estimator import RESQUE_MODELS
+from .resque.localized import ReSQueLocalized
 
 __all__ = [
     "UnknownSolverError",

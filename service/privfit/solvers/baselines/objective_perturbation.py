@@ -1,0 +1,380 @@
+r"""``objective_perturbation``: minimise a randomly perturbed regularised ERM objective (pure ε or (ε, δ)).
+
+Algorithms: Chaudhuri, Monteleoni & Sarwate, JMLR 2011 (CMS), Alg. 2 (pure ε, L2-Laplace noise); Kifer, Smith &
+Thakurta, COLT 2012 (KST), Alg. 1/Thm 2 (Gaussian noise, (ε, δ)); with the approximate-minimum output step of
+Iyengar, Near, Song, Thakkar, Thakurta & Wang, IEEE S&P 2019 (AMP, Alg. 1), since a numerical solver never
+returns the exact minimiser the first two proofs assume. With the design rows x_i (‖x_i‖ ≤ B, a trailing 1
+for the intercept), a GLM loss ℓ(θ; x, y) = φ(⟨θ, x⟩, y) with |φ'| ≤ a (G = a·B) and 0 ≤ φ'' ≤ c
+(smoothness β = c·B²), and public λ > 0:
+
+    b ~ N(0, σ_b² I_d)  [gaussian]   or   density ∝ exp(−ε_b ‖b‖ / (2G))  [laplace],                      (1)
+    θ_b = argmin_{θ ∈ R^d}  J(θ) = (1/n) Σ_i ℓ(θ; x_i, y_i) + (λ/2)‖θ‖² + (1/n)⟨b, θ⟩,                     (2)
+    release  θ̂ + v,  ‖∇J(θ̂)‖ ≤ γ (certified),  v ~ N(0, σ_out² I) [gaussian]  or  ∝ exp(−ε_out‖v‖/Δ_out).  (3)
+
+**Privacy of θ_b** (CMS Thm 9 / KST Thm 2, replace-one). J is λ-strongly convex and smooth, so (2) has a unique
+minimiser, and the first-order condition b = −Σ_i ∇ℓ(θ_b; z_i) − nλθ_b makes b ↦ θ_b a bijection of R^d with
+Jacobian A_D(θ) = Σ_i φ''_i x_i x_iᵀ + nλI. The density of θ_b at θ is p_D(θ) = ν(b_D(θ))·|det A_D(θ)|.
+Replacing z_k by z'_k:
+
+* *Jacobian part.* A_D and A_D' differ by a rank-one term each side of M = Σ_{i≠k} φ''_i x_i x_iᵀ + nλI ⪰ nλI;
+  by the matrix determinant lemma det A_D/det A_D' = (1 + φ''_k x_kᵀM⁻¹x_k)/(1 + φ''_k' x'_kᵀM⁻¹x'_k), which
+  lies within [1/(1 + cB²/(nλ)), 1 + cB²/(nλ)]. privfit charges CMS's (larger) bound
+
+      ε_J = 2 log(1 + cB²/(nλ))            (CMS Alg. 2: ε' = ε − log(1 + 2c/(nλ) + c²/(n²λ²)) at B = 1). (4)
+
+* *Noise part.* b_D'(θ) = b_D(θ) + u(θ) with u = ∇ℓ(θ; z_k) − ∇ℓ(θ; z'_k), ‖u‖ ≤ 2G. For the L2-Laplace
+  density of (1) the ratio is ≤ e^{ε_b} (CMS). For the Gaussian, log ν(b)/ν(b + u) = (2⟨b, u⟩ + ‖u‖²)/(2σ_b²),
+  and for a GLM u = φ'_k x_k − φ'_k' x'_k lies in the FIXED plane S = span(x_k, x'_k) (KST's rank argument), so
+  ⟨b, u⟩ ≤ 2G‖P_S b‖ with ‖P_S b‖/σ_b distributed as χ with ≤ 2 degrees of freedom, P(χ > t) ≤ e^{−t²/2}.
+  With r = 2G/σ_b and t = sqrt(2 log(1/δ_b)) the privacy loss is ≤ r·t + r²/2 outside an event of
+  probability δ_b. The noise of AMP (Iyengar et al. 2019, Alg. 1, in the sum normalisation)
+
+      σ_b = 2G (1 + sqrt(2 log(1/δ_b))) / ε_b                                                           (5)
+
+  gives r·t + r²/2 = ε_b (t/(1 + t) + ε_b/(2(1 + t)²)) ≤ ε_b exactly when ε_b ≤ 2(1 + t), which resolve
+  checks (a larger ε_b is refused with a clear message).
+
+So θ_b is (ε_J + ε_b)-DP (laplace) or (ε_J + ε_b, δ_b)-DP (gaussian). The loss must be twice differentiable
+almost everywhere with bounded φ'' (the change of variables holds for the Lipschitz map b(θ)) and globally
+Lipschitz: logistic, Huber and the smoothed hinge qualify; the squared loss is NOT globally Lipschitz (‖u‖ is
+unbounded over R^d) and is refused — use ``output_perturbation``, ``dp_gd`` or ``dp_sgd`` for it.
+
+**The approximate minimiser** (AMP's output step, with a conservative sensitivity). Given θ_b = t, the noise is
+determined, b = −Σ_i∇ℓ(t; z_i) − nλt, so the solver's output θ̂ = g(D, t) is a function of (D, t) with
+‖g(D, t) − t‖ ≤ γ/λ (strong convexity of J). For fixed t, D ↦ g(D, t) therefore has L2 sensitivity
+Δ_out = 2γ/λ, and (3) adds noise calibrated to it: an adaptive composition of θ_b's mechanism with a Gaussian
+(or L2-Laplace, ε_out-DP) mechanism, of which only the second output is released (post-processing).
+(AMP's code uses nγ/Λ in its 1/n-normalised objective, i.e. γ/λ here: privfit's 2γ/λ is the conservative
+triangle-inequality bound.) γ is tiny (default max(1e-9·G, its public floor): 1.6e-8 on Adult), so this noise is
+small.
+
+**Cost** (:meth:`ObjectivePerturbation.cost`):
+* laplace: ``pure_dp_rdp(ε_J + ε_b) + pure_dp_rdp(ε_out)`` — pure DP, no δ;
+* gaussian: ``pure_dp_rdp(ε_J + ε_b) + gaussian_rdp(σ_out, Δ_out)`` with approximate-DP part δ_b
+  (:meth:`PrivacyCost.approximate_dp` semantics).
+
+**Data-independent observables** (DESIGN §4; issue 18). After b is drawn (d normals, or d normals and one
+Gamma variate), θ̂ comes from :mod:`privfit.solvers.baselines.erm`, which **runs a public number of iterations**: N =
+``minimiser_steps`` accelerated gradient steps from θ₀ = −b/(nλ), N from (β, λ, Δ₀ = G²/(2λ), γ) only (erm,
+eq. (4); ‖∇J(θ₀)‖ ≤ G whatever b is, so N depends neither on the rows nor on the noise); then one output noise
+draw. Progress, stop polls and random draws are therefore the same on every dataset. γ is at least the public
+floor ``gradient_tolerance_floor`` (erm; a smaller request is refused at resolve time), so in exact arithmetic
+the certificate ‖∇J(θ̂)‖ ≤ γ holds for every dataset within the declared bounds and every b. **Guard** for the
+case that proof excludes (a floating-point failure of the certificate): the release is 0 + v with the same
+output noise v — data-independent, with the same status, progress and metadata as a success.
+
+**Calibration** to a target (ε, δ): ε_out = 1% of the target (AMP's split) for the pure version; for the
+Gaussian, σ_out gets 1% of the target's zCDP ρ (:func:`output_noise_multiplier`) and δ_b = δ/2 (on a dataset, at
+most the allowance of its filter's δ pot: :mod:`privfit.privacy.filter`). Then ε_J + ε_b
+is the largest pure ε whose composition with the output part converts to ≤ the target at δ. λ (default: the
+larger of the λ that keeps ε_J ≤ (ε_J + ε_b)/2, CMS's choice when it adds regularisation, and the bias–noise
+balance of :func:`~privfit.solvers.baselines.perturbation.default_l2_second_order`) fixes ε_J by (4), and ε_b is the
+rest. A user λ too small to leave ε_b > 0 is refused with the minimum λ in the message.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any, ClassVar, Literal, cast
+
+import numpy as np
+from pydantic import Field
+
+from privfit.privacy import (
+    DEFAULT_GRID,
+    DeltaAllowance,
+    OrderGrid,
+    PrivacyCost,
+    gaussian_rdp,
+    pure_dp_rdp,
+    pure_epsilon_for_target,
+)
+from privfit.solvers.base import (
+    FitResult,
+    GLMResolved,
+    ProgressCallback,
+    ProgressReporter,
+    PublicMetadata,
+    ResolvedParams,
+    Solver,
+    SolverParameterError,
+    SolverParams,
+    StopCallback,
+    check_fit_inputs,
+    check_resolved_metadata,
+    delta_part,
+    design_bound,
+    glm_fit_result,
+    glm_loss,
+    glm_resolved_fields,
+)
+from privfit.solvers.baselines.erm import MinimiserProblem
+from privfit.solvers.baselines.perturbation import (
+    OUTPUT_SHARE,
+    NoiseKind,
+    PerturbationParams,
+    default_l2_second_order,
+    noise_norm_quantile,
+    resolve_gradient_tolerance,
+    sample_noise,
+    solve_certified,
+)
+from privfit.solvers.losses import make_loss
+
+__all__ = [
+    "ObjectivePerturbation",
+    "ObjectivePerturbationParams",
+    "ObjectivePerturbationResolved",
+    "amp_objective_sigma",
+    "jacobian_epsilon",
+    "minimum_l2",
+    "objective_minimiser_problem",
+    "output_noise_multiplier",
+]
+
+
+class ObjectivePerturbationParams(PerturbationParams):
+    """Parameters of ``objective_perturbation`` (all optional; a target ε and δ are required)."""
+
+    model: Literal["logistic", "huber", "svm"] = Field(  # type: ignore[assignment]
+        "logistic",
+        description="GLM loss with bounded φ' and φ'' (objective perturbation's conditions): 'logistic', "
+        "'huber' or 'svm' (smoothed hinge). The squared loss is not globally Lipschitz: use "
+        "output_perturbation, dp_gd or dp_sgd for linear regression.",
+    )
+
+
+class ObjectivePerturbationResolved(GLMResolved):
+    """Fully resolved ``objective_perturbation`` settings (public, data-independent)."""
+
+    solver: Literal["objective_perturbation"] = "objective_perturbation"
+    formula_version: Literal["objective_perturbation/cms-kst-amp/v1"] = "objective_perturbation/cms-kst-amp/v1"
+    l2: float = Field(gt=0.0, description="λ of the objective (2).")
+    lipschitz: float = Field(gt=0.0, description="G = a·B: global gradient bound of the loss.")
+    curvature_bound: float = Field(gt=0.0, description="c: bound on φ''.")
+    smoothness: float = Field(gt=0.0, description="β = c·B².")
+    noise: NoiseKind
+    jacobian_epsilon: float = Field(ge=0.0, description="ε_J = 2 log(1 + cB²/(nλ)), eq. (4).")
+    noise_epsilon: float = Field(gt=0.0, description="ε_b of the objective noise.")
+    noise_delta: float = Field(ge=0.0, description="δ_b of the Gaussian objective noise (0 for laplace).")
+    objective_noise_scale: float = Field(gt=0.0, description="σ_b (eq. (5)) or the L2-Laplace scale 2G/ε_b.")
+    gradient_tolerance: float = Field(gt=0.0, description="γ: certified ‖∇J(θ̂)‖ bound.")
+    gradient_tolerance_floor: float = Field(gt=0.0, description="The public floor on γ (erm module docstring).")
+    minimiser_steps: int = Field(ge=1, description="N: accelerated gradient steps of the minimiser (public).")
+    output_sensitivity: float = Field(gt=0.0, description="Δ_out = 2γ/λ.")
+    output_noise_scale: float = Field(gt=0.0, description="σ_out (gaussian) or Δ_out/ε_out (laplace).")
+    output_epsilon: float | None = Field(None, description="ε_out of the laplace output noise (None: gaussian).")
+
+
+def jacobian_epsilon(curvature_bound: float, design_norm_bound: float, n: int, l2: float) -> float:
+    """ε_J = 2 log(1 + cB²/(nλ)), eq. (4) (CMS 2011, Alg. 2, step 1, with ‖x‖ ≤ B)."""
+    return 2.0 * math.log1p(curvature_bound * design_norm_bound**2 / (n * l2))
+
+
+def minimum_l2(curvature_bound: float, design_norm_bound: float, n: int, jacobian_budget: float) -> float:
+    """The λ at which ε_J equals ``jacobian_budget``: cB²/(n(e^{budget/2} − 1)) (CMS 2011, Alg. 2, step 2)."""
+    return curvature_bound * design_norm_bound**2 / (n * math.expm1(jacobian_budget / 2.0))
+
+
+def output_noise_multiplier(target_epsilon: float, delta: float) -> float:
+    """σ_out/Δ_out of the Gaussian output step: 1% (``OUTPUT_SHARE``) of the zCDP ρ of the target.
+
+    ρ = (sqrt(log(1/δ) + ε) − sqrt(log(1/δ)))² is the ρ whose conversion ρ + 2 sqrt(ρ log(1/δ)) equals ε
+    (Bun & Steinke 2016, Prop. 1.3); a Gaussian of noise multiplier z is 1/(2z²)-zCDP, so z = 1/sqrt(2·0.01·ρ).
+    (A Gaussian calibrated to 1% of ε itself would need an enormous z: the RDP conversion of a tiny ε is
+    dominated by log(1/δ)/(α − 1).) The exact cost of this step enters the calibration of ε_J + ε_b.
+    """
+    log_inverse_delta = math.log(1.0 / delta)
+    rho = (math.sqrt(log_inverse_delta + target_epsilon) - math.sqrt(log_inverse_delta)) ** 2
+    return 1.0 / math.sqrt(2.0 * OUTPUT_SHARE * rho)
+
+
+def objective_minimiser_problem(
+    model: str, loss_params: Mapping[str, float], n: int, dimension: int, l2: float, design_norm_bound: float,
+    label_bound: float, noise: NoiseKind, objective_noise_scale: float,
+) -> MinimiserProblem:
+    """The public description of (2) for :mod:`privfit.solvers.baselines.erm`: start θ₀ = −b/(nλ), where ‖∇J(θ₀)‖ ≤ G
+    whatever b is (the loss is globally Lipschitz), and ‖b‖ bounded at a public 1 − 2⁻⁴⁰ quantile for the floor."""
+    return MinimiserProblem(
+        n=n, dimension=dimension, loss=make_loss(model, **loss_params), l2=l2, design_norm_bound=design_norm_bound,
+        label_bound=label_bound, linear_term_norm_bound=noise_norm_quantile(noise, dimension, objective_noise_scale),
+    )  # fmt: skip
+
+
+def amp_objective_sigma(lipschitz: float, noise_epsilon: float, noise_delta: float) -> float:
+    """σ_b = 2G(1 + sqrt(2 log(1/δ_b)))/ε_b, eq. (5) (Iyengar et al. 2019, Alg. 1, sum normalisation)."""
+    return 2.0 * lipschitz * (1.0 + math.sqrt(2.0 * math.log(1.0 / noise_delta))) / noise_epsilon
+
+
+class ObjectivePerturbation(Solver):
+    """Objective perturbation (CMS 2011 pure ε; KST 2012 Gaussian) with AMP's approximate-minimum step."""
+
+    name: ClassVar[str] = "objective_perturbation"
+    description: ClassVar[str] = (
+        "Objective perturbation (Chaudhuri et al. 2011; Kifer et al. 2012): minimise the L2-regularised ERM "
+        "objective plus a random linear term ⟨b, θ⟩/n (Gaussian for (ε, δ), L2-Laplace for pure ε), to a "
+        "certified gradient norm, then add the small output noise of Iyengar et al. 2019 that covers the "
+        "approximate minimiser. Smooth, Lipschitz losses only (logistic, huber, svm); needs λ > 0."
+    )
+    models: ClassVar[tuple[str, ...]] = ("logistic", "huber", "svm")
+    Params: ClassVar[type[SolverParams]] = ObjectivePerturbationParams
+    Resolved: ClassVar[type[ResolvedParams]] = ObjectivePerturbationResolved
+    formula_version: ClassVar[str] = "objective_perturbation/cms-kst-amp/v1"
+    uses_delta_parts: ClassVar[bool] = True
+
+    def parse_params(self, params: Mapping[str, Any] | SolverParams | None = None) -> SolverParams:
+        """As :meth:`Solver.parse_params`; the squared loss gets a message naming the solvers that take it."""
+        if isinstance(params, Mapping) and params.get("model") == "linear":
+            raise SolverParameterError(
+                "model",
+                "objective perturbation needs a globally Lipschitz loss and the squared loss ('linear') is not; "
+                "use output_perturbation, dp_gd or dp_sgd for linear regression",
+            )
+        return super().parse_params(params)
+
+    def resolve(
+        self,
+        params: Mapping[str, Any] | SolverParams | None,
+        meta: PublicMetadata,
+        *,
+        target_epsilon: float | None = None,
+        delta: float | None = None,
+        grid: OrderGrid = DEFAULT_GRID,
+        delta_allowance: DeltaAllowance | None = None,
+    ) -> ObjectivePerturbationResolved:
+        """The ε split of the module docstring, λ, and the noise scales (5), from public inputs only. The Gaussian
+        variant's δ_b is δ/2, or less on a dataset: at most its filter's δ allowance."""
+        p = cast(ObjectivePerturbationParams, self.parse_params(params))
+        if target_epsilon is None or delta is None:
+            raise SolverParameterError(
+                "epsilon", "objective perturbation is calibrated to a target: give both epsilon and delta"
+            )
+        loss = glm_loss(p)
+        bound = design_bound(meta, p.fit_intercept)
+        dimension = meta.d + int(p.fit_intercept)
+        lipschitz = loss.lipschitz(bound, meta.label_bound)
+        curvature = loss.second_derivative_bound()
+        noise_delta = 0.0
+        if p.noise == "gaussian":
+            allowance = None if delta_allowance is None else delta_allowance.delta
+            noise_delta = delta_part(delta / 2.0, allowance, "noise", "the Gaussian objective noise",
+                                     "; use noise='laplace' (pure ε, no δ)")  # fmt: skip
+
+        # The output step, as a noise per unit sensitivity (independent of λ): pure ε_out = 1% of the target, or
+        # a Gaussian with 1% of the zCDP ρ that the target corresponds to.
+        if p.noise == "gaussian":
+            output_multiplier = output_noise_multiplier(target_epsilon, delta)
+            output_curve = gaussian_rdp(grid, sigma=output_multiplier)
+        else:
+            output_epsilon = OUTPUT_SHARE * target_epsilon
+            output_multiplier = 1.0 / output_epsilon
+            output_curve = pure_dp_rdp(grid, epsilon=output_epsilon)
+        objective_epsilon = pure_epsilon_for_target(
+            target_epsilon, delta, grid, PrivacyCost(output_curve, grid, noise_delta)
+        )
+
+        if p.l2 is None:
+            half = objective_epsilon / 2.0
+            expected_b_norm = (
+                amp_objective_sigma(lipschitz, half, noise_delta) * math.sqrt(dimension)
+                if p.noise == "gaussian"
+                else dimension * 2.0 * lipschitz / half
+            )
+            l2 = max(
+                minimum_l2(curvature, bound, meta.n, half),
+                default_l2_second_order(expected_b_norm / meta.n, p.effective_radius()),
+            )
+        else:
+            l2 = p.l2
+        jacobian = jacobian_epsilon(curvature, bound, meta.n, l2)
+        noise_epsilon = objective_epsilon - jacobian
+        if not noise_epsilon > 0.0:
+            recommended = minimum_l2(curvature, bound, meta.n, objective_epsilon / 2.0)
+            raise SolverParameterError(
+                "l2",
+                f"l2 = {l2:g} is too small for objective perturbation at epsilon = {target_epsilon:g} with n = "
+                f"{meta.n}: the Jacobian term 2·log(1 + c·B²/(n·l2)) = {jacobian:.4g} uses the whole "
+                f"ε = {objective_epsilon:.4g}; use l2 ≥ {recommended:.4g} (half the budget) or omit l2",
+            )
+        if p.noise == "gaussian":
+            t = math.sqrt(2.0 * math.log(1.0 / noise_delta))
+            if noise_epsilon > 2.0 * (1.0 + t):
+                raise SolverParameterError(
+                    "epsilon",
+                    f"the Gaussian objective noise (5) is proven for ε_b ≤ 2(1 + sqrt(2 log(1/δ_b))) = "
+                    f"{2.0 * (1.0 + t):.4g}; this request needs ε_b = {noise_epsilon:.4g}: lower epsilon or use "
+                    "noise='laplace'",
+                )
+            objective_scale = amp_objective_sigma(lipschitz, noise_epsilon, noise_delta)
+        else:
+            objective_scale = 2.0 * lipschitz / noise_epsilon
+        problem = objective_minimiser_problem(
+            p.model, p.loss_params(), meta.n, dimension, l2, bound, meta.label_bound, p.noise, objective_scale
+        )
+        tolerance, floor, steps = resolve_gradient_tolerance(p.gradient_tolerance, problem, lipschitz)
+        output_sensitivity = 2.0 * tolerance / l2
+        resolved = ObjectivePerturbationResolved(
+            **glm_resolved_fields(p, meta, target_epsilon, delta),
+            l2=l2,
+            lipschitz=lipschitz,
+            curvature_bound=curvature,
+            smoothness=loss.smoothness(bound),
+            noise=p.noise,
+            jacobian_epsilon=jacobian,
+            noise_epsilon=noise_epsilon,
+            noise_delta=noise_delta,
+            objective_noise_scale=objective_scale,
+            gradient_tolerance=tolerance,
+            gradient_tolerance_floor=floor,
+            minimiser_steps=steps,
+            output_sensitivity=output_sensitivity,
+            output_noise_scale=output_multiplier * output_sensitivity,
+            output_epsilon=None if p.noise == "gaussian" else 1.0 / output_multiplier,
+        )
+        return self.with_reported_epsilon(resolved, meta, grid)
+
+    def _check(
+        self, resolved: ResolvedParams | Mapping[str, Any], meta: PublicMetadata
+    ) -> ObjectivePerturbationResolved:
+        return cast(ObjectivePerturbationResolved, check_resolved_metadata(self, resolved, meta))
+
+    def cost(
+        self, resolved: ResolvedParams | Mapping[str, Any], meta: PublicMetadata, grid: OrderGrid = DEFAULT_GRID
+    ) -> PrivacyCost:
+        """The curve of the module docstring: θ_b's pure ε_J + ε_b (with δ_b for the Gaussian) plus the output
+        step (Gaussian RDP of sensitivity Δ_out, or pure ε_out); reads no row."""
+        r = self._check(resolved, meta)
+        objective = PrivacyCost.approximate_dp(r.jacobian_epsilon + r.noise_epsilon, r.noise_delta, grid)
+        if r.noise == "gaussian":
+            output = PrivacyCost(gaussian_rdp(grid, sigma=r.output_noise_scale, sensitivity=r.output_sensitivity), grid)
+        else:
+            output = PrivacyCost.pure_dp(r.output_sensitivity / r.output_noise_scale, grid)
+        return objective + output
+
+    def fit(
+        self,
+        X: Any,
+        y: Any,
+        meta: PublicMetadata,
+        resolved: ResolvedParams | Mapping[str, Any],
+        rng: np.random.Generator,
+        progress: ProgressCallback | None = None,
+        should_stop: StopCallback | None = None,
+    ) -> FitResult:
+        """Draw b, N public steps towards the minimiser of (2), the certificate, release θ̂ + output noise (3)
+        (or, if the certificate failed, 0 + the same output noise: the guard of the module docstring)."""
+        r = self._check(resolved, meta)
+        design, v = check_fit_inputs(X, y, meta, rng, r.fit_intercept)
+        dimension = design.shape[1]
+        problem = objective_minimiser_problem(
+            r.model, r.loss_params, r.n, dimension, r.l2, r.design_norm_bound, r.label_bound, r.noise,
+            r.objective_noise_scale,
+        )  # fmt: skip
+        reporter = ProgressReporter(r.minimiser_steps + 1, progress, should_stop)
+        b = sample_noise(r.noise, dimension, r.objective_noise_scale, rng)[0]
+        solution = solve_certified(design, v, problem, r, reporter, linear_term=b)
+        centre = solution.theta if solution.certified else np.zeros(dimension)
+        theta = centre + sample_noise(r.noise, dimension, r.output_noise_scale, rng)[0]
+        reporter.finish()
+        return glm_fit_result(self, theta, meta, r)

@@ -1,0 +1,251 @@
+r"""``output_perturbation``: the regularised ERM minimiser plus noise calibrated to its sensitivity.
+
+Algorithm (Chaudhuri, Monteleoni & Sarwate, "Differentially Private Empirical Risk Minimization", JMLR 2011,
+Alg. 1 "output perturbation"; Gaussian form as in Wu et al., SIGMOD 2017). With the design matrix rows x_i
+(a trailing 1 for the intercept), the GLM loss ℓ(θ; x, y) = φ(⟨θ, x⟩, y) and public λ > 0,
+
+    F_D(θ) = (1/n) Σ_i ℓ(θ; x_i, y_i) + (λ/2)‖θ‖²,      θ* = argmin_{θ ∈ R^d} F_D(θ),                   (1)
+    release  Π_{R*}(θ̂ + v),    v ~ N(0, σ² I_d)  or  density ∝ exp(−ε‖v‖/Δ),                           (2)
+
+where θ̂ is the solver's approximation of θ* (:func:`~privfit.solvers.baselines.erm.minimize_regularized_glm`, certified
+‖∇F_D(θ̂)‖ ≤ γ) and Π_{R*} the projection onto the ball of radius R* = sqrt(2 ℓ_max(0)/λ), which contains θ*
+(``RegularizedLoss.minimizer_radius``) — post-processing.
+
+**Sensitivity** (replace-one; CMS 2011, Cor. 8, with the approximate minimiser). Let D, D' differ in row k
+and θ₁ = θ*(D), θ₂ = θ*(D'). F_D is λ-strongly convex, so λ‖θ₁ − θ₂‖² ≤ ⟨∇F_D(θ₂) − ∇F_D(θ₁), θ₂ − θ₁⟩,
+with ∇F_D(θ₁) = 0 and ∇F_D(θ₂) = ∇F_D(θ₂) − ∇F_D'(θ₂) = (1/n)(∇ℓ(θ₂; z_k) − ∇ℓ(θ₂; z'_k)). Hence
+
+    ‖θ*(D) − θ*(D')‖ ≤ 2G/(nλ),   G = sup_{‖θ‖ ≤ R*} ‖∇ℓ(θ; z)‖ = ``loss.lipschitz(B, B_y, R*)``.     (3)
+
+(Only gradients at minimisers enter, and minimisers lie in the R* ball, so the squared loss — Lipschitz only on
+bounded sets — is covered too.) λ-strong convexity also gives ‖θ̂ − θ*‖ ≤ ‖∇F(θ̂)‖/λ ≤ γ/λ for the released
+approximation, so by the triangle inequality θ̂ itself, a deterministic function of the data, has sensitivity
+
+    Δ = 2G/(nλ) + 2γ/λ.                                                                                  (4)
+
+The Gaussian release is the Gaussian mechanism of L2 sensitivity Δ: (α, αΔ²/(2σ²))-RDP (Mironov 2017);
+the L2-Laplace release is ε-DP with ε = Δ/s (see :mod:`privfit.solvers.baselines.perturbation`), whose tight RDP
+curve is :func:`~privfit.privacy.pure_dp_rdp`. :meth:`OutputPerturbation.cost` returns exactly that curve.
+Calibration: σ = :func:`~privfit.privacy.gaussian_sigma` with sensitivity Δ; the pure ε is the largest one
+whose curve converts to ≤ the target at δ. An explicit ``noise_multiplier`` z gives σ = zΔ (gaussian) or
+s = zΔ, ε = 1/z (laplace).
+
+Unlike gradient methods there is one noise draw, so the noise does not grow with an iteration count; but
+it scales with 1/λ, so a stronger regulariser is needed than for DP-GD (default λ: module
+:mod:`privfit.solvers.baselines.perturbation`).
+
+**Data-independent observables** (DESIGN §4; issue 18). θ̂ comes from :mod:`privfit.solvers.baselines.erm`: this solver
+**runs a public number of iterations** — N accelerated gradient steps from θ₀ = 0, N = ``minimiser_steps`` from
+(β, λ, Δ₀ = min(ℓ_max(0), G₀²/(2λ)), γ) (erm, eq. (4)) — then one noise draw (d normals, or d normals and one
+Gamma variate): the progress sequence, the stop polls and the random draws are the same on every dataset. γ is
+at least the public floor (``gradient_tolerance_floor``; a smaller request is refused at resolve time), so in
+exact arithmetic the certificate ‖∇F(θ̂)‖ ≤ γ holds for every dataset within the declared bounds. **Guard** for
+the case that proof excludes (a floating-point failure of the certificate): the release is Π_{R*}(0 + v) with
+the same v — the same noise around the public point 0, data-independent, with the same status, progress and
+metadata as a success. Cost per fit: N passes over the rows, O(N·n·d), N a few hundred at the defaults on Adult.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any, ClassVar, Literal, cast
+
+import numpy as np
+from pydantic import Field
+
+from privfit.privacy import DEFAULT_GRID, OrderGrid, PrivacyCost, gaussian_rdp, gaussian_sigma, pure_epsilon_for_target
+from privfit.solvers.base import (
+    FitResult,
+    GLMResolved,
+    ProgressCallback,
+    ProgressReporter,
+    PublicMetadata,
+    ResolvedParams,
+    Solver,
+    SolverParameterError,
+    SolverParams,
+    StopCallback,
+    check_fit_inputs,
+    check_privacy_source,
+    check_resolved_metadata,
+    design_bound,
+    glm_fit_result,
+    glm_loss,
+    glm_resolved_fields,
+)
+from privfit.solvers.baselines.erm import MinimiserProblem
+from privfit.solvers.baselines.perturbation import (
+    NoiseKind,
+    PerturbationParams,
+    default_l2,
+    resolve_gradient_tolerance,
+    sample_noise,
+    solve_certified,
+)
+from privfit.solvers.geometry import clip_rows
+from privfit.solvers.losses import make_loss
+
+__all__ = ["OutputPerturbation", "OutputPerturbationParams", "OutputPerturbationResolved", "perturb_output"]
+
+
+class OutputPerturbationParams(PerturbationParams):
+    """Parameters of ``output_perturbation`` (all optional)."""
+
+    noise_multiplier: float | None = Field(
+        None,
+        gt=0.0,
+        le=1e8,
+        description="Explicit noise instead of a target ε, in units of the sensitivity Δ = 2G/(nλ) + 2γ/λ: "
+        "σ = zΔ for 'gaussian' noise, s = zΔ (so ε = 1/z) for 'laplace'.",
+    )
+
+
+class OutputPerturbationResolved(GLMResolved):
+    """Fully resolved ``output_perturbation`` settings (public, data-independent)."""
+
+    solver: Literal["output_perturbation"] = "output_perturbation"
+    formula_version: Literal["output_perturbation/sensitivity-2G-over-n-lambda/v1"] = (
+        "output_perturbation/sensitivity-2G-over-n-lambda/v1"
+    )
+    l2: float = Field(gt=0.0, description="λ of the objective (1).")
+    minimizer_radius: float = Field(gt=0.0, description="R* = sqrt(2 ℓ_max(0)/λ): θ* lies in this ball.")
+    lipschitz: float = Field(gt=0.0, description="G: gradient bound of the loss on the R* ball.")
+    smoothness: float = Field(ge=0.0, description="c·B² of the unregularised loss (rounding bound).")
+    gradient_tolerance: float = Field(gt=0.0, description="γ: certified ‖∇F(θ̂)‖ bound.")
+    gradient_tolerance_floor: float = Field(gt=0.0, description="The public floor on γ (erm module docstring).")
+    minimiser_steps: int = Field(ge=1, description="N: accelerated gradient steps of the minimiser (public).")
+    sensitivity: float = Field(gt=0.0, description="Δ = 2G/(nλ) + 2γ/λ, eq. (4).")
+    noise: NoiseKind
+    noise_scale: float = Field(gt=0.0, description="σ (gaussian) or s (laplace) of the output noise.")
+    noise_multiplier: float = Field(gt=0.0, description="noise_scale / Δ.")
+    pure_epsilon: float | None = Field(None, description="ε = Δ/s of the laplace release (None for gaussian).")
+
+
+def output_minimiser_problem(
+    model: str, loss_params: Mapping[str, float], n: int, dimension: int, l2: float, design_norm_bound: float,
+    label_bound: float, minimizer_radius: float,
+) -> MinimiserProblem:
+    """The public description of (1) for :mod:`privfit.solvers.baselines.erm`: start θ₀ = 0, θ* in the R* ball, and
+    the gap F(0) − F* ≤ ℓ_max(0) (φ ≥ 0)."""
+    loss = make_loss(model, **loss_params)
+    return MinimiserProblem(
+        n=n, dimension=dimension, loss=loss, l2=l2, design_norm_bound=design_norm_bound, label_bound=label_bound,
+        minimizer_norm_bound=minimizer_radius, initial_gap_bound=loss.max_loss_at_zero(label_bound),
+    )  # fmt: skip
+
+
+def perturb_output(
+    theta_hat: np.ndarray, resolved: OutputPerturbationResolved, rng: np.random.Generator, runs: int = 1
+) -> np.ndarray:
+    """Release (2): ``runs`` independent draws of Π_{R*}(θ̂ + v), shape (runs, d) (runs > 1: audits)."""
+    noise = sample_noise(resolved.noise, theta_hat.shape[-1], resolved.noise_scale, rng, runs)
+    return clip_rows(theta_hat + noise, resolved.minimizer_radius)
+
+
+class OutputPerturbation(Solver):
+    """Output perturbation (Chaudhuri et al. 2011, Alg. 1): regularised minimiser + calibrated noise."""
+
+    name: ClassVar[str] = "output_perturbation"
+    description: ClassVar[str] = (
+        "Output perturbation (Chaudhuri et al. 2011): the L2-regularised ERM minimiser, solved to a certified "
+        "gradient norm γ, plus one Gaussian (or pure-ε L2-Laplace) noise vector calibrated to its replace-one "
+        "sensitivity 2G/(nλ) + 2γ/λ. One noise draw, no iterations to pay for; needs λ > 0 (default chosen "
+        "from public constants). The minimiser runs a public number of accelerated gradient steps; γ has a public "
+        "floor."
+    )
+    models: ClassVar[tuple[str, ...]] = ("logistic", "linear", "huber", "svm")
+    Params: ClassVar[type[SolverParams]] = OutputPerturbationParams
+    Resolved: ClassVar[type[ResolvedParams]] = OutputPerturbationResolved
+    formula_version: ClassVar[str] = "output_perturbation/sensitivity-2G-over-n-lambda/v1"
+
+    def resolve(
+        self,
+        params: Mapping[str, Any] | SolverParams | None,
+        meta: PublicMetadata,
+        *,
+        target_epsilon: float | None = None,
+        delta: float | None = None,
+        grid: OrderGrid = DEFAULT_GRID,
+    ) -> OutputPerturbationResolved:
+        """λ, R*, G, γ, Δ from public inputs; the noise calibrated to the target or explicit."""
+        p = cast(OutputPerturbationParams, self.parse_params(params))
+        check_privacy_source(target_epsilon, delta, p.noise_multiplier, "noise_multiplier")
+        loss = glm_loss(p)
+        bound = design_bound(meta, p.fit_intercept)
+        dimension = meta.d + int(p.fit_intercept)
+
+        # Noise per unit sensitivity: z = σ/Δ (gaussian) or s/Δ = 1/ε (laplace); independent of λ.
+        if target_epsilon is None:
+            multiplier = float(p.noise_multiplier or 0.0)  # not None: checked above
+        elif p.noise == "gaussian":
+            multiplier = gaussian_sigma(target_epsilon, delta, sensitivity=1.0, grid=grid).noise
+        else:
+            multiplier = 1.0 / pure_epsilon_for_target(target_epsilon, delta, grid)  # type: ignore[arg-type]
+        # Expected noise norm per unit sensitivity: z·sqrt(d) (gaussian) or z·d (Gamma(d) radius).
+        norm_per_unit = multiplier * (math.sqrt(dimension) if p.noise == "gaussian" else dimension)
+        heuristic_lipschitz = loss.lipschitz(bound, meta.label_bound, p.effective_radius())
+        l2 = p.effective_l2(
+            default_l2(heuristic_lipschitz, norm_per_unit * 2.0 * heuristic_lipschitz / meta.n, p.effective_radius())
+        )
+        minimizer_radius = make_loss(p.model, l2=l2, **p.loss_params()).minimizer_radius(meta.label_bound)
+        lipschitz = loss.lipschitz(bound, meta.label_bound, minimizer_radius)
+        if not (lipschitz > 0.0 and math.isfinite(lipschitz)):
+            raise SolverParameterError("row_norm_bound", "gives a zero or infinite Lipschitz constant")
+        problem = output_minimiser_problem(
+            p.model, p.loss_params(), meta.n, dimension, l2, bound, meta.label_bound, minimizer_radius
+        )
+        tolerance, floor, steps = resolve_gradient_tolerance(p.gradient_tolerance, problem, lipschitz)
+        sensitivity = 2.0 * lipschitz / (meta.n * l2) + 2.0 * tolerance / l2
+        resolved = OutputPerturbationResolved(
+            **glm_resolved_fields(p, meta, target_epsilon, delta),
+            l2=l2,
+            minimizer_radius=minimizer_radius,
+            lipschitz=lipschitz,
+            smoothness=loss.smoothness(bound),
+            gradient_tolerance=tolerance,
+            gradient_tolerance_floor=floor,
+            minimiser_steps=steps,
+            sensitivity=sensitivity,
+            noise=p.noise,
+            noise_scale=multiplier * sensitivity,
+            noise_multiplier=multiplier,
+            pure_epsilon=None if p.noise == "gaussian" else 1.0 / multiplier,
+        )
+        return self.with_reported_epsilon(resolved, meta, grid)
+
+    def _check(self, resolved: ResolvedParams | Mapping[str, Any], meta: PublicMetadata) -> OutputPerturbationResolved:
+        return cast(OutputPerturbationResolved, check_resolved_metadata(self, resolved, meta))
+
+    def cost(
+        self, resolved: ResolvedParams | Mapping[str, Any], meta: PublicMetadata, grid: OrderGrid = DEFAULT_GRID
+    ) -> PrivacyCost:
+        """Gaussian: ``gaussian_rdp(σ, Δ)``; laplace: ``pure_dp_rdp(Δ/s)`` (eq. (4)); reads no row."""
+        r = self._check(resolved, meta)
+        if r.noise == "gaussian":
+            return PrivacyCost(gaussian_rdp(grid, sigma=r.noise_scale, sensitivity=r.sensitivity), grid)
+        return PrivacyCost.pure_dp(r.sensitivity / r.noise_scale, grid)
+
+    def fit(
+        self,
+        X: Any,
+        y: Any,
+        meta: PublicMetadata,
+        resolved: ResolvedParams | Mapping[str, Any],
+        rng: np.random.Generator,
+        progress: ProgressCallback | None = None,
+        should_stop: StopCallback | None = None,
+    ) -> FitResult:
+        """N public steps towards (1), the certificate, the calibrated noise around θ̂ (or, if the certificate
+        failed, around 0: the guard of the module docstring), the projection onto the R* ball."""
+        r = self._check(resolved, meta)
+        design, v = check_fit_inputs(X, y, meta, rng, r.fit_intercept)
+        problem = output_minimiser_problem(
+            r.model, r.loss_params, r.n, design.shape[1], r.l2, r.design_norm_bound, r.label_bound, r.minimizer_radius
+        )
+        reporter = ProgressReporter(r.minimiser_steps + 1, progress, should_stop)
+        solution = solve_certified(design, v, problem, r, reporter)
+        centre = solution.theta if solution.certified else np.zeros(design.shape[1])
+        theta = perturb_output(centre, r, rng)[0]
+        reporter.finish()
+        return glm_fit_result(self, theta, meta, r)

@@ -1,0 +1,567 @@
+r"""``dp_distributed``: differentially private distributed online learning (Li, Zhou, Chen & Jiang), Algorithms
+1 and 2, with the corrections of the implementation spec ``specs/seed-001-distributed-online.md``.
+
+m learners, each holding its own stream of rows, run decentralised projected (sub)gradient descent with
+consensus (Nedić & Ozdaglar 2009; Ram, Nedić & Veeravalli 2010). In round k = 1..K every learner i
+
+    b_k^i   = Σ_j a_ij(k) w̃_{k−1}^j                                  mix the NOISY broadcasts (spec §2.3; I1)
+    ḡ_k^i   = (1/h) Σ_{z ∈ batch_k^i} clip_C(∇ℓ(b_k^i; z))             per-example clipping, divide by the public h
+    w_k^i   = Π_W(b_k^i − α_k (ḡ_k^i + λ b_k^i))                       regulariser AT b (the spec's fix of Alg. 2, I2)
+    w̃_k^i   = w_k^i + Lap(μ_k)^n,  μ_k = 2 α_k √n C / (h ε₀)           one draw per learner per round (I3)
+
+with w̃_0 = 0 (public start), A_k the public mixing matrices of :mod:`privfit.solvers.distributed.mixing`,
+α_k = c/(λ(k + t₀)) (``strongly_convex``, Theorem 2) or c/(2√(k + t₀)) (``convex``), n the number of model
+coordinates (with the intercept) and W the public L2 ball of radius R. Algorithm 1 is h = 1 ("online"); Algorithm 2
+is h > 1 ("minibatch"). The rows are assigned by a secret uniformly random permutation: learner i gets the i-th block of
+T = ⌊N/m⌋ rows, its k-th batch is rows (k−1)h .. kh−1 of the block, K = ⌊T/h⌋ (I5; the N − mKh left-over rows
+are not used). With p passes each pass draws a fresh permutation and the rounds continue (α and μ keep falling).
+The release is post-processing of the broadcasts only (never an internal w, spec P9): the average over the last
+half of the rounds of the learners' mean broadcast (``tail_average``, default) or the last round's mean
+broadcast (``last``), projected onto W.
+
+**Privacy** (spec §3.3; replace-one neighbours with N public, DESIGN §1.1). The differing row sits in exactly one
+(learner, round, slot) position (I5). Given the broadcast history, every b and every other learner's update
+is the same function of public values under both datasets (I1, I2: the update reads the broadcasts and its own
+batch only — :func:`local_update` has no argument through which an internal iterate could enter), so only one
+broadcast's centre moves. Its L1 shift is at most √n times the L2 shift, and Π_W is non-expansive in L2:
+
+    ‖w − w'‖₁ ≤ √n ‖w − w'‖₂ ≤ √n α_k ‖ḡ − ḡ'‖₂ ≤ √n α_k · 2C/h = S_k                  (Lemma 1 / Lemma 7 via L2)
+
+(the paper's "L1 non-expansiveness" of Π_W is false, spec §3.2 A; the bound holds through L2). With μ_k = S_k/ε₀
+that one release is an n-dimensional Laplace mechanism with ‖shift‖₁/μ ≤ ε₀, and by adaptive composition
+(Mironov 2017, Prop. 1) with all other terms zero and the superadditivity of the one-dimensional curve (spec §3.3
+step 6–7), the whole transcript of m·K broadcasts is ε₀-DP and (α, ε_Lap(α; ε₀))-RDP for every α, with
+
+    ε_Lap(α; ε₀) = 1/(α−1) · log(α/(2α−1) e^{(α−1)ε₀} + (α−1)/(2α−1) e^{−αε₀})            (Mironov 2017, Table II)
+
+:meth:`DPDistributed.cost` is ``p · laplace_rdp(grid, scale=1/ε₀)``: m, K, the topology and the step sizes do not
+enter it. Calibration picks the largest ε₀ whose curve converts to the target ε at δ
+(:func:`privfit.privacy.laplace_scale`); an explicit ``noise_multiplier`` b gives ε₀ = 1/b.
+
+Numerics. The clipped gradients are scaled to C·(1 − 2(n+2)u) (u = 2⁻⁵³) and μ_k carries a relative margin of
+2⁻⁴⁰, so rounding in the norms, the batch mean and the projection cannot push the realised shift past S_k.
+The Laplace draws are numpy's floating-point inversion sampler on an OS-seeded generator; a raw broadcast would
+be exposed to Mironov's (2012) least-significant-bit attack, but no broadcast leaves the service: the release
+averages ≥ m·K/2 of them (or, with ``last``, m of them) and projects the result.
+
+Spec pitfalls kept: gradients are evaluated at b ∉ W, so clipping (I4) is what bounds them, also for the squared
+loss (P6); the regulariser gradient λb is public (P4); batches are disjoint (P5); σ_0 = 0 because w̃_0 is public
+(P7); exactly K·h rows per learner (P8); no loss or regret on private rows is returned (P10); the seed is secret
+(P11); nothing is scaled by data statistics (P12); the assignment is position-based (P14).
+
+**Data-independent observables** (DESIGN §4; issue 18). This solver **runs a public number of iterations**:
+p·K rounds; one permutation per pass and the Laplace noise in blocks of public shape; the stop is polled every
+⌈pK/1000⌉ rounds and progress reported per round. Rows outside the declared bounds are brought to them first
+(:func:`~privfit.solvers.base.enforce_declared_bounds`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar, Literal, cast
+
+import numpy as np
+from numpy.typing import NDArray
+from pydantic import Field
+
+from privfit.privacy import DEFAULT_GRID, OrderGrid, PrivacyCost, laplace_scale
+from privfit.solvers.base import (
+    FitResult,
+    GLMParams,
+    GLMResolved,
+    ProgressCallback,
+    ProgressReporter,
+    PublicMetadata,
+    ResolvedParams,
+    Solver,
+    SolverParameterError,
+    SolverParams,
+    StopCallback,
+    check_fit_inputs,
+    check_privacy_source,
+    check_resolved_metadata,
+    design_bound,
+    glm_fit_result,
+    glm_loss,
+    glm_resolved_fields,
+)
+from privfit.solvers.distributed.mixing import MixingError, MixingSchedule, make_mixing
+from privfit.solvers.geometry import UNIT_ROUNDOFF, clip_rows
+from privfit.solvers.losses import GLMLoss, make_loss
+
+__all__ = [
+    "MIN_ROUNDS",
+    "DPDistributed",
+    "DPDistributedParams",
+    "DPDistributedResolved",
+    "assign_batches",
+    "laplace_scales",
+    "local_update",
+    "round_schedule",
+    "run_rounds",
+    "step_sizes",
+]
+
+FloatArray = NDArray[np.float64]
+
+#: Fewest rounds per pass a fit may have (spec §6.1: K_min = 20); fewer leaves the tail average a handful of
+#: broadcasts, each dominated by the large early noise.
+MIN_ROUNDS = 20
+MAX_LEARNERS = 1024
+MAX_PASSES = 10
+#: Relative margin on μ_k that absorbs the rounding of the batch mean and the projection (Numerics above).
+_NOISE_MARGIN = 1.0 + 2.0**-40
+_NOISE_BLOCK_ELEMENTS = 1 << 18
+
+Algorithm = Literal["online", "minibatch"]
+Schedule = Literal["strongly_convex", "convex"]
+Output = Literal["tail_average", "last"]
+Topology = Literal["complete", "ring", "star", "ring_matchings", "erdos_renyi", "custom"]
+
+
+class DPDistributedParams(GLMParams):
+    """Parameters of ``dp_distributed`` (spec §6.1); every default works without tuning."""
+
+    algorithm: Algorithm = Field(
+        "minibatch",
+        description="'online' (Algorithm 1: one row per learner per round, h = 1) or 'minibatch' (Algorithm 2 "
+        "with the spec's privacy fix: batches of h disjoint rows).",
+    )
+    n_learners: int = Field(4, ge=1, le=MAX_LEARNERS, description="Number m of simulated learners.")
+    batch_size: int | None = Field(
+        None,
+        ge=1,
+        le=1_000_000,
+        description="Rows per learner per round, h (minibatch only; default 10). The noise scale falls as 1/h.",
+    )
+    l2: float = Field(
+        0.1,
+        ge=0.0,
+        le=1e6,
+        description="L2 strength λ (the paper's φ): objective mean loss + (λ/2)‖θ‖². The strongly convex "
+        "schedule needs λ > 0; larger λ means smaller steps, hence less noise, and more bias.",
+    )
+    radius: float | None = Field(
+        None,
+        gt=0.0,
+        le=1e6,
+        description="Public radius R of the parameter ball W. Default sqrt(2·ℓ(0)/λ) when λ > 0 (the regularised "
+        "minimiser lies inside it, spec §2.3), else the GLM default (10; 1 for linear).",
+    )
+    schedule: Schedule = Field(
+        "strongly_convex",
+        description="Step sizes: 'strongly_convex' α_k = c/(λ(k + t0)) (Theorem 2, λ > 0) or 'convex' "
+        "α_k = c/(2√(k + t0)).",
+    )
+    lr_scale: float = Field(1.0, gt=0.0, le=1e6, description="Step-size factor c (does not change the cost).")
+    lr_offset: int = Field(0, ge=0, le=10**9, description="Step-size offset t0 (does not change the cost).")
+    clip_norm: float | None = Field(
+        None,
+        gt=0.0,
+        le=1e9,
+        description="Per-example gradient clipping norm C. Default and maximum: the loss's public Lipschitz "
+        "constant G from the declared bounds (gradients are taken at noisy points outside the ball, so "
+        "clipping is always applied).",
+    )
+    topology: Topology = Field(
+        "ring",
+        description="Communication graph: 'complete', 'ring', 'star', 'ring_matchings' (time-varying), "
+        "'erdos_renyi' (needs edge_probability; public topology_seed) or 'custom' (mixing_matrices, cycled).",
+    )
+    edge_probability: float | None = Field(
+        None, gt=0.0, le=1.0, description="Edge probability p of 'erdos_renyi' graphs."
+    )
+    topology_seed: int = Field(0, ge=0, le=2**63 - 1, description="PUBLIC seed of the 'erdos_renyi' graphs.")
+    mixing_matrices: list[list[list[float]]] | None = Field(
+        None,
+        description="For 'custom': up to 64 doubly stochastic m×m matrices, used in turn, round after round.",
+    )
+    passes: int = Field(
+        1, ge=1, le=MAX_PASSES, description="Passes p over the data (fresh permutation each); the cost is p×."
+    )
+    output: Output = Field(
+        "tail_average",
+        description="'tail_average': mean broadcast averaged over the last half of the rounds; 'last': the "
+        "last round's mean broadcast. Both are post-processing of the broadcasts.",
+    )
+    noise_multiplier: float | None = Field(
+        None,
+        gt=0.0,
+        le=1e8,
+        description="Explicit noise instead of a target ε: the Laplace scale b in units of the round's L1 "
+        "sensitivity (μ_k = b·S_k); one pass is then (1/b)-DP. Leave unset when a target ε is given.",
+    )
+
+    def consistency_errors(self) -> list[tuple[str, str]]:
+        """Cross-field problems as (field, message) pairs (checked by :meth:`DPDistributed.resolve`)."""
+        problems = []
+        if self.algorithm == "online" and self.batch_size not in (None, 1):
+            problems.append(("batch_size", "algorithm 'online' is Algorithm 1 (h = 1); use 'minibatch' for h > 1"))
+        if self.schedule == "strongly_convex" and self.l2 == 0.0:
+            problems.append(("l2", "schedule 'strongly_convex' needs l2 > 0 (α_k = c/(λk)); or use 'convex'"))
+        if self.edge_probability is not None and self.topology != "erdos_renyi":
+            problems.append(("edge_probability", "applies only to topology 'erdos_renyi'"))
+        if self.topology == "erdos_renyi" and self.edge_probability is None:
+            problems.append(("edge_probability", "topology 'erdos_renyi' needs an edge probability in (0, 1]"))
+        if self.mixing_matrices is not None and self.topology != "custom":
+            problems.append(("mixing_matrices", "applies only to topology 'custom'"))
+        if self.topology == "custom" and self.mixing_matrices is None:
+            problems.append(("mixing_matrices", "topology 'custom' needs a list of m×m matrices"))
+        return problems
+
+    def effective_batch_size(self) -> int:
+        return 1 if self.algorithm == "online" else (10 if self.batch_size is None else self.batch_size)
+
+
+class DPDistributedResolved(GLMResolved):
+    """Fully resolved ``dp_distributed`` settings (public, data-independent; JSON-serialisable)."""
+
+    solver: Literal["dp_distributed"] = "dp_distributed"
+    formula_version: Literal["dp_distributed/laplace-rdp/v1"] = "dp_distributed/laplace-rdp/v1"
+    l2: float = Field(ge=0.0)
+    radius: float = Field(gt=0.0, description="Radius R of the parameter ball W.")
+    dimension: int = Field(ge=1, description="Model coordinates n (with the intercept).")
+    lipschitz: float = Field(gt=0.0, description="Public Lipschitz bound G of the loss on W.")
+    clip_norm: float = Field(gt=0.0, description="Clipping norm C used (≤ G).")
+    algorithm: Algorithm
+    n_learners: int = Field(ge=1, le=MAX_LEARNERS)
+    batch_size: int = Field(ge=1)
+    rows_per_learner: int = Field(ge=1, description="T = ⌊N/m⌋.")
+    rounds_per_pass: int = Field(ge=MIN_ROUNDS, description="K = ⌊T/h⌋.")
+    rows_used: int = Field(ge=1, description="m·K·h rows per pass (the rest are not read).")
+    passes: int = Field(ge=1, le=MAX_PASSES)
+    schedule: Schedule
+    lr_scale: float = Field(gt=0.0)
+    lr_offset: int = Field(ge=0)
+    topology: Topology
+    edge_probability: float | None
+    topology_seed: int
+    mixing_matrices: list[list[list[float]]] | None
+    mixing: dict[str, Any] = Field(description="Public description of the mixing schedule.")
+    noise_multiplier: float = Field(gt=0.0, description="b = μ_k / S_k; one pass is (1/b)-DP.")
+    epsilon_per_pass: float = Field(gt=0.0, description="ε₀ = 1/b, the pure-DP guarantee of one pass.")
+    first_noise_scale: float = Field(gt=0.0, description="μ_1, the Laplace scale of round 1.")
+    last_noise_scale: float = Field(gt=0.0, description="μ of the last round.")
+    output: Output
+    tail_start: int = Field(ge=1, description="First round (1-based, over all passes) in the tail average.")
+
+    def round_schedule(self) -> tuple[FloatArray, FloatArray]:
+        """α_k and μ_k for every round k = 1..p·K, from the stored public settings."""
+        return round_schedule(
+            self.rounds_per_pass * self.passes, schedule=self.schedule, l2=self.l2, lr_scale=self.lr_scale,
+            lr_offset=self.lr_offset, dimension=self.dimension, clip_norm=self.clip_norm,
+            batch_size=self.batch_size, noise_multiplier=self.noise_multiplier,
+        )  # fmt: skip
+
+    def mixing_schedule(self) -> MixingSchedule:
+        return make_mixing(
+            self.topology,
+            self.n_learners,
+            edge_probability=self.edge_probability,
+            seed=self.topology_seed,
+            matrices=self.mixing_matrices,
+        )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the algorithm
+# ---------------------------------------------------------------------------------------------------------
+
+
+def step_sizes(rounds: int, *, schedule: Schedule, l2: float, lr_scale: float = 1.0, lr_offset: int = 0) -> FloatArray:
+    """α_k for k = 1..rounds: c/(λ(k + t0)) (strongly convex, Theorem 2) or c/(2√(k + t0)) (convex)."""
+    k = np.arange(1, rounds + 1, dtype=np.float64) + lr_offset
+    if schedule == "strongly_convex":
+        if not l2 > 0.0:
+            raise SolverParameterError("l2", "schedule 'strongly_convex' needs l2 > 0")
+        return lr_scale / (l2 * k)
+    return lr_scale / (2.0 * np.sqrt(k))
+
+
+def laplace_scales(
+    steps: FloatArray, *, dimension: int, clip_norm: float, batch_size: int, noise_multiplier: float
+) -> FloatArray:
+    """μ_k = b · 2 α_k √n C / h (Lemma 1, Lemma 7 via L2; spec §7.1.1), with the rounding margin 2⁻⁴⁰."""
+    sensitivity = 2.0 * steps * math.sqrt(dimension) * clip_norm / batch_size
+    return noise_multiplier * sensitivity * _NOISE_MARGIN
+
+
+def round_schedule(
+    rounds: int,
+    *,
+    schedule: Schedule,
+    l2: float,
+    lr_scale: float,
+    lr_offset: int,
+    dimension: int,
+    clip_norm: float,
+    batch_size: int,
+    noise_multiplier: float,
+) -> tuple[FloatArray, FloatArray]:
+    """(α_k, μ_k) for k = 1..rounds: :func:`step_sizes` and the :func:`laplace_scales` they imply."""
+    steps = step_sizes(rounds, schedule=schedule, l2=l2, lr_scale=lr_scale, lr_offset=lr_offset)
+    scales = laplace_scales(
+        steps, dimension=dimension, clip_norm=clip_norm, batch_size=batch_size, noise_multiplier=noise_multiplier
+    )
+    return steps, scales
+
+
+def assign_batches(n_rows: int, n_learners: int, batch_size: int, rng: np.random.Generator) -> NDArray[np.intp]:
+    """Row indices of shape (m, K, h): a uniformly random permutation cut into m contiguous blocks of T = ⌊N/m⌋
+    rows, each cut into K = ⌊T/h⌋ batches (spec §2.3, invariant I5). Every used row appears exactly once."""
+    rows_per_learner = n_rows // n_learners
+    rounds = rows_per_learner // batch_size
+    order = rng.permutation(n_rows)
+    blocks = order[: n_learners * rows_per_learner].reshape(n_learners, rows_per_learner)
+    return blocks[:, : rounds * batch_size].reshape(n_learners, rounds, batch_size)
+
+
+def local_update(
+    mixed: FloatArray,
+    X: FloatArray,
+    y: FloatArray,
+    row_norms: FloatArray,
+    *,
+    loss: GLMLoss,
+    step: float,
+    l2: float,
+    clip_norm: float,
+    radius: float,
+) -> FloatArray:
+    r"""One round's update of every learner from its MIXED point b (m × n) and its batch (m × h × n, m × h).
+
+    ``w = Π_W(b − α((1/h) Σ_z clip_C(φ'(⟨b, x_z⟩, y_z) x_z) + λ b))``. The per-example gradient φ'·x has norm
+    |φ'|·‖x‖ (``row_norms``), so clipping rescales the slope: no (m, h, n) gradient array is formed. The only
+    inputs are the public b, the public constants and the learner's own batch (invariants I1, I2, I4).
+    """
+    batch = X.shape[1]
+    slopes = loss.dphi(np.einsum("ihn,in->ih", X, mixed), y)
+    norms = np.abs(slopes) * row_norms
+    safe = clip_norm * (1.0 - 2.0 * (X.shape[2] + 2) * UNIT_ROUNDOFF)
+    over = norms > clip_norm
+    if np.any(over):
+        slopes = np.where(over, slopes * (safe / np.where(over, norms, 1.0)), slopes)
+    gradient = np.einsum("ih,ihn->in", slopes, X) / batch
+    if l2 > 0.0:
+        gradient += l2 * mixed
+    return clip_rows(mixed - step * gradient, radius)
+
+
+RoundObserver = Callable[[int, FloatArray, FloatArray], None]
+"""Called after each round with (k, internal iterates w_k, broadcasts w̃_k); for tests on public data only."""
+
+
+def run_rounds(
+    X: FloatArray,
+    y: FloatArray,
+    batches: NDArray[np.intp] | list[NDArray[np.intp]],
+    *,
+    mixing: MixingSchedule,
+    loss: GLMLoss,
+    steps: FloatArray,
+    noise_scales: FloatArray,
+    l2: float,
+    clip_norm: float,
+    radius: float,
+    rng: np.random.Generator,
+    tail_start: int,
+    output: Output = "tail_average",
+    reporter: ProgressReporter | None = None,
+    observer: RoundObserver | None = None,
+) -> FloatArray:
+    r"""Run the rounds of the module docstring over one or more passes; returns the released θ (n,).
+
+    ``batches`` is one (m, K, h) index array per pass (:func:`assign_batches`); ``steps`` and ``noise_scales``
+    hold α_k and μ_k for every round k = 1..p·K. ``noise_scales = 0`` is NOT private and exists only for tests
+    of the noiseless path. The release averages the learners' mean broadcast over rounds ≥ ``tail_start``
+    (``tail_average``) or takes the last one, then projects it onto W (post-processing).
+    """
+    passes = [batches] if isinstance(batches, np.ndarray) else list(batches)
+    m, rounds, _ = passes[0].shape
+    total = rounds * len(passes)
+    if steps.shape != (total,) or noise_scales.shape != (total,):
+        raise SolverParameterError("steps", f"need one step size and one noise scale per round ({total})")
+    n = X.shape[1]
+    norms = np.linalg.norm(X, axis=1)
+    broadcasts = np.zeros((m, n))  # w̃_0 = 0: the public start, σ_0 = 0 (spec P7)
+    released = np.zeros(n)
+    tail_rounds = 0
+    block = max(1, _NOISE_BLOCK_ELEMENTS // (m * n))
+    stop_every = max(1, total // 1000)
+    k = 0
+    for index in passes:
+        for r in range(rounds):
+            if k % block == 0:
+                unit_noise = rng.laplace(0.0, 1.0, size=(min(block, total - k), m, n))
+            if reporter is not None and k % stop_every == 0:
+                reporter.check_stop(k)
+            rows = index[:, r]
+            mixed = mixing.mix(k + 1, broadcasts)
+            iterates = local_update(
+                mixed, X[rows], y[rows], norms[rows],
+                loss=loss, step=float(steps[k]), l2=l2, clip_norm=clip_norm, radius=radius,
+            )  # fmt: skip
+            broadcasts = iterates + noise_scales[k] * unit_noise[k % block]
+            k += 1
+            if observer is not None:
+                observer(k, iterates, broadcasts)
+            if k >= tail_start:
+                released += broadcasts.mean(axis=0)
+                tail_rounds += 1
+            if reporter is not None:
+                reporter.report(k)
+    if output == "last":
+        released = broadcasts.mean(axis=0)
+    else:
+        released /= tail_rounds
+    return clip_rows(released[None, :], radius)[0]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the solver
+# ---------------------------------------------------------------------------------------------------------
+
+
+class DPDistributed(Solver):
+    """DP distributed online learning (Li et al.; spec seed-001), Algorithms 1 and 2 with the Laplace RDP curve.
+
+    See the module docstring for the algorithm, the privacy proof and the defaults.
+    """
+
+    name: ClassVar[str] = "dp_distributed"
+    description: ClassVar[str] = (
+        "DP distributed online learning (Li, Zhou, Chen, Jiang), corrected per the spec: m simulated learners "
+        "mix their noisy broadcasts over a public graph, take clipped (mini-batch) gradient steps on disjoint "
+        "secret batches and broadcast with Laplace noise. Cost: one Laplace mechanism per pass (pure ε₀-DP), "
+        "its exact RDP curve. Defaults: m = 4 on a ring, h = 10, λ = 0.1, α_k = 1/(λk), tail average."
+    )
+    models: ClassVar[tuple[str, ...]] = ("logistic", "linear", "huber", "svm")
+    Params: ClassVar[type[SolverParams]] = DPDistributedParams
+    Resolved: ClassVar[type[ResolvedParams]] = DPDistributedResolved
+    formula_version: ClassVar[str] = "dp_distributed/laplace-rdp/v1"
+
+    def resolve(
+        self,
+        params: Mapping[str, Any] | SolverParams | None,
+        meta: PublicMetadata,
+        *,
+        target_epsilon: float | None = None,
+        delta: float | None = None,
+        grid: OrderGrid = DEFAULT_GRID,
+    ) -> DPDistributedResolved:
+        """Defaults, batches and noise from public inputs only (spec §6.1)."""
+        p = cast(DPDistributedParams, self.parse_params(params))
+        check_privacy_source(target_epsilon, delta, p.noise_multiplier, "noise_multiplier")
+        problems = p.consistency_errors()
+        if problems:
+            field, message = problems[0]
+            raise SolverParameterError(field, message, [{"field": f, "message": msg} for f, msg in problems])
+
+        m, h = p.n_learners, p.effective_batch_size()
+        rows_per_learner = meta.n // m
+        rounds = rows_per_learner // h
+        if rounds < MIN_ROUNDS:
+            raise SolverParameterError(
+                "n_learners" if h == 1 else "batch_size",
+                f"n = {meta.n} rows give K = ⌊⌊n/m⌋/h⌋ = {rounds} rounds with m = {m}, h = {h}; at least "
+                f"{MIN_ROUNDS} are needed: use fewer learners or a smaller batch",
+            )
+        try:
+            mixing = make_mixing(
+                p.topology, m, edge_probability=p.edge_probability, seed=p.topology_seed, matrices=p.mixing_matrices
+            )
+        except MixingError as error:
+            raise SolverParameterError(error.parameter, str(error).split(": ", 1)[-1]) from None
+
+        loss = glm_loss(p)
+        # Spec §2.3: (λ/2)‖w*‖² ≤ F(w*) ≤ F(0) ≤ max ℓ(0) gives the data-independent radius sqrt(2 ℓ(0)/λ).
+        if p.radius is not None:
+            radius = p.radius
+        elif p.l2 > 0.0:
+            radius = math.sqrt(2.0 * loss.max_loss_at_zero(meta.label_bound) / p.l2)
+        else:
+            radius = p.effective_radius()
+        bound = design_bound(meta, p.fit_intercept)
+        dimension = meta.d + int(p.fit_intercept)
+        lipschitz = loss.lipschitz(bound, meta.label_bound, radius)
+        if not (lipschitz > 0.0 and math.isfinite(lipschitz)):
+            raise SolverParameterError("row_norm_bound", "gives a zero or infinite Lipschitz constant")
+        clip = lipschitz if p.clip_norm is None else min(p.clip_norm, lipschitz)
+
+        if target_epsilon is not None:
+            scale = laplace_scale(target_epsilon, delta, sensitivity=1.0, count=p.passes, grid=grid).noise
+        else:
+            scale = float(p.noise_multiplier or 0.0)  # not None here: checked above
+        total_rounds = rounds * p.passes
+        _, mus = round_schedule(
+            total_rounds, schedule=p.schedule, l2=p.l2, lr_scale=p.lr_scale, lr_offset=p.lr_offset,
+            dimension=dimension, clip_norm=clip, batch_size=h, noise_multiplier=scale,
+        )  # fmt: skip
+        resolved = DPDistributedResolved(
+            **glm_resolved_fields(p, meta, target_epsilon, delta),
+            l2=p.l2,
+            radius=radius,
+            dimension=dimension,
+            lipschitz=lipschitz,
+            clip_norm=clip,
+            algorithm=p.algorithm,
+            n_learners=m,
+            batch_size=h,
+            rows_per_learner=rows_per_learner,
+            rounds_per_pass=rounds,
+            rows_used=m * rounds * h,
+            passes=p.passes,
+            schedule=p.schedule,
+            lr_scale=p.lr_scale,
+            lr_offset=p.lr_offset,
+            topology=p.topology,
+            edge_probability=p.edge_probability,
+            topology_seed=p.topology_seed,
+            mixing_matrices=p.mixing_matrices,
+            mixing=mixing.describe(),
+            noise_multiplier=scale,
+            epsilon_per_pass=1.0 / scale,
+            first_noise_scale=float(mus[0]),
+            last_noise_scale=float(mus[-1]),
+            output=p.output,
+            tail_start=max(1, total_rounds // 2),
+        )
+        return self.with_reported_epsilon(resolved, meta, grid)
+
+    def _check(self, resolved: ResolvedParams | Mapping[str, Any], meta: PublicMetadata) -> DPDistributedResolved:
+        return cast(DPDistributedResolved, check_resolved_metadata(self, resolved, meta))
+
+    def cost(
+        self, resolved: ResolvedParams | Mapping[str, Any], meta: PublicMetadata, grid: OrderGrid = DEFAULT_GRID
+    ) -> PrivacyCost:
+        """``p · ε_Lap(α; ε₀)`` on ``grid`` and the pure bound p·ε₀ (spec §3.4–3.5): one Laplace mechanism per pass;
+        reads no row."""
+        r = self._check(resolved, meta)
+        return PrivacyCost.laplace(grid, scale=r.noise_multiplier, sensitivity=1.0, count=r.passes)
+
+    def fit(
+        self,
+        X: Any,
+        y: Any,
+        meta: PublicMetadata,
+        resolved: ResolvedParams | Mapping[str, Any],
+        rng: np.random.Generator,
+        progress: ProgressCallback | None = None,
+        should_stop: StopCallback | None = None,
+    ) -> FitResult:
+        """Run the corrected algorithm with ``resolved``; permutation and noise from ``rng`` (OS-seeded)."""
+        r = self._check(resolved, meta)
+        design, v = check_fit_inputs(X, y, meta, rng, r.fit_intercept)
+        total_rounds = r.rounds_per_pass * r.passes
+        alphas, mus = r.round_schedule()
+        batches = [assign_batches(r.n, r.n_learners, r.batch_size, rng) for _ in range(r.passes)]
+        reporter = ProgressReporter(total_rounds, progress, should_stop)
+        theta = run_rounds(
+            design, v, batches,
+            mixing=r.mixing_schedule(), loss=make_loss(r.model, **r.loss_params), steps=alphas,
+            noise_scales=mus, l2=r.l2, clip_norm=r.clip_norm, radius=r.radius, rng=rng,
+            tail_start=r.tail_start, output=r.output, reporter=reporter,
+        )  # fmt: skip
+        reporter.finish()
+        return glm_fit_result(self, theta, meta, r)

@@ -1,0 +1,390 @@
+r"""``dp_otb``: differentially private online-to-batch (Zhang, Tran & Cutkosky, NeurIPS 2022), Algorithm 1.
+
+One pass over the n rows in a secret random order turns an online learner into a private stochastic convex
+optimiser for SMOOTH losses, at the optimal rate Õ(1/√T + √d/(εT)) (Theorem 4, Remark 5). With β_t = t^k,
+
+    x_t = (β_{1:t−1} x_{t−1} + β_t w_t) / β_{1:t}                 (anytime online-to-batch, Cutkosky 2019)
+    δ_t = β_t ∇ℓ(x_t, z_t) − β_{t−1} ∇ℓ(x_{t−1}, z_t),  g_t = Σ_{i≤t} δ_i  (≈ β_t ∇ℒ(x_t))
+    ḡ_t = g_t + γ_t,  γ_t = Σ_{i ∈ I_t} R_i                         (binary-tree noise, NOISE(t))
+
+and the learner plays w_{t+1} after seeing ⟨ḡ_t, ·⟩. The release is x_T (T = n). The compiled loop is in
+:mod:`privfit.solvers.online_to_batch.kernel`, the tree in :mod:`privfit.solvers.online_to_batch.tree_aggregation`,
+the learners in :mod:`privfit.solvers.online_to_batch.learners`.
+
+**Privacy** (Theorem 3, App. B; replace-one neighbours, DESIGN §1.1). Node t releases Σ_{i∈S_t} δ_i + R_t with
+R_t ~ N(0, σ_t² I) and σ_t = 2(k+1)(G + H D) sqrt(log₂(2T)) t^{k−1} / ρ (eq. (6) with the public diameter
+D = 2R of the parameter ball in place of max‖w_i − x_{i−1}‖). Its sensitivity given the past releases is
+Δ_t ≤ 2(k+1) t^{k−1}(G + H D) (Lemma 15: ‖δ_i‖ ≤ (k+1) i^{k−1}(G + H‖w_i − x_{i−1}‖)), each row enters at most
+⌊log₂T⌋ + 1 ≤ log₂(2T) nodes, and Theorem 17 composes the adaptive Gaussian releases: the whole sequence
+(ḡ_t) — hence x_T — is (α, αρ²/2)-RDP for every α > 1. The cost curve is that line on the dataset's grid,
+data-independent; ρ is calibrated to a target (ε, δ) by the usual RDP → (ε, δ) conversion.
+
+G and H in σ_t are the constants of the DATA term φ(⟨x, a⟩, y) only, from the declared row-norm bound, label
+bound and radius (:mod:`privfit.solvers.losses`; rows and labels are clipped to those bounds in the loop).
+The optional L2 term (λ/2)‖x‖² is part of ℓ (it enters δ_t as λ(β_t x_t − β_{t−1} x_{t−1})), but it is the
+same function on neighbouring datasets, and given the past releases x_t and x_{t−1} are the same too, so it
+cancels in δ_q − δ'_q: the sensitivity bound of the proof holds with the data term's G and H. The learners'
+step schedules use the regularised constants G + λR and H + λ (``lipschitz_total``, ``smoothness_total``).
+
+**Defaults.** Learner ``adagrad_norm`` (adapts to the actual size of ḡ_t, which the worst-case bounds
+overstate); k = 1 (k = 3 for ``parameter_free``, as Theorem 10 requires); radius 2 for the classification
+losses and Huber, 1 for the squared loss: the noise grows with G + 2RH, so the ball should be only as large as
+the solution needs (on Adult, ‖θ*‖ ≈ 2.5 for logistic regression with λ = 0).
+
+**Data-independent observables** (DESIGN §4; issue 18). This solver **runs a public number of iterations**: one
+round per row in blocks of a public size; the normals of each block are drawn with a fixed shape and the stop is
+polled once per block. The compiled rounds clip every row to the public bounds and have no data-dependent loop;
+the online learners' own loops (the Newton step of the diagonal-metric projection, the projection backstop) act
+on the noisy running sums ḡ_t only — post-processing of the tree mechanism's outputs, all of which Theorem 3's
+charge covers — and draw no random numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any, ClassVar, Literal, cast
+
+import numpy as np
+from numpy.typing import NDArray
+from pydantic import Field, ValidationInfo, field_validator
+
+from privfit.privacy import DEFAULT_GRID, OrderGrid, PrivacyCost, gaussian_sigma, zcdp_rdp
+from privfit.solvers.base import (
+    FitResult,
+    GLMParams,
+    GLMResolved,
+    ProgressCallback,
+    ProgressReporter,
+    PublicMetadata,
+    ResolvedParams,
+    Solver,
+    SolverParameterError,
+    SolverParams,
+    StopCallback,
+    check_fit_inputs,
+    check_privacy_source,
+    check_resolved_metadata,
+    design_bound,
+    glm_fit_result,
+    glm_loss,
+    glm_resolved_fields,
+)
+from privfit.solvers.compiled_losses import LOSS_KINDS
+from privfit.solvers.online_to_batch.kernel import online_to_batch_block
+from privfit.solvers.online_to_batch.learners import LEARNERS, LearnerContext, get_learner
+from privfit.solvers.online_to_batch.tree_aggregation import noise_scale, tree_levels
+
+__all__ = ["DPOTBParams", "DPOTBResolved", "DPOnlineToBatch", "dp_online_to_batch"]
+
+FloatArray = NDArray[np.float64]
+
+LearnerName = Literal["ogd", "adagrad_norm", "adagrad_diagonal", "optimistic", "strongly_convex", "parameter_free"]
+
+#: default radius of the parameter ball for dp_otb (the noise grows with G + 2RH; see the module docstring)
+OTB_DEFAULT_RADIUS: dict[str, float] = {"logistic": 2.0, "svm": 2.0, "huber": 2.0, "linear": 1.0}
+_NOISE_BLOCK_ELEMENTS = 1 << 20
+_MIN_BLOCK_ROUNDS = 1024
+
+
+class DPOTBParams(GLMParams):
+    """Parameters of ``dp_otb`` (all optional; the defaults need no tuning)."""
+
+    radius: float | None = Field(
+        None,
+        gt=0.0,
+        le=1e6,
+        description="Public radius R of the L2 ball (with intercept); the domain diameter is D = 2R and the noise "
+        "grows with G + H·D. Default 2 for logistic, svm and huber; 1 for linear.",
+    )
+    learner: LearnerName = Field(
+        "adagrad_norm",
+        description="Online learner fed the private linear losses: 'ogd' (projected OGD, public step schedule), "
+        "'adagrad_norm', 'adagrad_diagonal', 'optimistic' (hint ḡ_{t−1}), 'strongly_convex' (needs l2 > 0; "
+        "Section 4) or 'parameter_free' (KT coin betting around initial_point, k = 3; Section 5).",
+    )
+    k: float | None = Field(
+        None,
+        ge=1.0,
+        le=4.0,
+        description="Exponent of the weights β_t = t^k. Default 1; 3 for 'parameter_free' (required there).",
+    )
+    learning_rate: float = Field(
+        1.0,
+        gt=0.0,
+        le=1e6,
+        description="Scale of the learner's theory step size (OGD/AdaGrad/optimistic: D/√2 per unit gradient; "
+        "strongly convex: 1/Σμ_t; parameter-free: initial wealth R).",
+    )
+    initial_point: list[float] | None = Field(
+        None,
+        description="The first point x₁ = w₁ (length d, plus 1 for the intercept, last), inside the ball; a PUBLIC "
+        "input, e.g. a model pre-trained on public data. Default: 0. The parameter-free learner's regret "
+        "scales with ‖x* − x₁‖.",
+    )
+    regularization_scale: float | None = Field(
+        None,
+        ge=0.0,
+        le=1e6,
+        description="'parameter_free' only: multiplier of ξ_t and ν_t of Theorem 10 (1 = the theorem with its "
+        "universal constant C = 1; default 1e-4, since the theorem's high-probability constants dwarf the "
+        "gradients until t ≈ 10⁷).",
+    )
+    rho: float | None = Field(
+        None,
+        gt=0.0,
+        le=1e6,
+        description="Explicit privacy parameter ρ instead of a target ε: the fit is then (α, αρ²/2)-RDP for all α.",
+    )
+
+    @field_validator("regularization_scale")
+    @classmethod
+    def _parameter_free_only(cls, value: float | None, info: ValidationInfo) -> float | None:
+        if value is not None and info.data.get("learner") != "parameter_free":
+            raise ValueError("applies only to learner 'parameter_free'")
+        return value
+
+    def effective_radius(self) -> float:
+        return OTB_DEFAULT_RADIUS[self.model] if self.radius is None else self.radius
+
+
+class DPOTBResolved(GLMResolved):
+    """Fully resolved ``dp_otb`` settings (public, data-independent; JSON-serialisable)."""
+
+    solver: Literal["dp_otb"] = "dp_otb"
+    formula_version: Literal["dp_otb/theorem3-zcdp/v1"] = "dp_otb/theorem3-zcdp/v1"
+    l2: float = Field(ge=0.0)
+    radius: float = Field(gt=0.0)
+    diameter: float = Field(gt=0.0, description="D = 2R.")
+    lipschitz: float = Field(gt=0.0, description="G of the data term on the ball (enters σ_t).")
+    smoothness: float = Field(ge=0.0, description="H of the data term (enters σ_t).")
+    lipschitz_total: float = Field(gt=0.0, description="G + λR (the learners' schedules).")
+    smoothness_total: float = Field(ge=0.0, description="H + λ.")
+    learner: LearnerName
+    k: float = Field(ge=1.0, le=4.0)
+    learning_rate: float = Field(gt=0.0)
+    initial_point: list[float] | None
+    regularization_scale: float | None
+    rho: float = Field(gt=0.0, description="The fit is (α, αρ²/2)-RDP for every α > 1 (Theorem 3).")
+    noise_scale: float = Field(gt=0.0, description="σ_1 of eq. (6); node t's noise is N(0, (σ_1 t^{k−1})² I).")
+
+
+def dp_online_to_batch(
+    X: FloatArray,
+    y: FloatArray,
+    *,
+    model: str,
+    loss_parameter: float,
+    l2: float,
+    fit_intercept: bool,
+    row_bound: float,
+    label_bound: float,
+    radius: float,
+    k: float,
+    sigma_1: float,
+    learner_name: str,
+    context: LearnerContext,
+    rng: np.random.Generator,
+    reporter: ProgressReporter | None = None,
+    order: NDArray[np.int64] | None = None,
+) -> FloatArray:
+    """Algorithm 1 over all rows of ``X`` in a secret random order; returns x_T (length p = d + intercept).
+
+    ``order`` (a permutation of the rows) is drawn from ``rng`` unless given (tests on public data only).
+    Standard normals are drawn from ``rng`` in blocks (≥ 1024 rounds, ≤ 2^20 numbers, ~100 per pass: progress
+    and cancellation are checked between blocks), the next block in a background
+    thread while the compiled loop (which releases the GIL) runs the current one. ``sigma_1 = 0`` is NOT
+    private and exists only for tests of the noiseless path.
+    """
+    n, d = X.shape
+    p = d + (1 if fit_intercept else 0)
+    learner = get_learner(learner_name)
+    state = learner.init_state(context)
+    if order is None:
+        order = rng.permutation(n)
+    order = np.ascontiguousarray(order, dtype=np.int64)
+    w = np.array(context.initial_point, dtype=np.float64, copy=True)
+    x = np.zeros(p)
+    g = np.zeros(p)
+    prefix = np.zeros((tree_levels(n) + 1, p))
+    beta_total = np.zeros(1)
+    scratch = np.zeros((3, p))
+    # blocks of ≥ 1024 rounds, ≤ 2^20 normals, and ~100 per pass for progress and cancellation
+    block = max(1, min(n, _NOISE_BLOCK_ELEMENTS // p, max(_MIN_BLOCK_ROUNDS, math.ceil(n / 100))))
+    loss_kind = LOSS_KINDS[model]
+    for start, normals in _prefetched_normals(rng, n, p, block):
+        if reporter is not None:
+            reporter.check_stop(start - 1)
+        stop = start + normals.shape[0]
+        online_to_batch_block(
+            X, y, order, start, stop, normals, sigma_1, k, loss_kind, loss_parameter, l2, fit_intercept,
+            row_bound, label_bound, radius, learner.kind, w, x, g, prefix, beta_total,
+            state.vectors, state.scalars, state.config, scratch,
+        )  # fmt: skip
+        if reporter is not None:
+            reporter.report(stop - 1)
+    return x
+
+
+def _prefetched_normals(rng: np.random.Generator, rounds: int, p: int, block: int) -> Iterator[tuple[int, FloatArray]]:
+    """(first round, standard normals) per block; the next block is drawn while the caller uses this one."""
+    starts = list(range(1, rounds + 1, block))
+    if len(starts) == 1:
+        yield 1, rng.standard_normal((rounds, p))
+        return
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="privfit-noise") as pool:
+        pending: Future[FloatArray] = pool.submit(rng.standard_normal, (min(block, rounds), p))
+        for index, start in enumerate(starts):
+            normals = pending.result()
+            if index + 1 < len(starts):
+                following = starts[index + 1]
+                pending = pool.submit(rng.standard_normal, (min(block, rounds + 1 - following), p))
+            yield start, normals
+
+
+class DPOnlineToBatch(Solver):
+    """DP online-to-batch with tree-aggregated gradient differences (Zhang, Tran & Cutkosky 2022)."""
+
+    name: ClassVar[str] = "dp_otb"
+    description: ClassVar[str] = (
+        "DP online-to-batch (Zhang, Tran & Cutkosky 2022): one pass in a secret random order; the online learner "
+        "sees the running sum of gradient differences with binary-tree Gaussian noise; releases the anytime "
+        "online-to-batch average x_T. Smooth losses only. Cost: (α, αρ²/2)-RDP for all α (Theorem 3). "
+        "Learners: ogd, adagrad_norm (default), adagrad_diagonal, optimistic, strongly_convex, parameter_free."
+    )
+    models: ClassVar[tuple[str, ...]] = ("logistic", "linear", "huber", "svm")
+    Params: ClassVar[type[SolverParams]] = DPOTBParams
+    Resolved: ClassVar[type[ResolvedParams]] = DPOTBResolved
+    formula_version: ClassVar[str] = "dp_otb/theorem3-zcdp/v1"
+
+    def resolve(
+        self,
+        params: Mapping[str, Any] | SolverParams | None,
+        meta: PublicMetadata,
+        *,
+        target_epsilon: float | None = None,
+        delta: float | None = None,
+        grid: OrderGrid = DEFAULT_GRID,
+    ) -> DPOTBResolved:
+        """Constants from the public bounds; ρ calibrated to (target ε, δ) or explicit; σ_1 from eq. (6)."""
+        p = cast(DPOTBParams, self.parse_params(params))
+        check_privacy_source(target_epsilon, delta, p.rho, "rho")
+        learner = LEARNERS[p.learner]
+        k = p.k if p.k is not None else (learner.required_k or 1.0)
+        if learner.required_k is not None and k != learner.required_k:
+            raise SolverParameterError("k", f"learner {p.learner!r} requires k = {learner.required_k:g}")
+        if learner.requires_strong_convexity and p.l2 <= 0.0:
+            raise SolverParameterError("l2", f"learner {p.learner!r} needs l2 > 0 (μ is the L2 strength)")
+
+        radius = p.effective_radius()
+        dimension = meta.d + (1 if p.fit_intercept else 0)
+        initial_point = self._initial_point(p, dimension, radius)
+        bound = design_bound(meta, p.fit_intercept)
+        loss = glm_loss(p)
+        lipschitz = loss.lipschitz(bound, meta.label_bound, radius)
+        smoothness = loss.smoothness(bound)
+        if not (lipschitz > 0.0 and math.isfinite(lipschitz) and math.isfinite(smoothness)):
+            raise SolverParameterError("row_norm_bound", "gives a zero or infinite Lipschitz constant")
+        if target_epsilon is not None:
+            # (α, αρ²/2)-RDP is the Gaussian curve with Δ/σ = ρ: calibrate σ for Δ = 1 and take ρ = 1/σ.
+            rho = 1.0 / gaussian_sigma(target_epsilon, delta, sensitivity=1.0, count=1, grid=grid).noise
+        else:
+            rho = float(p.rho)  # type: ignore[arg-type]  # not None: checked above
+        diameter = 2.0 * radius
+        sigma_1 = noise_scale(
+            k=k, lipschitz=lipschitz, smoothness=smoothness, diameter=diameter, horizon=meta.n, rho=rho
+        )
+        resolved = DPOTBResolved(
+            **glm_resolved_fields(p, meta, target_epsilon, delta),
+            l2=p.l2,
+            radius=radius,
+            diameter=diameter,
+            lipschitz=lipschitz,
+            smoothness=smoothness,
+            lipschitz_total=lipschitz + p.l2 * radius,
+            smoothness_total=smoothness + p.l2,
+            learner=p.learner,
+            k=k,
+            learning_rate=p.learning_rate,
+            initial_point=None if p.initial_point is None else [float(v) for v in initial_point],
+            regularization_scale=(
+                (1e-4 if p.regularization_scale is None else p.regularization_scale)
+                if p.learner == "parameter_free"
+                else None
+            ),
+            rho=rho,
+            noise_scale=sigma_1,
+        )
+        return self.with_reported_epsilon(resolved, meta, grid)
+
+    @staticmethod
+    def _initial_point(p: DPOTBParams, dimension: int, radius: float) -> FloatArray:
+        if p.initial_point is None:
+            return np.zeros(dimension)
+        point = np.asarray(p.initial_point, dtype=np.float64)
+        if point.shape != (dimension,):
+            what = "d features + 1 intercept" if p.fit_intercept else "d features"
+            raise SolverParameterError("initial_point", f"must have {dimension} entries ({what})")
+        if not np.all(np.isfinite(point)) or float(np.linalg.norm(point)) > radius:
+            raise SolverParameterError("initial_point", f"must be finite and inside the ball of radius {radius:g}")
+        return point
+
+    def cost(
+        self, resolved: ResolvedParams | Mapping[str, Any], meta: PublicMetadata, grid: OrderGrid = DEFAULT_GRID
+    ) -> PrivacyCost:
+        """Theorem 3: ε(α) = αρ²/2 on the grid; reads no row."""
+        r = cast(DPOTBResolved, check_resolved_metadata(self, resolved, meta))
+        return PrivacyCost(zcdp_rdp(grid, rho=r.rho**2 / 2.0), grid)
+
+    def learner_context(self, r: DPOTBResolved) -> LearnerContext:
+        """The public context the learner is built from."""
+        dimension = r.d + (1 if r.fit_intercept else 0)
+        point = np.zeros(dimension) if r.initial_point is None else np.asarray(r.initial_point, dtype=np.float64)
+        return LearnerContext(
+            dimension=dimension,
+            radius=r.radius,
+            horizon=r.n,
+            k=r.k,
+            lipschitz=r.lipschitz_total,
+            smoothness=r.smoothness_total,
+            rho=r.rho,
+            strong_convexity=r.l2,
+            learning_rate=r.learning_rate,
+            initial_point=point,
+            regularization_scale=1.0 if r.regularization_scale is None else r.regularization_scale,
+        )
+
+    def fit(
+        self,
+        X: Any,
+        y: Any,
+        meta: PublicMetadata,
+        resolved: ResolvedParams | Mapping[str, Any],
+        rng: np.random.Generator,
+        progress: ProgressCallback | None = None,
+        should_stop: StopCallback | None = None,
+    ) -> FitResult:
+        """One pass of Algorithm 1 on the private rows with ``resolved``; noise and order from ``rng``."""
+        r = cast(DPOTBResolved, check_resolved_metadata(self, resolved, meta))
+        A, v = check_fit_inputs(X, y, meta, rng)
+        reporter = ProgressReporter(r.n, progress, should_stop)
+        theta = dp_online_to_batch(
+            np.ascontiguousarray(A),
+            np.ascontiguousarray(v),
+            model=r.model,
+            loss_parameter=next(iter(r.loss_params.values()), 0.0),
+            l2=r.l2,
+            fit_intercept=r.fit_intercept,
+            row_bound=r.design_norm_bound,
+            label_bound=r.label_bound,
+            radius=r.radius,
+            k=r.k,
+            sigma_1=r.noise_scale,
+            learner_name=r.learner,
+            context=self.learner_context(r),
+            rng=rng,
+            reporter=reporter,
+        )
+        reporter.finish()
+        return glm_fit_result(self, theta, meta, r)

@@ -1,0 +1,509 @@
+"""Tests of the ``dp_gd`` solver: cost from public metadata, calibration, convergence, sensitivity, audit, Adult.
+
+All randomness is seeded on public/synthetic data (``make_generator(seed, data_is_public=True)``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from dp_accounting import GaussianDpEvent, SelfComposedDpEvent
+from dp_accounting.rdp import RdpAccountant
+from scipy.optimize import minimize
+
+from privfit.errors import ParameterError
+from privfit.privacy import (
+    DEFAULT_GRID,
+    GRIDS,
+    PrivacyCost,
+    gaussian_rdp,
+    gaussian_sigma,
+    make_generator,
+)
+from privfit.privacy.audit import epsilon_lower_bound
+from privfit.solvers import (
+    DPGDResolved,
+    FitCancelled,
+    PublicMetadata,
+    SolverParameterError,
+    get_solver,
+)
+from privfit.solvers.base import DEFAULT_RADIUS, ProgressReporter
+from privfit.solvers.baselines.dp_gd import clipped_gradient_sum, dp_gradient_descent
+from privfit.solvers.geometry import augment_intercept, augmented_bound
+from privfit.solvers.losses import make_loss
+
+SOLVER = get_solver("dp_gd")
+MODELS = ("logistic", "linear", "huber", "svm")
+ADULT_DIR = Path(__file__).resolve().parents[3] / ".." / "shared" / "data" / "adult"
+
+
+def synthetic(n: int, d: int, model: str, seed: int, row_norm_bound: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """Rows with ‖x‖ ≤ row_norm_bound; ±1 labels for classification, labels in [−1, 1] for regression."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    X *= row_norm_bound * rng.uniform(0.2, 1.0, size=(n, 1)) / np.linalg.norm(X, axis=1, keepdims=True)
+    w = rng.normal(size=d)
+    score = X @ w + 0.3 + 0.3 * rng.normal(size=n)
+    y = np.where(score >= 0, 1.0, -1.0) if model in ("logistic", "svm") else np.clip(score / 3.0, -1.0, 1.0)
+    return X, y
+
+
+def meta_for(X: np.ndarray, row_norm_bound: float = 1.0) -> PublicMetadata:
+    return PublicMetadata(n=X.shape[0], d=X.shape[1], row_norm_bound=row_norm_bound, label_bound=1.0)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# cost and calibration: public metadata only
+# ---------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_cost_is_t_fold_gaussian_with_sensitivity_2c_from_metadata_alone(model: str) -> None:
+    meta = PublicMetadata(n=5000, d=7, row_norm_bound=2.0, label_bound=1.0)  # no X anywhere
+    resolved = SOLVER.resolve({"model": model, "steps": 150, "noise_multiplier": 3.0}, meta)
+    bound = augmented_bound(2.0)
+    radius = DEFAULT_RADIUS[model]
+    loss = make_loss(model)
+    expected_c = loss.lipschitz(bound, 1.0, radius)
+    if model == "linear":
+        assert expected_c == pytest.approx((radius * bound + 1.0) * bound)  # G of the squared loss grows with R
+    else:
+        assert expected_c == pytest.approx(bound)  # |φ'| ≤ 1 (logistic, svm; huber with its default δ = 1)
+    assert resolved.clip_norm == expected_c and resolved.sensitivity == 2 * expected_c
+    assert resolved.sigma == pytest.approx(3.0 * 2 * expected_c, rel=1e-15)
+    cost = SOLVER.cost(resolved, meta)
+    expected = PrivacyCost(150 * gaussian_rdp(DEFAULT_GRID, sigma=resolved.sigma, sensitivity=2 * expected_c))
+    np.testing.assert_array_equal(cost.rdp, expected.rdp)
+    np.testing.assert_allclose(cost.rdp, 150 * DEFAULT_GRID.orders / (2 * 3.0**2), rtol=1e-12)
+    assert cost.extra_delta == 0.0 and resolved.epsilon is None  # no δ given: no ε reported
+
+
+def test_cost_matches_dp_accounting() -> None:
+    meta = PublicMetadata(n=1000, d=3, row_norm_bound=1.0)
+    resolved = SOLVER.resolve({"steps": 200, "noise_multiplier": 40.0}, meta)
+    ours = SOLVER.cost(resolved, meta).epsilon(1e-6).epsilon
+    accountant = RdpAccountant(list(DEFAULT_GRID.orders))
+    accountant.compose(SelfComposedDpEvent(GaussianDpEvent(40.0), 200))
+    assert ours == pytest.approx(accountant.get_epsilon(1e-6), rel=1e-9)
+
+
+@pytest.mark.parametrize("grid_name", sorted(GRIDS))
+@pytest.mark.parametrize(("target", "delta", "steps"), [(1.0, 1e-6, 200), (0.1, 1e-5, 50), (5.0, 1e-8, 1000)])
+def test_calibration_meets_target_and_cost_converts_to_it(grid_name: str, target: float, delta: float, steps: int):
+    grid = GRIDS[grid_name]
+    meta = PublicMetadata(n=32561, d=104, row_norm_bound=math.sqrt(13))
+    resolved = SOLVER.resolve({"steps": steps}, meta, target_epsilon=target, delta=delta, grid=grid)
+    assert (
+        resolved.sigma == gaussian_sigma(target, delta, sensitivity=resolved.sensitivity, count=steps, grid=grid).noise
+    )
+    conversion = SOLVER.cost(resolved, meta, grid).epsilon(delta)
+    achieved = conversion.epsilon
+    assert achieved <= target
+    if not conversion.at_grid_edge:  # e.g. ε = 0.1 is out of reach of the 151-order grid but for the KL shortcut
+        assert achieved >= target * (1 - 1e-4)  # tight: the calibration rounds σ up by ≤ 1e-6 relative
+    assert resolved.epsilon == achieved and resolved.target_epsilon == target and resolved.delta == delta
+
+
+def test_clip_norm_below_lipschitz_is_used_and_above_is_capped() -> None:
+    meta = PublicMetadata(n=100, d=4, row_norm_bound=1.0)
+    g = augmented_bound(1.0)
+    assert SOLVER.resolve({"clip_norm": 0.5, "noise_multiplier": 1.0}, meta).clip_norm == 0.5
+    assert SOLVER.resolve({"clip_norm": 50.0, "noise_multiplier": 1.0}, meta).clip_norm == g
+    no_intercept = SOLVER.resolve({"fit_intercept": False, "noise_multiplier": 1.0}, meta)
+    assert no_intercept.clip_norm == 1.0 and no_intercept.design_norm_bound == 1.0
+
+
+def test_default_step_size_is_inverse_smoothness() -> None:
+    meta = PublicMetadata(n=100, d=4, row_norm_bound=3.0)
+    for model, c in [("logistic", 0.25), ("linear", 1.0), ("huber", 1.0), ("svm", 2.0)]:
+        params = {"model": model, "l2": 0.1, "noise_multiplier": 1.0}
+        if model == "svm":
+            params["hinge_smoothing"] = 0.5
+        resolved = SOLVER.resolve(params, meta)
+        assert resolved.smoothness == pytest.approx(c * 10.0 + 0.1)  # B̃² = 3² + 1
+        assert resolved.step_size == pytest.approx(1.0 / resolved.smoothness)
+
+
+def test_privacy_source_must_be_exactly_one() -> None:
+    meta = PublicMetadata(n=100, d=2, row_norm_bound=1.0)
+    with pytest.raises(ParameterError) as both:
+        SOLVER.resolve({"noise_multiplier": 2.0}, meta, target_epsilon=1.0, delta=1e-6)
+    assert both.value.parameter == "noise_multiplier"
+    with pytest.raises(ParameterError) as neither:
+        SOLVER.resolve({}, meta, delta=1e-6)
+    assert neither.value.parameter == "epsilon"
+    with pytest.raises(ParameterError) as no_delta:
+        SOLVER.resolve({}, meta, target_epsilon=1.0)
+    assert no_delta.value.parameter == "delta"
+    with pytest.raises(ParameterError) as bad_eps:
+        SOLVER.resolve({}, meta, target_epsilon=-1.0, delta=1e-6)
+    assert bad_eps.value.parameter == "epsilon"
+
+
+def test_resolved_round_trips_through_json_and_is_checked_against_metadata() -> None:
+    meta = PublicMetadata(n=300, d=3, row_norm_bound=1.0)
+    plan = SOLVER.plan({"model": "huber", "huber_delta": 0.5}, meta, target_epsilon=2.0, delta=1e-5)
+    stored = json.loads(json.dumps(plan.resolved.model_dump(mode="json")))
+    reloaded = SOLVER.load_resolved(stored)
+    assert reloaded == plan.resolved
+    np.testing.assert_array_equal(SOLVER.cost(reloaded, meta).rdp, plan.cost.rdp)
+    other = PublicMetadata(n=301, d=3, row_norm_bound=1.0)
+    with pytest.raises(ParameterError) as wrong_meta:
+        SOLVER.cost(reloaded, other)
+    assert wrong_meta.value.parameter == "resolved"
+    with pytest.raises(ParameterError):
+        SOLVER.load_resolved({**stored, "sigma": -1.0})
+    with pytest.raises(ParameterError):
+        SOLVER.load_resolved({**stored, "solver": "other"})
+
+
+# ---------------------------------------------------------------------------------------------------------
+# convergence to the non-private optimum
+# ---------------------------------------------------------------------------------------------------------
+
+
+def regularised_optimum(model: str, X: np.ndarray, y: np.ndarray, l2: float, radius: float, **loss_params):
+    """argmin mean ℓ(θ) + (λ/2)‖θ‖² s.t. ‖θ‖ ≤ R (scipy; SLSQP with the ball as an inequality constraint)."""
+    loss = make_loss(model, **loss_params)
+
+    def objective(theta: np.ndarray) -> float:
+        return loss.mean_value(theta, X, y) + 0.5 * l2 * float(theta @ theta)
+
+    def gradient(theta: np.ndarray) -> np.ndarray:
+        return loss.mean_gradient(theta, X, y) + l2 * theta
+
+    ball = {"type": "ineq", "fun": lambda t: radius**2 - t @ t, "jac": lambda t: -2 * t}
+    result = minimize(
+        objective, np.zeros(X.shape[1]), jac=gradient, method="SLSQP", constraints=[ball],
+        options={"ftol": 1e-14, "maxiter": 1000},
+    )  # fmt: skip
+    assert result.success, result.message
+    return result.x, objective
+
+
+@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("radius", [50.0, 0.4])  # inactive and active ball constraint
+def test_tiny_noise_converges_to_regularised_optimum(model: str, radius: float) -> None:
+    X, y = synthetic(400, 3, model, seed=7)
+    meta = meta_for(X)
+    extra = {"huber_delta": 0.1} if model == "huber" else {"hinge_smoothing": 0.5} if model == "svm" else {}
+    params = {"model": model, "l2": 0.05, "radius": radius, "steps": 3000, "noise_multiplier": 1e-9, **extra}
+    resolved = SOLVER.resolve(params, meta)
+    result = SOLVER.fit(X, y, meta, resolved, make_generator(0, data_is_public=True))
+    theta = np.array([*result.coefficients, result.intercept])
+    loss_params = {"delta": 0.1} if model == "huber" else {"h": 0.5} if model == "svm" else {}
+    optimum, objective = regularised_optimum(model, augment_intercept(X), y, 0.05, radius, **loss_params)
+    assert np.linalg.norm(theta) <= radius
+    assert objective(theta) == pytest.approx(objective(optimum), abs=1e-9)
+    np.testing.assert_allclose(theta, optimum, atol=2e-5)
+
+
+def test_default_clip_is_a_no_op_on_rows_within_bounds() -> None:
+    for model in MODELS:
+        X, y = synthetic(200, 4, model, seed=3, row_norm_bound=2.0)
+        meta = meta_for(X, row_norm_bound=2.0)
+        resolved = SOLVER.resolve({"model": model, "noise_multiplier": 1.0}, meta)
+        A = augment_intercept(X)
+        loss = make_loss(model, **resolved.loss_params)
+        rng = np.random.default_rng(0)
+        for _ in range(5):
+            theta = rng.normal(size=A.shape[1])
+            theta *= resolved.radius * rng.uniform() / np.linalg.norm(theta)
+            clipped = clipped_gradient_sum(loss, theta, A, y, resolved.clip_norm)
+            np.testing.assert_allclose(clipped, loss.gradient_sum(theta, A, y), rtol=1e-12, atol=1e-12)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# sensitivity: clipping holds whatever the data
+# ---------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_adversarial_row_moves_gradient_sum_by_at_most_2c(model: str) -> None:
+    X, y = synthetic(50, 3, model, seed=11)
+    meta = meta_for(X)
+    resolved = SOLVER.resolve({"model": model, "noise_multiplier": 1.0}, meta)
+    C = resolved.clip_norm
+    A = augment_intercept(X)
+    A_prime, y_prime = A.copy(), y.copy()
+    A_prime[-1] = 1e6 * np.array([1.0, -2.0, 3.0, 1.0])  # far outside the declared bound
+    y_prime[-1] = -y[-1] if model in ("logistic", "svm") else -1e6 * np.sign(y[-1] or 1.0)
+    loss = make_loss(model, **resolved.loss_params)
+    rng = np.random.default_rng(5)
+    for _ in range(20):
+        theta = rng.normal(size=4) * rng.uniform(0, 3)
+        diff = clipped_gradient_sum(loss, theta, A, y, C) - clipped_gradient_sum(loss, theta, A_prime, y_prime, C)
+        assert np.linalg.norm(diff) <= 2 * C * (1 + 1e-12)
+    # one noiseless step from the same start: ‖θ(D) − θ(D')‖ ≤ η · 2C / n
+    step = {"loss": loss, "clip_norm": C, "sigma": 0.0, "steps": 1, "step_size": resolved.step_size}
+    one = dp_gradient_descent(A, y, radius=resolved.radius, rng=make_generator(0, data_is_public=True), **step)
+    two = dp_gradient_descent(
+        A_prime, y_prime, radius=resolved.radius, rng=make_generator(0, data_is_public=True), **step
+    )
+    gap = np.linalg.norm(one - two)
+    assert 0 < gap <= resolved.step_size * 2 * C / meta.n * (1 + 1e-12)
+
+
+def test_projection_and_regulariser_do_not_enlarge_the_one_step_gap() -> None:
+    X, y = synthetic(40, 2, "logistic", seed=2)
+    A = augment_intercept(X)
+    A_prime, y_prime = A.copy(), y.copy()
+    A_prime[0], y_prime[0] = np.array([-1e3, 1e3, 1.0]), -y[0]
+    loss, C, eta = make_loss("logistic"), 0.7, 0.9
+    common = {"loss": loss, "clip_norm": C, "sigma": 0.0, "steps": 1, "step_size": eta, "l2": 0.3, "radius": 1e-3}
+    one = dp_gradient_descent(A, y, rng=make_generator(0, data_is_public=True), **common)
+    two = dp_gradient_descent(A_prime, y_prime, rng=make_generator(0, data_is_public=True), **common)
+    assert np.linalg.norm(one - two) <= eta * 2 * C / 40 * (1 + 1e-12)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# empirical privacy audit
+# ---------------------------------------------------------------------------------------------------------
+
+AUDIT_SAMPLES = 400_000
+AUDIT_EPSILON, AUDIT_DELTA, AUDIT_STEPS = 1.0, 1e-5, 5
+
+
+def audit_scores(sigma: float, label: float, resolved: DPGDResolved, seed: int) -> np.ndarray:
+    """First coordinate of θ_T over many independent runs on D (label = +1e6) or D' (label = −1e6).
+
+    Rows: two zero rows (gradient 0) and an adversarial row x = 1 whose label is far outside the declared bound,
+    so its squared-loss gradient (z − y)·x is clipped to ∓C at every iterate: the worst case of the 2C bound,
+    and T steps add up to a mean shift of T·η·2C/n against noise η·σ·sqrt(T)/n.
+    """
+    X = np.array([[0.0], [0.0], [1.0]])
+    y = np.array([0.0, 0.0, label])
+    theta = dp_gradient_descent(
+        X, y, loss=make_loss("linear"), clip_norm=resolved.clip_norm, sigma=sigma, steps=resolved.steps,
+        step_size=resolved.step_size, radius=resolved.radius, rng=make_generator(seed, data_is_public=True),
+        runs=AUDIT_SAMPLES,
+    )  # fmt: skip
+    return theta[:, 0]
+
+
+@pytest.fixture(scope="module")
+def audit_setup() -> DPGDResolved:
+    meta = PublicMetadata(n=3, d=1, row_norm_bound=1.0)
+    params = {"model": "linear", "fit_intercept": False, "radius": 1e3, "clip_norm": 1.0, "steps": AUDIT_STEPS}
+    resolved = SOLVER.resolve(params, meta, target_epsilon=AUDIT_EPSILON, delta=AUDIT_DELTA)
+    assert resolved.clip_norm == 1.0 and resolved.epsilon <= AUDIT_EPSILON
+    return resolved
+
+
+@pytest.mark.parametrize("variant", ["calibrated", "sensitivity C instead of 2C", "sigma / 3"])
+def test_empirical_audit_detects_only_broken_noise(audit_setup: DPGDResolved, variant: str) -> None:
+    resolved = audit_setup
+    claimed = resolved.epsilon
+    assert claimed is not None
+    sigma = {
+        "calibrated": resolved.sigma,
+        "sensitivity C instead of 2C": gaussian_sigma(
+            AUDIT_EPSILON, AUDIT_DELTA, sensitivity=resolved.clip_norm, count=resolved.steps
+        ).noise,
+        "sigma / 3": resolved.sigma / 3,
+    }[variant]
+    started = time.perf_counter()
+    result = epsilon_lower_bound(
+        audit_scores(sigma, 1e6, resolved, seed=1), audit_scores(sigma, -1e6, resolved, seed=2), delta=AUDIT_DELTA
+    )
+    assert time.perf_counter() - started < 20
+    if variant == "calibrated":
+        assert 0.3 < result.epsilon_lower_bound <= claimed
+    else:
+        assert result.epsilon_lower_bound > claimed
+
+
+def test_solver_fit_runs_the_audited_code_path() -> None:
+    X, y = synthetic(60, 2, "logistic", seed=4)
+    meta = meta_for(X)
+    resolved = SOLVER.resolve({"steps": 7, "noise_multiplier": 0.5, "l2": 0.01}, meta)
+    result = SOLVER.fit(X, y, meta, resolved, make_generator(9, data_is_public=True))
+    core = dp_gradient_descent(
+        augment_intercept(X), y, loss=make_loss("logistic"), clip_norm=resolved.clip_norm, sigma=resolved.sigma,
+        steps=7, step_size=resolved.step_size, radius=resolved.radius, l2=0.01,
+        rng=make_generator(9, data_is_public=True),
+    )[0]  # fmt: skip
+    np.testing.assert_array_equal(np.array([*result.coefficients, result.intercept]), core)
+    # the vectorised runs of the audit compute the same step: with one step, run 0 sees the same noise draws
+    common = {"loss": make_loss("logistic"), "clip_norm": resolved.clip_norm, "sigma": resolved.sigma, "steps": 1}
+    common |= {"step_size": resolved.step_size, "radius": resolved.radius, "l2": 0.01}
+    single = dp_gradient_descent(augment_intercept(X), y, rng=make_generator(9, data_is_public=True), **common)
+    batched = dp_gradient_descent(augment_intercept(X), y, rng=make_generator(9, data_is_public=True), runs=4, **common)
+    np.testing.assert_allclose(batched[0], single[0], rtol=1e-12, atol=1e-15)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Adult utility
+# ---------------------------------------------------------------------------------------------------------
+
+
+def test_adult_logistic_at_epsilon_1_reaches_083() -> None:
+    from privfit.datasets import adult_schema, parse_and_encode
+
+    paths = [ADULT_DIR / "adult.data", ADULT_DIR / "adult.test"]
+    missing = [str(p.resolve()) for p in paths if not p.is_file()]
+    if missing:
+        pytest.skip(f"UCI Adult data not found at {missing}")
+    train = parse_and_encode(paths[0].read_bytes(), adult_schema(1.0, 1e-6))
+    test = parse_and_encode(paths[1].read_bytes(), adult_schema(1.0, 1e-6, test_file=True))
+    meta = PublicMetadata.from_dataset(train)
+    plan = SOLVER.plan({"model": "logistic"}, meta, target_epsilon=1.0, delta=1e-6)
+    assert plan.cost.epsilon(1e-6).epsilon <= 1.0
+    accuracies = []
+    for seed in range(3):  # Adult is public: a seeded generator is allowed
+        result = SOLVER.fit(train.X, train.y, meta, plan.resolved, make_generator(seed, data_is_public=True))
+        accuracies.append(float(np.mean(result.predict(test.X) == test.y)))
+    assert np.mean(accuracies) >= 0.83, accuracies
+
+
+# ---------------------------------------------------------------------------------------------------------
+# progress, cancellation, results
+# ---------------------------------------------------------------------------------------------------------
+
+
+def small_problem(steps: int = 250) -> tuple[np.ndarray, np.ndarray, PublicMetadata, DPGDResolved]:
+    X, y = synthetic(30, 2, "logistic", seed=1)
+    meta = meta_for(X)
+    return X, y, meta, SOLVER.resolve({"steps": steps, "noise_multiplier": 1.0}, meta)
+
+
+def test_progress_is_monotone_in_unit_interval_and_ends_at_one() -> None:
+    X, y, meta, resolved = small_problem()
+    seen: list[float] = []
+    SOLVER.fit(X, y, meta, resolved, make_generator(0, data_is_public=True), progress=seen.append)
+    assert seen and seen[-1] == 1.0
+    assert all(0.0 <= f <= 1.0 for f in seen)
+    assert all(b > a for a, b in itertools.pairwise(seen))
+    assert len(seen) <= 101
+
+
+def test_progress_does_not_depend_on_the_data() -> None:
+    X, y, meta, resolved = small_problem(steps=37)
+    runs = []
+    for labels in (y, -y):
+        seen: list[float] = []
+        result = SOLVER.fit(X, labels, meta, resolved, make_generator(0, data_is_public=True), progress=seen.append)
+        runs.append((seen, result.metadata))
+    assert runs[0] == runs[1]  # same progress sequence and the same (data-independent) metadata
+
+
+def test_should_stop_raises_fit_cancelled() -> None:
+    X, y, meta, resolved = small_problem(steps=50)
+    with pytest.raises(FitCancelled) as immediately:
+        SOLVER.fit(X, y, meta, resolved, make_generator(0, data_is_public=True), should_stop=lambda: True)
+    assert immediately.value.steps_completed == 0 and immediately.value.total_steps == 50
+    calls = iter(range(1000))
+    with pytest.raises(FitCancelled) as later:
+        SOLVER.fit(X, y, meta, resolved, make_generator(0, data_is_public=True), should_stop=lambda: next(calls) >= 3)
+    assert later.value.steps_completed == 3
+
+
+def test_fit_result_is_json_serialisable_with_data_independent_metadata() -> None:
+    X, y, meta, resolved = small_problem(steps=20)
+    meta = PublicMetadata(n=meta.n, d=meta.d, row_norm_bound=1.0, feature_names=("a", "b"))
+    resolved = SOLVER.resolve({"steps": 20}, meta, target_epsilon=1.0, delta=1e-5)
+    result = SOLVER.fit(X, y, meta, resolved, make_generator(0, data_is_public=True))
+    payload = json.loads(json.dumps(result.to_dict(), allow_nan=False))
+    assert len(payload["coefficients"]) == 2 and isinstance(payload["intercept"], float)
+    assert payload["feature_names"] == ["a", "b"]
+    assert payload["metadata"] == resolved.model_dump(mode="json")
+    for key in ("sigma", "steps", "step_size", "clip_norm", "radius", "noise_multiplier", "epsilon"):
+        assert key in payload["metadata"]
+    no_intercept = SOLVER.resolve({"steps": 5, "fit_intercept": False, "noise_multiplier": 1.0}, meta)
+    result = SOLVER.fit(X, y, meta, no_intercept, make_generator(0, data_is_public=True))
+    assert result.intercept is None and len(result.coefficients) == 2
+
+
+def test_suffix_average_output_stays_in_ball_and_differs_from_last() -> None:
+    X, y, meta, _ = small_problem()
+    results = {}
+    for output in ("last", "suffix_average"):
+        resolved = SOLVER.resolve({"steps": 40, "noise_multiplier": 5.0, "radius": 0.5, "output": output}, meta)
+        result = SOLVER.fit(X, y, meta, resolved, make_generator(3, data_is_public=True))
+        results[output] = np.array([*result.coefficients, result.intercept])
+        assert np.linalg.norm(results[output]) <= 0.5 * (1 + 1e-12)
+    assert not np.allclose(results["last"], results["suffix_average"])
+
+
+def test_fit_rejects_wrong_shapes_without_quoting_data() -> None:
+    X, y, meta, resolved = small_problem(steps=3)
+    with pytest.raises(SolverParameterError) as bad_x:
+        SOLVER.fit(X[:, :1], y, meta, resolved, make_generator(0, data_is_public=True))
+    assert bad_x.value.parameter == "X"
+    with pytest.raises(SolverParameterError) as bad_y:
+        SOLVER.fit(X, y[:-1], meta, resolved, make_generator(0, data_is_public=True))
+    assert bad_y.value.parameter == "y"
+    with pytest.raises(SolverParameterError) as bad_rng:
+        SOLVER.fit(X, y, meta, resolved, np.random.RandomState(0))  # type: ignore[arg-type]
+    assert bad_rng.value.parameter == "rng"
+
+
+def test_progress_reporter_throttles_and_finishes() -> None:
+    seen: list[float] = []
+    reporter = ProgressReporter(10_000, seen.append)
+    for step in range(1, 10_001):
+        reporter.report(step)
+    reporter.finish()
+    assert len(seen) == 100 and seen[-1] == 1.0
+
+
+# ---------------------------------------------------------------------------------------------------------
+# parameter validation
+# ---------------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("params", "field"),
+    [
+        ({"steps": 0}, "steps"),
+        ({"steps": 10**6}, "steps"),
+        ({"steps": "100"}, "steps"),
+        ({"steps": 1.5}, "steps"),
+        ({"radius": -1.0}, "radius"),
+        ({"radius": float("inf")}, "radius"),
+        ({"l2": -0.1}, "l2"),
+        ({"step_size": float("nan")}, "step_size"),
+        ({"clip_norm": 0.0}, "clip_norm"),
+        ({"noise_multiplier": -2.0}, "noise_multiplier"),
+        ({"fit_intercept": "yes"}, "fit_intercept"),
+        ({"model": "poisson"}, "model"),
+        ({"output": "best"}, "output"),
+        ({"huber_delta": 0.5}, "huber_delta"),  # the default model is logistic
+        ({"model": "huber", "hinge_smoothing": 0.5}, "hinge_smoothing"),
+        ({"model": "svm", "hinge_smoothing": 2.0}, "hinge_smoothing"),
+        ({"learning_rate": 0.1}, "learning_rate"),
+    ],
+)
+def test_bad_params_name_the_field(params: dict, field: str) -> None:
+    meta = PublicMetadata(n=10, d=2, row_norm_bound=1.0)
+    with pytest.raises(ParameterError) as error:
+        SOLVER.resolve(params, meta, target_epsilon=1.0, delta=1e-6)
+    assert error.value.parameter == field
+    assert isinstance(error.value, SolverParameterError) and error.value.errors[0]["field"] == field
+
+
+def test_params_must_be_an_object_and_defaults_need_nothing() -> None:
+    with pytest.raises(ParameterError) as error:
+        SOLVER.parse_params([1, 2])  # type: ignore[arg-type]
+    assert error.value.parameter == "params"
+    assert SOLVER.parse_params(None) == SOLVER.parse_params({})
+    assert SOLVER.parse_params({"l2": 1}).l2 == 1.0  # an integer is a valid number
+
+
+def test_public_metadata_validation() -> None:
+    for kwargs, field in [
+        ({"n": 0, "d": 2, "row_norm_bound": 1.0}, "n"),
+        ({"n": 5, "d": 2, "row_norm_bound": float("nan")}, "row_norm_bound"),
+        ({"n": 5, "d": 2, "row_norm_bound": 1.0, "label_bound": -1.0}, "label_bound"),
+        ({"n": 5, "d": 2, "row_norm_bound": 1.0, "feature_names": ("a",)}, "feature_names"),
+    ]:
+        with pytest.raises(ParameterError) as error:
+            PublicMetadata(**kwargs)
+        assert error.value.parameter == field
