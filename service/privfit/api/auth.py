@@ -11,6 +11,7 @@ import hashlib
 import hmac
 import secrets
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from fastapi import Depends, Request
@@ -72,7 +73,7 @@ def current_principal(request: Request) -> Principal:
     return authenticate(request.app.state.db, request.headers.get("authorization"))
 
 
-def require_role(*roles: str):  # type: ignore[no-untyped-def]
+def require_role(*roles: str) -> Callable[..., Principal]:
     """A dependency that admits only the given roles (403 otherwise)."""
 
     def dependency(principal: Principal = Depends(current_principal)) -> Principal:  # noqa: B008

@@ -246,7 +246,8 @@ def _fit(client: Client, args: argparse.Namespace, out: Output) -> int:
     if not args.wait:
         return _show(out, fit, lambda: _fit_fields(out, fit))
     if not out.quiet and not out.as_json:
-        out.message(f"fit {fit.id} admitted: ε = {fit.cost.epsilon:.6g} reserved; waiting …")
+        cost = f"ε = {fit.cost.epsilon:.6g} reserved" if fit.cost is not None else "its cost reserved"
+        out.message(f"fit {fit.id} admitted: {cost}; waiting …")
     return _wait_and_show(client, fit, args, out)
 
 
@@ -449,7 +450,10 @@ def add_client_commands(commands: argparse._SubParsersAction) -> None:
     common.add_argument("-q", "--quiet", action="store_true", help="print only the id of what was created")
     common.add_argument("--request-timeout", type=float, default=60.0, help="seconds per HTTP request")
 
-    def command(parent: argparse._SubParsersAction, name: str, handler: Callable[..., int], help_text: str):  # type: ignore[no-untyped-def]
+    def command(
+        parent: argparse._SubParsersAction[argparse.ArgumentParser], name: str, handler: Callable[..., int],
+        help_text: str,
+    ) -> argparse.ArgumentParser:
         parser = parent.add_parser(name, parents=[common], help=help_text, description=help_text)
         parser.set_defaults(handler=_client_handler(handler), client_command=True)
         return parser

@@ -345,7 +345,7 @@ def _read_records(
             head_line = start
             expected = len(head)
             continue
-        if len(rec) != expected:
+        if expected is not None and len(rec) != expected:  # (None only until the header row is read)
             return head, head_line, records, lines, _field_count_error(start, len(rec), expected)
         records.append(rec)
         lines.append(start)

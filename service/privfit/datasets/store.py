@@ -194,10 +194,12 @@ def _insert_if_absent(session: Session, values: dict[str, object]) -> None:
     concurrent insert of the same key — the same content, as the key is its hash — waits for the other
     transaction and then does nothing, instead of failing on the unique key."""
     dialect = session.get_bind().dialect.name
-    dialect_insert = {"postgresql": postgresql.insert, "sqlite": sqlite.insert}.get(dialect)
-    if dialect_insert is None:
+    if dialect == "postgresql":
+        session.execute(postgresql.insert(DatasetBlob).values(values).on_conflict_do_nothing(index_elements=["key"]))
+    elif dialect == "sqlite":
+        session.execute(sqlite.insert(DatasetBlob).values(values).on_conflict_do_nothing(index_elements=["key"]))
+    else:
         raise NotImplementedError(f"the database dataset store supports PostgreSQL and SQLite, not {dialect}")
-    session.execute(dialect_insert(DatasetBlob).values(values).on_conflict_do_nothing(index_elements=["key"]))
 
 
 def make_store(settings: Settings, db: Database) -> DatasetStore:

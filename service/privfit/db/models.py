@@ -48,7 +48,9 @@ def utcnow() -> datetime:
 
 class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
-    type_annotation_map = {dict[str, Any]: JSON, list[float]: JSON, list[str]: JSON}  # noqa: RUF012
+    type_annotation_map = {  # noqa: RUF012
+        dict[str, Any]: JSON, list[float]: JSON, list[float | None]: JSON, list[str]: JSON,
+    }  # fmt: skip
 
 
 class ApiKey(Base):
@@ -136,7 +138,7 @@ class Budget(Base):
     epsilon_max: Mapped[float] = mapped_column(Float)
     delta_max: Mapped[float] = mapped_column(Float)
     grid_name: Mapped[str] = mapped_column(String(64))
-    committed_rdp: Mapped[list[float]]
+    committed_rdp: Mapped[list[float | None]]
     committed_extra_delta: Mapped[float] = mapped_column(Float, default=0.0)
     committed_approx_delta: Mapped[float] = mapped_column(Float, default=0.0)
     committed_pure_epsilon: Mapped[float | None] = mapped_column(Float)
@@ -202,7 +204,7 @@ class LedgerEntry(Base):
     dataset_id: Mapped[str] = mapped_column(ForeignKey("datasets.id"), index=True)
     job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id"), index=True)
     kind: Mapped[str] = mapped_column(String(16))
-    rdp: Mapped[list[float]]
+    rdp: Mapped[list[float | None]]
     extra_delta: Mapped[float] = mapped_column(Float, default=0.0)
     approx_delta: Mapped[float] = mapped_column(Float, default=0.0)
     pure_epsilon: Mapped[float | None] = mapped_column(Float)

@@ -89,11 +89,12 @@ def _execute(db: Database, store: DatasetStore, job: ClaimedJob, worker: str, mo
         resolved = solver.load_resolved(job.params)
         with db.read() as session:
             dataset = session.get(Dataset, job.dataset_id)
-            meta = PublicMetadata(
-                n=dataset.n, d=dataset.d, row_norm_bound=dataset.row_norm_bound, label_bound=dataset.label_bound,
-                feature_names=tuple(dataset.feature_names),
-            )  # fmt: skip
-            storage_key = dataset.storage_key
+            storage_key = None if dataset is None else dataset.storage_key
+            if dataset is not None:
+                meta = PublicMetadata(
+                    n=dataset.n, d=dataset.d, row_norm_bound=dataset.row_norm_bound,
+                    label_bound=dataset.label_bound, feature_names=tuple(dataset.feature_names),
+                )  # fmt: skip
         if storage_key is None:
             fail(db, job.id, worker, {"type": "dataset_deleted", "detail": "the dataset was deleted before the fit "
                                       "ran; its privacy charge was refunded"})  # fmt: skip

@@ -162,12 +162,13 @@ def mark_reading(db: Database, job_id: str, worker: str) -> bool:
     """Record that ``worker`` is about to give the job's rows to the solver; False if it no longer owns the running
     job. From here on a failure keeps the charge."""
     with db.write() as session:
-        result = session.execute(
+        marked = session.execute(
             update(Job)
             .where(Job.id == job_id, Job.status == "running", Job.lease_owner == worker)
             .values(data_read_at=utcnow())
-        )
-        return result.rowcount == 1
+            .returning(Job.id)
+        ).first()
+        return marked is not None
 
 
 def queued_before(db: Database, cutoff: datetime, limit: int = 1000) -> list[str]:

@@ -65,14 +65,14 @@ def require_sampling_rate(name: str, value: float) -> float:
 
 def require_count(name: str, value: int, *, minimum: int = 1) -> int:
     """Return ``value`` if it is an integer ≥ ``minimum`` (a step, tree or composition count)."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        if isinstance(value, float) and value.is_integer():
-            value = int(value)
-        else:
-            raise PrivacyParameterError(name, f"must be an integer, got {value!r}")
-    if value < minimum:
+    number: object = value
+    if isinstance(number, float) and number.is_integer():
+        number = int(number)
+    if isinstance(number, bool) or not isinstance(number, int | np.integer):
+        raise PrivacyParameterError(name, f"must be an integer, got {value!r}")
+    if number < minimum:
         raise PrivacyParameterError(name, f"must be ≥ {minimum}, got {value!r}")
-    return int(value)
+    return int(number)
 
 
 def require_orders(orders: object) -> np.ndarray:

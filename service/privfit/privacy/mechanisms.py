@@ -99,7 +99,7 @@ def pure_dp_rdp(orders: Orders, *, epsilon: float) -> np.ndarray:
     out[mid] = np.minimum((_log_cosh((a - 0.5) * epsilon) - _log_cosh(0.5 * epsilon)) / (a - 1.0), epsilon)
     out[kl] = epsilon * np.tanh(epsilon / 2.0)
     out[inf] = epsilon
-    return np.maximum(out, 0.0)
+    return np.asarray(np.maximum(out, 0.0), dtype=np.float64)
 
 
 def _log_cosh(x: np.ndarray | float) -> np.ndarray:
@@ -134,7 +134,7 @@ def tree_aggregation_rdp(
     alphas = as_orders(orders)
     sigma = require_positive("sigma", sigma)
     sensitivity = require_non_negative("sensitivity", sensitivity)
-    counts = [steps] if np.isscalar(steps) else list(steps)  # type: ignore[list-item]
+    counts: list[int] = list(steps) if isinstance(steps, Sequence | np.ndarray) else [steps]
     if not counts:
         raise PrivacyParameterError("steps", "must be a positive integer or a non-empty list of them")
     depth = max(tree_aggregation_depth(count) for count in counts)
@@ -149,7 +149,7 @@ def compose(*curves: np.ndarray) -> np.ndarray:
     for other in curves[1:]:
         if np.shape(other) != first.shape:
             raise PrivacyParameterError("curves", "all curves must be aligned with the same grid")
-    return np.sum(np.stack([np.asarray(c, dtype=np.float64) for c in curves]), axis=0)
+    return np.asarray(np.sum(np.stack([np.asarray(c, dtype=np.float64) for c in curves]), axis=0), dtype=np.float64)
 
 
 def self_compose(curve: np.ndarray, count: int) -> np.ndarray:

@@ -30,12 +30,12 @@ _WOR_EXACT_MAX_ORDER = 256
 
 def _log_comb(n: np.ndarray | float, k: np.ndarray | float) -> np.ndarray:
     """log |C(n, k)| through log-gamma (for fractional n the generalised binomial coefficient's magnitude)."""
-    return special.gammaln(n + 1) - special.gammaln(k + 1) - special.gammaln(n - k + 1)
+    return np.asarray(special.gammaln(n + 1) - special.gammaln(k + 1) - special.gammaln(n - k + 1), dtype=np.float64)
 
 
 def _log_erfc(x: np.ndarray) -> np.ndarray:
     """log erfc(x), accurate in the far tail: erfc(x) = 2 Φ(−x√2)."""
-    return math.log(2.0) + special.log_ndtr(-x * math.sqrt(2.0))
+    return np.asarray(math.log(2.0) + special.log_ndtr(-x * math.sqrt(2.0)), dtype=np.float64)
 
 
 def _poisson_log_a_integer(q: float, sigma: float, alphas: np.ndarray) -> np.ndarray:
@@ -49,7 +49,7 @@ def _poisson_log_a_integer(q: float, sigma: float, alphas: np.ndarray) -> np.nda
     with np.errstate(invalid="ignore"):
         terms = _log_comb(a, i) + i * math.log(q) + (a - i) * math.log1p(-q) + (i * i - i) / (2.0 * sigma**2)
     terms = np.where(i <= a, terms, -np.inf)
-    return special.logsumexp(terms, axis=1)
+    return np.asarray(special.logsumexp(terms, axis=1), dtype=np.float64)
 
 
 def _poisson_log_a_fractional(q: float, sigma: float, alphas: np.ndarray) -> np.ndarray:
@@ -77,9 +77,9 @@ def _poisson_log_a_fractional_terms(q: float, sigma: float, alphas: np.ndarray, 
 
     def series_term(k: np.ndarray, m: np.ndarray, erfc_argument: np.ndarray) -> np.ndarray:
         """C(α, k) q^k (1−q)^m e^{(k²−k)/(2σ²)} · ½ erfc(·): the k-th term of one of the two series."""
-        return (
+        return np.asarray(
             log_coef + k * log_q + m * log_1mq + (k * k - k) / (2.0 * sigma**2)
-            + math.log(0.5) + _log_erfc(erfc_argument / (math.sqrt(2.0) * sigma))
+            + math.log(0.5) + _log_erfc(erfc_argument / (math.sqrt(2.0) * sigma)), dtype=np.float64,
         )  # fmt: skip
 
     log_s0 = series_term(i, j, i - z0)
@@ -128,7 +128,7 @@ def poisson_subsampled_gaussian_rdp(orders: Orders, *, q: float, noise_multiplie
     if kl.any():
         above = finite & (alphas > 1.0)
         out[kl] = out[above][np.argmin(alphas[above])] if above.any() else np.inf
-    return np.maximum(out, 0.0)
+    return np.asarray(np.maximum(out, 0.0), dtype=np.float64)
 
 
 def poisson_subsampled_gaussian_rdp_replace_one(orders: Orders, *, q: float, noise_multiplier: float) -> np.ndarray:
@@ -253,4 +253,4 @@ def sampled_without_replacement_gaussian_rdp(orders: Orders, *, q: float, noise_
         floor, ceil = math.floor(alpha), math.ceil(alpha)
         t = alpha - floor
         out[index] = ((1 - t) * cache[floor] + t * cache[ceil]) / (alpha - 1.0)
-    return np.maximum(out, 0.0)
+    return np.asarray(np.maximum(out, 0.0), dtype=np.float64)

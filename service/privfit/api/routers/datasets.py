@@ -14,11 +14,11 @@ from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, Field, ValidationError
 from sqlalchemy import func, or_, select
 
-from privfit.datasets import DatasetSchema, parse_and_encode
-from privfit.db import ApiKey, Dataset, DatasetGrant, LedgerEntry
+from privfit.datasets import DatasetSchema, EncodedDataset, parse_and_encode
+from privfit.db import ApiKey, Database, Dataset, DatasetGrant, LedgerEntry
 from privfit.db.models import utcnow
 from privfit.ledger import create_budget, status
-from privfit.privacy import get_grid
+from privfit.privacy import OrderGrid, get_grid
 
 from ..auth import Principal, current_principal, require_role, visible_dataset
 from ..encoding import public_json
@@ -47,7 +47,7 @@ def _out(dataset: Dataset, principal: Principal) -> DatasetOut:
     privileged = principal.role == "admin" or dataset.owner_key_id == principal.key_id
     return DatasetOut(
         id=dataset.id, name=dataset.name, n=dataset.n, d=dataset.d, feature_names=dataset.feature_names,
-        row_norm_bound=dataset.row_norm_bound, label_bound=dataset.label_bound, schema=dataset.schema_json,
+        row_norm_bound=dataset.row_norm_bound, label_bound=dataset.label_bound, schema_=dataset.schema_json,
         created_at=dataset.created_at, owner_key_id=dataset.owner_key_id,
         content_hash=dataset.content_hash if privileged else None,
     )  # fmt: skip
@@ -100,7 +100,10 @@ async def upload_dataset(
     return _out(dataset, principal)
 
 
-def _register(db, dataset_id, principal, name, declared, encoded, storage_key, grid) -> Dataset:  # type: ignore[no-untyped-def]
+def _register(
+    db: Database, dataset_id: str, principal: Principal, name: str, declared: DatasetSchema,
+    encoded: EncodedDataset, storage_key: str, grid: OrderGrid,
+) -> Dataset:
     """Insert the dataset's public metadata and its budget in one transaction."""
     with db.write() as session:
         dataset = Dataset(

@@ -16,7 +16,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
 from privfit.datasets import DatasetSchema, encode_rows
-from privfit.db import Budget, Dataset, Job
+from privfit.db import Budget, Database, Dataset, Job
 from privfit.jobs import cancel
 from privfit.ledger import budget_filter, delta_allowance, estimate, reserve
 from privfit.privacy import curve_to_json, get_grid, pure_epsilon_to_json
@@ -140,7 +140,7 @@ def create_fit(
     return JSONResponse(_jsonable(_job_json(job)), status_code=202, headers={"Location": f"/v1/fits/{job_id}"})
 
 
-def _replay(db, principal: Principal, key: str, request_hash: str) -> JSONResponse | None:  # type: ignore[no-untyped-def]
+def _replay(db: Database, principal: Principal, key: str, request_hash: str) -> JSONResponse | None:
     with db.read() as session:
         job = session.execute(
             select(Job).where(Job.api_key_id == principal.key_id, Job.idempotency_key == key)
