@@ -7,7 +7,8 @@
 #   3. the image's start commands from that venv, in an empty working directory, with the image's environment
 #      (docker/Dockerfile ENV, paths moved under a temp dir) on SQLite and PRIVFIT_QUEUE=none: `privfit migrate`,
 #      then docker/start-api.sh (uvicorn, 2 processes as the image's default); waits for /healthz and /readyz
-#      to answer 200 through docker/healthcheck.py (the image's HEALTHCHECK), checks every log line is JSON and
+#      to answer 200 through docker/healthcheck.py (the image's HEALTHCHECK), that the dashboard's assets are served
+#      from the installed package, checks every log line is JSON and
 #      the access log went through it, then SIGTERM and checks the server and its worker processes exited.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -78,6 +79,16 @@ wait_for() {
 }
 wait_for "http://127.0.0.1:$port/healthz"
 wait_for "http://127.0.0.1:$port/readyz"
+# the dashboard's assets ship inside the installed (not editable) package
+"$python" - "http://127.0.0.1:$port" <<'EOF'
+import sys
+import urllib.request
+for path, marker in (("/ui/", b"<html"), ("/ui/static/app.js", b"import")):
+    with urllib.request.urlopen(sys.argv[1] + path, timeout=10) as response:
+        body = response.read()
+        assert response.status == 200 and marker in body, f"{path}: {response.status}, {body[:80]!r}"
+EOF
+step "the dashboard's assets are served from the installed package"
 children=$(pgrep -P "$server" | tr '\n' ' ' || true)  # uvicorn's workers and multiprocessing's resource tracker
 "$python" - "$work/api.log" <<'EOF'
 import json, sys
