@@ -32,8 +32,8 @@ is warmed up once on a 2 000-row slice before anything is timed, so numba compil
 printed: the ε each solver is charged at δ for a target ε = 1 (sanity) and the total run time. Progress goes to
 stderr. ``--quick``: 1 seed, ε ∈ {0.1, 1} (smoke run).
 
-No thresholds: this reports, it does not judge. Results of the full grid are pasted into the README
-("Benchmarks").
+No thresholds: this reports, it does not judge. Results of the full grid are pasted into
+docs/benchmarks.md.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Writes ``examples/loans.csv``: a small synthetic, public loan-default table for the README's CLI and client
-examples (no real person's data). Deterministic: ``python examples/make_loans.py`` rewrites the same file."""
+"""Writes ``examples/loans.csv``: a small synthetic, public loan-default table for the CLI and client examples
+of docs/client.md (no real person's data). Deterministic: ``python examples/make_loans.py`` rewrites the same file."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
 class Settings(BaseSettings):
-    """Every knob of a privfit deployment; the README's configuration table documents the same fields."""
+    """Every knob of a privfit deployment; docs/configuration.md documents the same fields."""
 
     model_config = SettingsConfigDict(env_prefix="PRIVFIT_", extra="ignore")
 

@@ -1,5 +1,5 @@
-"""The ``privfit`` client commands against a live ``privfit serve`` subprocess: the README's CLI example run
-verbatim, and every error class giving a clear message and its documented exit status."""
+"""The ``privfit`` client commands against a live ``privfit serve`` subprocess: the CLI example of docs/client.md
+run verbatim, and every error class giving a clear message and its documented exit status."""
 
 from __future__ import annotations
 
@@ -31,10 +31,10 @@ REPO = Path(__file__).resolve().parents[2]
 SLOW_FIT = ["--epsilon", "0.2", "--param", "steps=100000"]  # tens of seconds on 4000 rows: cancelled by the tests
 
 
-def readme_cli_example() -> str:
-    """The first ```bash block of the README's "CLI" section."""
-    readme = (REPO / "README.md").read_text()
-    section = readme.split("\n## CLI\n", 1)[1].split("\n## ", 1)[0]
+def docs_cli_example() -> str:
+    """The first ```bash block of the "CLI" section of docs/client.md."""
+    doc = (REPO / "docs" / "client.md").read_text()
+    section = doc.split("\n## CLI\n", 1)[1].split("\n## ", 1)[0]
     return re.search(r"```bash\n(.*?)```", section, re.S).group(1)
 
 
@@ -51,11 +51,11 @@ def cli_env(database_url: str, tmp_path: Path, base: str, key: str | None) -> di
     return env
 
 
-def test_the_readme_cli_example_runs_verbatim(database_url: str, tmp_path: Path):
+def test_the_docs_cli_example_runs_verbatim(database_url: str, tmp_path: Path):
     _, admin = keys_for(database_url)
     with server(database_url, tmp_path) as base:
         env = cli_env(database_url, tmp_path, base, None)
-        done = subprocess.run(["bash", "-euo", "pipefail", "-c", readme_cli_example()], env=env, cwd=REPO,
+        done = subprocess.run(["bash", "-euo", "pipefail", "-c", docs_cli_example()], env=env, cwd=REPO,
                               capture_output=True, text=True, timeout=300)  # fmt: skip
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         headers = {"Authorization": f"Bearer {admin}"}

@@ -1,5 +1,5 @@
-"""``privfit.client.Client``: against a live ``privfit serve`` subprocess (the README example, uploads of every
-kind, typed errors, waiting, paging, an idempotent retry over a dropped connection), and its retry policy
+"""``privfit.client.Client``: against a live ``privfit serve`` subprocess (the example of docs/client.md, uploads of
+every kind, typed errors, waiting, paging, an idempotent retry over a dropped connection), and its retry policy
 against scripted transports."""
 
 from __future__ import annotations
@@ -51,13 +51,13 @@ def schema(epsilon: float) -> dict:
     return {**SMALL_SCHEMA, "budget": {"epsilon": epsilon, "delta": 1e-6}}
 
 
-def test_the_readme_python_example_runs(live: dict[str, str], capsys: pytest.CaptureFixture[str],
-                                       monkeypatch: pytest.MonkeyPatch):  # fmt: skip
+def test_the_docs_python_example_runs(live: dict[str, str], capsys: pytest.CaptureFixture[str],
+                                     monkeypatch: pytest.MonkeyPatch):  # fmt: skip
     monkeypatch.chdir(REPO)  # the example's paths are relative to the repository
-    readme = (REPO / "README.md").read_text()
-    section = readme.split("\n## Python client\n", 1)[1].split("\n## ", 1)[0]
+    doc = (REPO / "docs" / "client.md").read_text()
+    section = doc.split("\n## Python client\n", 1)[1].split("\n## ", 1)[0]
     code = re.search(r"```python\n(.*?)```", section, re.S).group(1).replace("http://127.0.0.1:8000", live["base"])
-    exec(compile(code, "README.md", "exec"), {"api_key": live["owner"], "__name__": "readme"})
+    exec(compile(code, "docs/client.md", "exec"), {"api_key": live["owner"], "__name__": "client_doc"})
     printed = capsys.readouterr().out
     assert "succeeded 100%" in printed and "Privacy budget exceeded" not in printed  # detail, not the title
     assert "this fit costs ε = 5" in printed
