@@ -25,6 +25,22 @@ The privacy guarantee of a fit is a property of ``cost(resolved, meta, grid)`` a
 relation (DESIGN §1.1) and the composition that gives the cost. :meth:`Solver.plan` chains steps 1–3 (the
 dry-run estimate and the admission both use it).
 
+**Adding a solver.** :class:`Solver` runs steps 1–5 itself (parsing, the target-ε-or-explicit-noise check, the
+reported ε, loading the stored settings and checking them against the metadata before cost and fit, the input
+checks, the progress reporter, the result); a solver brings its parameters, its calibration, its cost and its
+algorithm:
+
+1. a parameter model (subclass :class:`SolverParams`, or :class:`GLMParams` for a GLM loss; its ``model`` field's
+   ``Literal`` lists the models it supports) and a resolved model (subclass :class:`GLMResolved` or
+   :class:`MetadataResolved`: it records the metadata it was resolved for) whose ``solver`` and
+   ``formula_version`` fields are ``Literal``\s with their value as default: they are the solver's registry name
+   and cost-formula version;
+2. ``class MySolver(Solver[MyParams, MyResolved])`` with a ``description``, the name of its explicit noise
+   parameter in ``explicit_noise`` (None: calibrated to a target only), and the hooks :meth:`Solver._resolve`
+   (parameters → resolved settings), :meth:`Solver._cost` (resolved settings → RDP curve, no row),
+   :meth:`Solver._progress_steps` and :meth:`Solver._fit` (the algorithm on the checked rows);
+3. its class in ``_BUILTIN`` of :mod:`privfit.solvers.registry`.
+
 Everything here is pure (numpy, scipy, pydantic); nothing imports the web, DB or job layers (DESIGN §4).
 """
 
@@ -34,9 +50,10 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal, TypeVar
+from typing import Any, ClassVar, Generic, Literal, NamedTuple, TypeVar, get_args, get_origin
 
 import numpy as np
+from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from privfit.errors import ParameterError
@@ -48,28 +65,40 @@ from .losses import GLMLoss, available_models, make_loss
 __all__ = [
     "CLASSIFICATION_MODELS",
     "DEFAULT_RADIUS",
+    "AnySolver",
     "FitCancelled",
     "FitPlan",
     "FitResult",
+    "FitRun",
+    "FloatArray",
     "GLMParams",
+    "GLMResolved",
+    "MetadataResolved",
     "ModelName",
+    "PrivacyRequest",
     "ProgressCallback",
     "ProgressReporter",
     "PublicMetadata",
+    "Release",
     "ResolvedParams",
     "Solver",
     "SolverParameterError",
     "SolverParams",
     "StopCallback",
+    "Target",
     "check_fit_inputs",
     "check_privacy_source",
     "check_resolved_metadata",
     "delta_part",
     "enforce_declared_bounds",
+    "fits_intercept",
     "glm_fit_result",
+    "glm_resolved_fields",
     "metadata_fields",
     "validation_error_to_parameter_error",
 ]
+
+FloatArray = NDArray[np.float64]
 
 ProgressCallback = Callable[[float], None]
 """Receives the fraction of the fit done, in [0, 1], non-decreasing, ending at 1.0; data-independent."""
@@ -327,16 +356,58 @@ class GLMResolved(MetadataResolved):
     design_norm_bound: float = Field(gt=0.0, description="Row-norm bound of the design matrix (with intercept).")
 
 
-def glm_resolved_fields(
-    params: GLMParams, meta: PublicMetadata, target_epsilon: float | None, delta: float | None
-) -> dict[str, Any]:
+class Target(NamedTuple):
+    """A target (ε, δ): the noise is calibrated so that the cost converts to ε ≤ ``epsilon`` at ``delta``."""
+
+    epsilon: float
+    delta: float
+
+
+@dataclass(frozen=True)
+class PrivacyRequest:
+    """The privacy side of a resolution, as :meth:`Solver.resolve` hands it to :meth:`Solver._resolve`, checked.
+
+    Exactly one of ``target`` and ``explicit_noise`` is set: a target (ε, δ) to calibrate the noise to on
+    ``grid``, or the value of the solver's explicit noise parameter (:attr:`Solver.explicit_noise`). Solvers
+    calibrated to a target only always get a target. ``delta`` is the request's δ (the target's, or with explicit
+    noise the δ at which the fit's ε is reported, if any). ``delta_allowance`` is the dataset's allowance for
+    δ-only parts, given only to solvers with :attr:`Solver.uses_delta_parts` (None: standalone, no dataset).
+    """
+
+    target: Target | None
+    explicit_noise: float | None
+    delta: float | None
+    grid: OrderGrid = DEFAULT_GRID
+    delta_allowance: DeltaAllowance | None = None
+
+    @property
+    def target_epsilon(self) -> float | None:
+        """The target ε, or None with explicit noise."""
+        return None if self.target is None else self.target.epsilon
+
+    def required_target(self) -> Target:
+        """The target (ε, δ) of a solver calibrated to a target only (:attr:`Solver.explicit_noise` is None)."""
+        if self.target is None:  # pragma: no cover - Solver.resolve refuses a request without one
+            raise SolverParameterError("epsilon", "a target epsilon and a delta are required")
+        return self.target
+
+    def explicit(self) -> float:
+        """The explicit noise parameter's value (when there is no target)."""
+        if self.explicit_noise is None:  # pragma: no cover - Solver.resolve refuses a request without one
+            raise SolverParameterError("epsilon", "explicit noise was not given")
+        return self.explicit_noise
+
+    def resolved_fields(self, meta: PublicMetadata) -> dict[str, Any]:
+        """The :class:`MetadataResolved` fields of a resolution for ``meta`` (``epsilon`` left None: the base fills
+        it in, :meth:`Solver.with_reported_epsilon`)."""
+        return {"target_epsilon": self.target_epsilon, "delta": self.delta, "epsilon": None, **metadata_fields(meta)}
+
+
+def glm_resolved_fields(params: GLMParams, meta: PublicMetadata, privacy: PrivacyRequest) -> dict[str, Any]:
     """The :class:`GLMResolved` fields of a resolution (``epsilon`` left None: see
     :meth:`Solver.with_reported_epsilon`)."""
     return {
-        "target_epsilon": target_epsilon,
-        "delta": delta,
-        "epsilon": None,
-        **metadata_fields(meta),
+        **privacy.resolved_fields(meta),
         "model": params.model,
         "loss_params": params.loss_params(),
         "fit_intercept": params.fit_intercept,
@@ -460,46 +531,130 @@ class FitPlan:
     cost: PrivacyCost
 
 
+@dataclass(frozen=True)
+class FitRun:
+    """What :meth:`Solver._fit` runs with, prepared and checked by :meth:`Solver.fit`.
+
+    Attributes:
+        X: the private rows, of the metadata's shape, with the declared bounds enforced
+            (:func:`enforce_declared_bounds`): the design matrix (a trailing column of ones when the resolved
+            settings fit an intercept), or the rows themselves for a solver without :attr:`Solver.appends_intercept`.
+        y: the labels, within the declared bound.
+        meta: the public metadata (the resolved settings were resolved for it).
+        rng: the fit's only source of randomness (OS-seeded for private data).
+        reporter: progress and cancellation, counted in :meth:`Solver._progress_steps` steps.
+    """
+
+    X: FloatArray
+    y: FloatArray
+    meta: PublicMetadata
+    rng: np.random.Generator
+    reporter: ProgressReporter
+
+
+@dataclass(frozen=True)
+class Release:
+    """What :meth:`Solver._fit` returns when θ alone does not say everything the fit releases.
+
+    Attributes:
+        theta: the released parameters: the d coefficients, then the intercept when the settings fit one.
+        metadata: data-independent entries added after the resolved settings in :attr:`FitResult.metadata`
+            (post-processing of the release, e.g. ``dp_lazy_oco``'s number of switches).
+        predictor: :attr:`FitResult.predictor`.
+    """
+
+    theta: FloatArray
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    predictor: bool = True
+
+
 # ---------------------------------------------------------------------------------------------------------
 # the solver interface
 # ---------------------------------------------------------------------------------------------------------
 
 
-ResolvedParamsT = TypeVar("ResolvedParamsT", bound=ResolvedParams)
+ParamsT = TypeVar("ParamsT", bound=SolverParams)
+ResolvedT = TypeVar("ResolvedT", bound=MetadataResolved)
+
+_TARGET_REQUIRED = "is calibrated to a target epsilon: give both epsilon and delta"
 
 
-class Solver(ABC):
+class Solver(ABC, Generic[ParamsT, ResolvedT]):
     """A private solver: parameter model, privacy resolution, cost function and fitting function.
 
-    Subclasses set the class attributes and implement :meth:`resolve`, :meth:`cost` and :meth:`fit`.
-    Instances are stateless and shared (the registry holds one of each).
+    ``Solver[P, R]`` runs the steps of the module docstring itself and calls its subclass for what is specific to
+    the solver: :meth:`_resolve`, :meth:`_cost`, :meth:`_progress_steps` and :meth:`_fit` (abstract), and
+    optionally :meth:`_verify_resolved`. From the type arguments it takes :attr:`Params` = P and :attr:`Resolved`
+    = R; from R the defaults of its ``solver`` and ``formula_version`` fields (:attr:`name`,
+    :attr:`formula_version`); from P's ``model`` field, a ``Literal``, the :attr:`models` (a subclass may set any
+    of these itself; a name or version that disagrees with R is refused at import). Instances are stateless and
+    shared (the registry holds one of each).
     """
 
-    #: registry name, e.g. "dp_gd"
+    #: pydantic model of the user-facing parameters (the first type argument)
+    Params: type[ParamsT]
+    #: pydantic model of the resolved settings (the second type argument)
+    Resolved: type[ResolvedT]
+    #: registry name, e.g. "dp_gd" (the default of ``Resolved.solver``)
     name: ClassVar[str]
+    #: version of the cost formula; a change of formula is a new version (DESIGN §2: entries record it; the
+    #: default of ``Resolved.formula_version``)
+    formula_version: ClassVar[str]
+    #: model names this solver supports (a subset of :func:`~privfit.solvers.registry.known_models`; default: the
+    #: ``Literal`` of ``Params.model``)
+    models: ClassVar[tuple[str, ...]]
     #: one-paragraph description (served by ``GET /v1/solvers``)
     description: ClassVar[str]
-    #: model names this solver supports (a subset of :func:`~privfit.solvers.losses.available_models`)
-    models: ClassVar[tuple[str, ...]]
-    #: pydantic model of the user-facing parameters
-    Params: ClassVar[type[SolverParams]]
-    #: pydantic model of the resolved settings
-    Resolved: ClassVar[type[ResolvedParams]]
-    #: version of the cost formula; a change of formula is a new version (DESIGN §2: entries record it)
-    formula_version: ClassVar[str]
+    #: the parameter that sets the noise explicitly instead of a target ε (e.g. "noise_multiplier"): a request
+    #: gives exactly one of the two (:func:`check_privacy_source`). None: calibrated to a target (ε, δ) only, and a
+    #: request without both is refused on "epsilon" with the message :attr:`target_required`
+    explicit_noise: ClassVar[str | None] = None
+    #: the message refusing a request without a target, for solvers without :attr:`explicit_noise`
+    target_required: ClassVar[str] = _TARGET_REQUIRED
+    #: True: :meth:`_fit` gets the design matrix (``X`` with a trailing column of ones when the resolved settings
+    #: have ``fit_intercept``); False: the bounded ``X`` itself (the solver handles any intercept)
+    appends_intercept: ClassVar[bool] = True
     #: experimental solvers are hidden and refused by the API unless the operator enables them
     experimental: ClassVar[bool] = False
     #: solvers whose cost has δ-only parts (an (ε, δ)-DP charge, an approximate-RDP slack) size them within the
-    #: dataset's :class:`~privfit.privacy.DeltaAllowance`, which :meth:`plan` then passes to :meth:`resolve` as
-    #: ``delta_allowance`` (the ledger's filter admits δ parts only within its pot: :mod:`privfit.privacy.filter`)
+    #: dataset's :class:`~privfit.privacy.DeltaAllowance`, which :meth:`resolve` then passes on in
+    #: :attr:`PrivacyRequest.delta_allowance` (the ledger's filter admits δ parts only within its pot:
+    #: :mod:`privfit.privacy.filter`)
     uses_delta_parts: ClassVar[bool] = False
 
-    def with_operator_limits(self, limits: Mapping[str, Any]) -> Solver:
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Take :attr:`Params` and :attr:`Resolved` from the type arguments (``class MySolver(Solver[MyParams,
+        MyResolved])``), and :attr:`name`, :attr:`formula_version` and :attr:`models` from those models, unless the
+        class sets them (a subclass of a concrete solver inherits them)."""
+        super().__init_subclass__(**kwargs)
+        for base in cls.__dict__.get("__orig_bases__", ()):
+            origin, arguments = get_origin(base), get_args(base)
+            if isinstance(origin, type) and issubclass(origin, Solver) and len(arguments) == 2:
+                for attribute, argument in zip(("Params", "Resolved"), arguments, strict=True):
+                    if isinstance(argument, type) and attribute not in cls.__dict__:
+                        setattr(cls, attribute, argument)
+        resolved_model: type[MetadataResolved] | None = cls.__dict__.get("Resolved")
+        if resolved_model is not None:
+            for attribute, field_name in (("name", "solver"), ("formula_version", "formula_version")):
+                default = resolved_model.model_fields[field_name].default
+                if not isinstance(default, str):
+                    raise TypeError(f"{resolved_model.__name__}.{field_name} needs a Literal default")
+                if attribute not in cls.__dict__:
+                    setattr(cls, attribute, default)
+                elif cls.__dict__[attribute] != default:
+                    raise TypeError(f"{cls.__name__}.{attribute} differs from {resolved_model.__name__}.{field_name}")
+        params_model: type[SolverParams] | None = cls.__dict__.get("Params")
+        if params_model is not None and "models" not in cls.__dict__ and "model" in params_model.model_fields:
+            annotation = params_model.model_fields["model"].annotation
+            if get_origin(annotation) is Literal:
+                cls.models = tuple(str(model) for model in get_args(annotation))
+
+    def with_operator_limits(self, limits: Mapping[str, Any]) -> AnySolver:
         """This solver under the operator's limits (e.g. a work cap); solvers without limits return themselves."""
         return self
 
     # --- step 1 -----------------------------------------------------------------------------------
-    def parse_params(self, params: Mapping[str, Any] | SolverParams | None = None) -> SolverParams:
+    def parse_params(self, params: Mapping[str, Any] | SolverParams | None = None) -> ParamsT:
         """Validate user parameters (a JSON object; ``None`` means all defaults), including that the solver
         supports the requested ``model``.
 
@@ -537,7 +692,6 @@ class Solver(ABC):
         }
 
     # --- step 2 -----------------------------------------------------------------------------------
-    @abstractmethod
     def resolve(
         self,
         params: Mapping[str, Any] | SolverParams | None,
@@ -546,15 +700,49 @@ class Solver(ABC):
         target_epsilon: float | None = None,
         delta: float | None = None,
         grid: OrderGrid = DEFAULT_GRID,
-    ) -> ResolvedParams:
+        delta_allowance: DeltaAllowance | None = None,
+    ) -> ResolvedT:
         """Fill in defaults and make every noise scale explicit, from public inputs only.
 
         Exactly one of ``target_epsilon`` (the noise is calibrated so that :meth:`cost` converts to
-        ε ≤ target at ``delta`` on ``grid``) and the parameters' explicit noise settings must be given.
+        ε ≤ target at ``delta`` on ``grid``) and the parameters' explicit noise setting (:attr:`explicit_noise`)
+        must be given. Parses the parameters, checks that, runs :meth:`_resolve` and reports the ε of the result
+        (:meth:`with_reported_epsilon`). ``delta_allowance`` reaches :meth:`_resolve` only for solvers with
+        :attr:`uses_delta_parts`.
+        """
+        p = self.parse_params(params)
+        if self.explicit_noise is None:
+            explicit = None
+            if target_epsilon is None or delta is None:
+                raise SolverParameterError("epsilon", self.target_required)
+        else:
+            value = getattr(p, self.explicit_noise)
+            explicit = None if value is None else float(value)
+            check_privacy_source(target_epsilon, delta, explicit, self.explicit_noise)
+        privacy = PrivacyRequest(
+            target=None if target_epsilon is None or delta is None else Target(target_epsilon, delta),
+            explicit_noise=explicit,
+            delta=delta,
+            grid=grid,
+            delta_allowance=delta_allowance if self.uses_delta_parts else None,
+        )
+        return self.with_reported_epsilon(self._resolve(p, meta, privacy), meta, grid)
+
+    @abstractmethod
+    def _resolve(self, p: ParamsT, meta: PublicMetadata, privacy: PrivacyRequest) -> ResolvedT:
+        """Hook: the resolved settings of the validated parameters ``p`` for ``meta``, from public inputs only.
+
+        A solver fills in every default, derives its public constants from the declared bounds, sizes the noise
+        (calibrated to ``privacy.target`` on ``privacy.grid``, or from ``privacy.explicit()``), sizes any δ-only
+        part within ``privacy.delta_allowance``, and raises :class:`SolverParameterError` naming the parameter for
+        a request it cannot serve. The base has already parsed the parameters and checked the privacy source; it
+        reports the ε of the returned settings itself (leave ``epsilon`` None: :meth:`PrivacyRequest.resolved_fields`
+        and :func:`glm_resolved_fields` fill in the common fields).
         """
 
-    def load_resolved(self, data: Mapping[str, Any] | ResolvedParams) -> ResolvedParams:
-        """Rebuild resolved settings stored as JSON by the job (validated; the solver name must match)."""
+    def load_resolved(self, data: Mapping[str, Any] | ResolvedParams) -> ResolvedT:
+        """Rebuild resolved settings stored as JSON by the job (validated; the solver name and formula version must
+        match, and :meth:`_verify_resolved` must accept them)."""
         if isinstance(data, self.Resolved):
             resolved = data
         else:
@@ -568,16 +756,31 @@ class Solver(ABC):
                 f"belongs to {resolved.solver!r} ({resolved.formula_version}), not {self.name!r} "
                 f"({self.formula_version})",
             )
+        self._verify_resolved(resolved)
         return resolved
 
+    def _verify_resolved(self, r: ResolvedT) -> None:
+        """Hook: refuse (:class:`SolverParameterError` on "resolved") stored settings whose derived values are not
+        the ones the solver's theorems prescribe for the rest (stored settings are recomputed, not trusted). Runs
+        on every load, so before every cost and fit. Default: nothing to verify."""
+
     # --- step 3 -----------------------------------------------------------------------------------
+    def cost(
+        self, resolved: ResolvedParams | Mapping[str, Any], meta: PublicMetadata, grid: OrderGrid = DEFAULT_GRID
+    ) -> PrivacyCost:
+        """The privacy cost of a fit with these settings: public inputs only, no row is read (DESIGN §1.4). The
+        settings are loaded and checked against ``meta`` (:func:`check_resolved_metadata`), then :meth:`_cost`."""
+        return self._cost(check_resolved_metadata(self, resolved, meta), meta, grid)
+
     @abstractmethod
-    def cost(self, resolved: ResolvedParams, meta: PublicMetadata, grid: OrderGrid = DEFAULT_GRID) -> PrivacyCost:
-        """The privacy cost of a fit with these settings: public inputs only, no row is read (DESIGN §1.4)."""
+    def _cost(self, r: ResolvedT, meta: PublicMetadata, grid: OrderGrid) -> PrivacyCost:
+        """Hook: the cost of a fit with the resolved settings ``r`` (already loaded and checked for ``meta``) as an
+        RDP curve on ``grid`` (with its δ parts), from public inputs only: the composition the solver's docstring
+        proves, computed from the stored noise scales exactly as :meth:`_fit` uses them."""
 
     def with_reported_epsilon(
-        self, resolved: ResolvedParamsT, meta: PublicMetadata, grid: OrderGrid = DEFAULT_GRID
-    ) -> ResolvedParamsT:
+        self, resolved: ResolvedT, meta: PublicMetadata, grid: OrderGrid = DEFAULT_GRID
+    ) -> ResolvedT:
         """``resolved`` with ``epsilon`` set to the ε of its own :meth:`cost` at its δ (unchanged without a δ)."""
         if resolved.delta is None:
             return resolved
@@ -594,30 +797,61 @@ class Solver(ABC):
         delta_allowance: DeltaAllowance | None = None,
     ) -> FitPlan:
         """Validate, resolve and cost in one call (dry-run estimates and admission). ``delta_allowance`` reaches
-        :meth:`resolve` only for solvers with :attr:`uses_delta_parts`."""
+        the resolution only for solvers with :attr:`uses_delta_parts`."""
         parsed = self.parse_params(params)
-        extra: dict[str, Any] = {"delta_allowance": delta_allowance} if self.uses_delta_parts else {}
-        resolved = self.resolve(parsed, meta, target_epsilon=target_epsilon, delta=delta, grid=grid, **extra)
+        resolved = self.resolve(
+            parsed, meta, target_epsilon=target_epsilon, delta=delta, grid=grid, delta_allowance=delta_allowance
+        )
         return FitPlan(parsed, resolved, self.cost(resolved, meta, grid))
 
     # --- step 4 -----------------------------------------------------------------------------------
-    @abstractmethod
     def fit(
         self,
         X: Any,
         y: Any,
         meta: PublicMetadata,
-        resolved: ResolvedParams,
+        resolved: ResolvedParams | Mapping[str, Any],
         rng: np.random.Generator,
         progress: ProgressCallback | None = None,
         should_stop: StopCallback | None = None,
     ) -> FitResult:
         """Fit on the private rows with the resolved settings; noise from ``rng`` only.
 
+        Loads and checks the settings for ``meta``, checks the generator and the shapes and enforces the declared
+        bounds (:func:`check_fit_inputs`), runs :meth:`_fit` on a :class:`FitRun` whose :class:`ProgressReporter`
+        counts :meth:`_progress_steps`, reports 1.0 and returns θ with the resolved settings as metadata
+        (:func:`glm_fit_result`).
+
         Raises:
             FitCancelled: ``should_stop()`` returned True.
             SolverParameterError: ``X``/``y`` do not have the shapes of ``meta`` (public facts only).
         """
+        r = check_resolved_metadata(self, resolved, meta)
+        A, v = check_fit_inputs(X, y, meta, rng, fits_intercept(r) if self.appends_intercept else None)
+        run = FitRun(A, v, meta, rng, ProgressReporter(self._progress_steps(r), progress, should_stop))
+        released = self._fit(run, r)
+        run.reporter.finish()
+        release = released if isinstance(released, Release) else Release(released)
+        return glm_fit_result(self, release.theta, meta, r, metadata=release.metadata, predictor=release.predictor)
+
+    @abstractmethod
+    def _progress_steps(self, r: ResolvedT) -> int:
+        """Hook: the public number of steps the fit's progress is counted in (``ProgressReporter.total``): its
+        iterations, rounds or blocks, a function of the resolved settings only (DESIGN §4)."""
+
+    @abstractmethod
+    def _fit(self, run: FitRun, r: ResolvedT) -> FloatArray | Release:
+        """Hook: the algorithm. Runs on the checked rows ``run.X`` (the design matrix, or the bounded rows without
+        :attr:`appends_intercept`) and labels ``run.y`` with exactly the settings ``r`` (checked for ``run.meta``),
+        noise from ``run.rng`` only; calls ``run.reporter.check_stop`` before and ``run.reporter.report`` after each
+        step (the base reports 1.0 at the end). Returns θ (coefficients, then the intercept if fitted), or a
+        :class:`Release` when the fit releases more. Its observables (work, draws, progress) must not depend on the
+        rows.
+        """
+
+
+AnySolver = Solver[Any, Any]
+"""A solver of any parameter and resolved types (the registry's element type)."""
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -625,7 +859,7 @@ class Solver(ABC):
 # ---------------------------------------------------------------------------------------------------------
 
 
-def check_model_supported(solver: Solver, model: str) -> None:
+def check_model_supported(solver: AnySolver, model: str) -> None:
     """Raise :class:`SolverParameterError` on ``model`` if the solver does not support it."""
     if model not in solver.models:
         known = ", ".join(repr(m) for m in solver.models)
@@ -658,12 +892,12 @@ def delta_part(default: float, allowance: float | None, parameter: str, what: st
 
 
 def check_resolved_metadata(
-    solver: Solver, resolved: ResolvedParams | Mapping[str, Any], meta: PublicMetadata
-) -> ResolvedParams:
-    """Load ``resolved`` for ``solver`` and check it was resolved for ``meta`` (same n, d and bounds)."""
+    solver: Solver[Any, ResolvedT], resolved: ResolvedParams | Mapping[str, Any], meta: PublicMetadata
+) -> ResolvedT:
+    """Load ``resolved`` for ``solver`` (:meth:`Solver.load_resolved`) and check it was resolved for ``meta`` (same
+    n, d and bounds); :meth:`Solver.cost` and :meth:`Solver.fit` run it before their hooks."""
     r = solver.load_resolved(resolved)
-    stored = tuple(getattr(r, name, None) for name in ("n", "d", "row_norm_bound", "label_bound"))
-    if stored != (meta.n, meta.d, meta.row_norm_bound, meta.label_bound):
+    if (r.n, r.d, r.row_norm_bound, r.label_bound) != (meta.n, meta.d, meta.row_norm_bound, meta.label_bound):
         raise SolverParameterError("resolved", "was resolved for different public metadata (n, d or bounds)")
     return r
 
@@ -710,17 +944,31 @@ def enforce_declared_bounds(X: np.ndarray, y: np.ndarray, meta: PublicMetadata) 
     return A, v
 
 
-def glm_fit_result(solver: Solver, theta: np.ndarray, meta: PublicMetadata, resolved: ResolvedParams) -> FitResult:
-    """The release of a GLM fit: θ split into coefficients and intercept (its last entry when the resolved
-    settings fit one), the feature names, and the resolved settings as metadata."""
-    fit_intercept = bool(getattr(resolved, "fit_intercept", False))
+def fits_intercept(resolved: ResolvedParams) -> bool:
+    """Whether the resolved settings fit an intercept (their ``fit_intercept``; False for settings without one)."""
+    return bool(getattr(resolved, "fit_intercept", False))
+
+
+def glm_fit_result(
+    solver: AnySolver,
+    theta: FloatArray,
+    meta: PublicMetadata,
+    resolved: ResolvedParams,
+    *,
+    metadata: Mapping[str, Any] | None = None,
+    predictor: bool = True,
+) -> FitResult:
+    """The release of a fit (:meth:`Solver.fit` builds every solver's with it): θ split into coefficients and
+    intercept (its last entry when the resolved settings fit one), the feature names, and the resolved settings as
+    metadata, followed by any extra ``metadata`` entries."""
     return FitResult(
         solver=solver.name,
         model=str(getattr(resolved, "model", "")),
         coefficients=[float(c) for c in theta[: meta.d]],
-        intercept=float(theta[meta.d]) if fit_intercept else None,
+        intercept=float(theta[meta.d]) if fits_intercept(resolved) else None,
         feature_names=None if meta.feature_names is None else list(meta.feature_names),
-        metadata=resolved.model_dump(mode="json"),
+        metadata={**resolved.model_dump(mode="json"), **(metadata or {})},
+        predictor=predictor,
     )
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .base import Solver, SolverParameterError
+from .base import AnySolver, Solver, SolverParameterError
 from .baselines.dp_gd import DPGradientDescent
 from .baselines.dp_sgd import DPSGD
 from .baselines.objective_perturbation import ObjectivePerturbation
@@ -36,10 +36,10 @@ class UnknownSolverError(SolverParameterError):
     """No solver of that name is registered; the message lists the known names (``parameter == "solver"``)."""
 
 
-_REGISTRY: dict[str, Solver] = {}
+_REGISTRY: dict[str, AnySolver] = {}
 
 
-def register_solver(solver: Solver, *, replace: bool = False) -> Solver:
+def register_solver(solver: AnySolver, *, replace: bool = False) -> AnySolver:
     """Add ``solver`` under ``solver.name`` (a second registration under the same name needs ``replace``)."""
     if not isinstance(solver, Solver):
         raise TypeError(f"expected a Solver instance, got {type(solver).__name__}")
@@ -58,7 +58,7 @@ def known_models() -> tuple[str, ...]:
     return tuple(dict.fromkeys(available_models() + LAZY_OCO_MODELS + RESQUE_MODELS))
 
 
-def get_solver(name: str) -> Solver:
+def get_solver(name: str) -> AnySolver:
     """The solver registered as ``name``; :class:`UnknownSolverError` (a ``ParameterError`` on "solver") else."""
     if isinstance(name, str) and name in _REGISTRY:
         return _REGISTRY[name]
@@ -71,7 +71,7 @@ def solver_names() -> tuple[str, ...]:
     return tuple(sorted(_REGISTRY))
 
 
-def list_solvers() -> tuple[Solver, ...]:
+def list_solvers() -> tuple[AnySolver, ...]:
     """Registered solvers, sorted by name."""
     return tuple(_REGISTRY[name] for name in solver_names())
 
@@ -81,7 +81,7 @@ def describe_solvers() -> list[dict[str, Any]]:
     return [solver.describe() for solver in list_solvers()]
 
 
-_BUILTIN: tuple[type[Solver], ...] = (
+_BUILTIN: tuple[type[AnySolver], ...] = (
     DPGradientDescent,
     DPOnlineToBatch,
     DPDistributed,

@@ -63,32 +63,24 @@ reported once per step. Rows outside the declared bounds are brought to them fir
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, ClassVar, Literal, cast
+from dataclasses import asdict, dataclass
+from typing import ClassVar, Literal
 
 import numpy as np
-from numpy.typing import NDArray
 from pydantic import Field
 
-from privfit.privacy import DEFAULT_GRID, OrderGrid, PrivacyCost, gaussian_rdp, gaussian_sigma
+from privfit.privacy import OrderGrid, PrivacyCost, gaussian_rdp, gaussian_sigma
 from privfit.solvers.base import (
-    FitResult,
+    FitRun,
+    FloatArray,
     GLMParams,
     GLMResolved,
-    ProgressCallback,
+    PrivacyRequest,
     ProgressReporter,
     PublicMetadata,
-    ResolvedParams,
     Solver,
     SolverParameterError,
-    SolverParams,
-    StopCallback,
-    check_fit_inputs,
-    check_privacy_source,
-    check_resolved_metadata,
     design_bound,
-    glm_fit_result,
     glm_loss,
     glm_resolved_fields,
 )
@@ -105,8 +97,6 @@ __all__ = [
     "clipped_gradient_sum",
     "dp_gradient_descent",
 ]
-
-FloatArray = NDArray[np.float64]
 
 DEFAULT_STEPS = 200
 MAX_STEPS = 100_000
@@ -182,6 +172,10 @@ class ClippedGradientConstants:
     smoothness: float
     clip_norm: float
     step_size: float
+
+    def resolved_fields(self) -> dict[str, float]:
+        """The constants as fields of the resolved settings (same names)."""
+        return asdict(self)
 
 
 def clipped_gradient_constants(params: GLMParams, meta: PublicMetadata) -> ClippedGradientConstants:
@@ -289,90 +283,52 @@ def dp_gradient_descent(
     return theta
 
 
-class DPGradientDescent(Solver):
+class DPGradientDescent(Solver[DPGDParams, DPGDResolved]):
     """DP full-batch projected gradient descent (BST 2014; SCS 2013) with the Gaussian RDP accountant.
 
     See the module docstring for the algorithm, the privacy proof and the defaults.
     """
 
-    name: ClassVar[str] = "dp_gd"
     description: ClassVar[str] = (
         "DP full-batch gradient descent: per-example gradients clipped to C (default: the loss's public "
         "Lipschitz constant), Gaussian noise on the gradient sum, projected steps on an L2 ball. Cost: T-fold "
         "composition of a Gaussian mechanism with replace-one sensitivity 2C (exact RDP). Defaults: T = 200, "
         "η = 1/β, λ = 0, release of the last iterate."
     )
-    models: ClassVar[tuple[str, ...]] = ("logistic", "linear", "huber", "svm")
-    Params: ClassVar[type[SolverParams]] = DPGDParams
-    Resolved: ClassVar[type[ResolvedParams]] = DPGDResolved
-    formula_version: ClassVar[str] = "dp_gd/gaussian-rdp-2C/v1"
+    explicit_noise: ClassVar[str | None] = "noise_multiplier"
 
-    def resolve(
-        self,
-        params: Mapping[str, Any] | SolverParams | None,
-        meta: PublicMetadata,
-        *,
-        target_epsilon: float | None = None,
-        delta: float | None = None,
-        grid: OrderGrid = DEFAULT_GRID,
-    ) -> DPGDResolved:
+    def _resolve(self, p: DPGDParams, meta: PublicMetadata, privacy: PrivacyRequest) -> DPGDResolved:
         """Defaults and noise from public inputs: G, β, C, η from the declared bounds; σ calibrated or explicit."""
-        p = cast(DPGDParams, self.parse_params(params))
-        check_privacy_source(target_epsilon, delta, p.noise_multiplier, "noise_multiplier")
-
         constants = clipped_gradient_constants(p, meta)
-        radius, lipschitz = constants.radius, constants.lipschitz
-        smoothness, clip, step_size = constants.smoothness, constants.clip_norm, constants.step_size
-        sensitivity = 2.0 * clip
-
-        if target_epsilon is not None:
-            calibration = gaussian_sigma(target_epsilon, delta, sensitivity=sensitivity, count=p.steps, grid=grid)
+        sensitivity = 2.0 * constants.clip_norm
+        if privacy.target is not None:
+            calibration = gaussian_sigma(*privacy.target, sensitivity=sensitivity, count=p.steps, grid=privacy.grid)
             sigma = calibration.noise
         else:
-            sigma = float(p.noise_multiplier or 0.0) * sensitivity  # not None here: checked above
-        resolved = DPGDResolved(
-            **glm_resolved_fields(p, meta, target_epsilon, delta),
+            sigma = privacy.explicit() * sensitivity
+        return DPGDResolved(
+            **glm_resolved_fields(p, meta, privacy),
+            **constants.resolved_fields(),
             l2=p.l2,
-            radius=radius,
-            lipschitz=lipschitz,
-            smoothness=smoothness,
             steps=p.steps,
-            step_size=step_size,
-            clip_norm=clip,
             sensitivity=sensitivity,
             sigma=sigma,
             noise_multiplier=sigma / sensitivity,
             output=p.output,
         )
-        return self.with_reported_epsilon(resolved, meta, grid)
 
-    def _check(self, resolved: ResolvedParams | Mapping[str, Any], meta: PublicMetadata) -> DPGDResolved:
-        return cast(DPGDResolved, check_resolved_metadata(self, resolved, meta))
-
-    def cost(
-        self, resolved: ResolvedParams | Mapping[str, Any], meta: PublicMetadata, grid: OrderGrid = DEFAULT_GRID
-    ) -> PrivacyCost:
+    def _cost(self, r: DPGDResolved, meta: PublicMetadata, grid: OrderGrid) -> PrivacyCost:
         """Eq. (3): ``PrivacyCost(T · gaussian_rdp(grid, sigma=σ, sensitivity=2C), grid)``; reads no row."""
-        r = self._check(resolved, meta)
         return PrivacyCost(r.steps * gaussian_rdp(grid, sigma=r.sigma, sensitivity=r.sensitivity), grid)
 
-    def fit(
-        self,
-        X: Any,
-        y: Any,
-        meta: PublicMetadata,
-        resolved: ResolvedParams | Mapping[str, Any],
-        rng: np.random.Generator,
-        progress: ProgressCallback | None = None,
-        should_stop: StopCallback | None = None,
-    ) -> FitResult:
-        """Run DP-GD with ``resolved`` on the private rows; noise from ``rng`` (OS-seeded for private data)."""
-        r = self._check(resolved, meta)
-        design, v = check_fit_inputs(X, y, meta, rng, r.fit_intercept)
-        reporter = ProgressReporter(r.steps, progress, should_stop)
-        theta = dp_gradient_descent(
-            design,
-            v,
+    def _progress_steps(self, r: DPGDResolved) -> int:
+        return r.steps
+
+    def _fit(self, run: FitRun, r: DPGDResolved) -> FloatArray:
+        """Run DP-GD with ``r`` on the private rows; noise from ``run.rng`` (OS-seeded for private data)."""
+        theta: FloatArray = dp_gradient_descent(
+            run.X,
+            run.y,
             loss=make_loss(r.model, **r.loss_params),
             clip_norm=r.clip_norm,
             sigma=r.sigma,
@@ -380,9 +336,8 @@ class DPGradientDescent(Solver):
             step_size=r.step_size,
             radius=r.radius,
             l2=r.l2,
-            rng=rng,
+            rng=run.rng,
             output=r.output,
-            reporter=reporter,
+            reporter=run.reporter,
         )[0]
-        reporter.finish()
-        return glm_fit_result(self, theta, meta, r)
+        return theta

@@ -113,8 +113,8 @@ first (:func:`~privfit.solvers.base.enforce_declared_bounds`).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, Literal, cast
+from collections.abc import Callable
+from typing import ClassVar, Literal
 
 import numpy as np
 from numpy.typing import NDArray
@@ -132,21 +132,14 @@ from privfit.privacy import (
     without_replacement_noise_multiplier,
 )
 from privfit.solvers.base import (
-    FitResult,
+    FitRun,
     GLMParams,
     GLMResolved,
-    ProgressCallback,
+    PrivacyRequest,
     ProgressReporter,
     PublicMetadata,
-    ResolvedParams,
     Solver,
     SolverParameterError,
-    SolverParams,
-    StopCallback,
-    check_fit_inputs,
-    check_privacy_source,
-    check_resolved_metadata,
-    glm_fit_result,
     glm_resolved_fields,
 )
 from privfit.solvers.baselines.dp_gd import clipped_gradient_constants, clipped_gradient_sum
@@ -467,13 +460,12 @@ def dp_sgd(
     return theta
 
 
-class DPSGD(Solver):
+class DPSGD(Solver[DPSGDParams, DPSGDResolved]):
     """DP-SGD (Abadi et al. 2016) with per-example clipping and an accountant matched to the batch sampling.
 
     See the module docstring for the algorithm, the privacy proof of each sampling mode and the defaults.
     """
 
-    name: ClassVar[str] = "dp_sgd"
     description: ClassVar[str] = (
         "DP-SGD: per-example gradients clipped to C (default: the loss's public Lipschitz constant), Gaussian "
         "noise on each batch's gradient sum divided by the public batch size, projected steps on an L2 ball. "
@@ -482,24 +474,11 @@ class DPSGD(Solver):
         "for shuffled epochs ('shuffle', no amplification). Defaults: E = 5 epochs, m = 256, Poisson sampling, "
         "η = 1/β, λ = 0, release of the last iterate."
     )
-    models: ClassVar[tuple[str, ...]] = ("logistic", "linear", "huber", "svm")
-    Params: ClassVar[type[SolverParams]] = DPSGDParams
-    Resolved: ClassVar[type[ResolvedParams]] = DPSGDResolved
-    formula_version: ClassVar[str] = "dp_sgd/sampled-gaussian-rdp/v1"
+    explicit_noise: ClassVar[str | None] = "noise_multiplier"
 
-    def resolve(
-        self,
-        params: Mapping[str, Any] | SolverParams | None,
-        meta: PublicMetadata,
-        *,
-        target_epsilon: float | None = None,
-        delta: float | None = None,
-        grid: OrderGrid = DEFAULT_GRID,
-    ) -> DPSGDResolved:
+    def _resolve(self, p: DPSGDParams, meta: PublicMetadata, privacy: PrivacyRequest) -> DPSGDResolved:
         """Defaults and noise from public inputs: G, β, C, η, m, q, T from the declared metadata; σ calibrated with
         the accountant of the sampling mode, or explicit (σ = z·C)."""
-        p = cast(DPSGDParams, self.parse_params(params))
-        check_privacy_source(target_epsilon, delta, p.noise_multiplier, "noise_multiplier")
         if p.batch_size is not None and p.batch_size > meta.n:
             raise SolverParameterError("batch_size", f"must be ≤ n = {meta.n} (the number of rows), got {p.batch_size}")
         batch_size = min(DEFAULT_BATCH_SIZE, meta.n) if p.batch_size is None else p.batch_size
@@ -514,74 +493,51 @@ class DPSGD(Solver):
         rate = batch_size / meta.n
 
         constants = clipped_gradient_constants(p, meta)
-        radius, lipschitz = constants.radius, constants.lipschitz
-        smoothness, clip, step_size = constants.smoothness, constants.clip_norm, constants.step_size
-
-        if target_epsilon is not None:
-            assert delta is not None  # checked by check_privacy_source
+        clip = constants.clip_norm
+        if privacy.target is not None:
             sigma = calibrate_batch_noise(
-                p.sampling, target_epsilon, delta, rate=rate, steps=steps, epochs=p.epochs, clip_norm=clip, grid=grid
+                p.sampling, *privacy.target, rate=rate, steps=steps, epochs=p.epochs, clip_norm=clip, grid=privacy.grid
             )
         else:
-            sigma = float(p.noise_multiplier or 0.0) * clip  # not None here: checked above
-        resolved = DPSGDResolved(
-            **glm_resolved_fields(p, meta, target_epsilon, delta),
+            sigma = privacy.explicit() * clip
+        return DPSGDResolved(
+            **glm_resolved_fields(p, meta, privacy),
+            **constants.resolved_fields(),
             l2=p.l2,
-            radius=radius,
-            lipschitz=lipschitz,
-            smoothness=smoothness,
             sampling=p.sampling,
             batch_size=batch_size,
             sampling_rate=rate,
             epochs=p.epochs,
             steps_per_epoch=per_epoch,
             steps=steps,
-            step_size=step_size,
             lr_schedule=p.lr_schedule,
-            clip_norm=clip,
             sensitivity=2.0 * clip,
             sigma=sigma,
             noise_multiplier=sigma / clip,
             replace_one_noise_multiplier=sigma / (2.0 * clip),
             output=p.output,
         )
-        return self.with_reported_epsilon(resolved, meta, grid)
 
-    def _check(self, resolved: ResolvedParams | Mapping[str, Any], meta: PublicMetadata) -> DPSGDResolved:
-        return cast(DPSGDResolved, check_resolved_metadata(self, resolved, meta))
-
-    def cost(
-        self, resolved: ResolvedParams | Mapping[str, Any], meta: PublicMetadata, grid: OrderGrid = DEFAULT_GRID
-    ) -> PrivacyCost:
+    def _cost(self, r: DPSGDResolved, meta: PublicMetadata, grid: OrderGrid) -> PrivacyCost:
         """The curve of the resolved sampling mode (module docstring); reads no row.
 
         ``poisson``: T · ε_replace-one(α; q, σ/C); ``fixed_size``: T · ε_WBK(α; q, σ/(2C));
         ``shuffle``: E · α(2C)²/(2σ²).
         """
-        r = self._check(resolved, meta)
         return batch_noise_cost(
             r.sampling, rate=r.sampling_rate, steps=r.steps, epochs=r.epochs, sigma=r.sigma, clip_norm=r.clip_norm,
             grid=grid,
         )  # fmt: skip
 
-    def fit(
-        self,
-        X: Any,
-        y: Any,
-        meta: PublicMetadata,
-        resolved: ResolvedParams | Mapping[str, Any],
-        rng: np.random.Generator,
-        progress: ProgressCallback | None = None,
-        should_stop: StopCallback | None = None,
-    ) -> FitResult:
-        """Run DP-SGD with ``resolved`` on the private rows; batches and noise from ``rng`` (OS-seeded for private
+    def _progress_steps(self, r: DPSGDResolved) -> int:
+        return r.steps
+
+    def _fit(self, run: FitRun, r: DPSGDResolved) -> FloatArray:
+        """Run DP-SGD with ``r`` on the private rows; batches and noise from ``run.rng`` (OS-seeded for private
         data)."""
-        r = self._check(resolved, meta)
-        design, v = check_fit_inputs(X, y, meta, rng, r.fit_intercept)
-        reporter = ProgressReporter(r.steps, progress, should_stop)
-        theta = dp_sgd(
-            design,
-            v,
+        theta: FloatArray = dp_sgd(
+            run.X,
+            run.y,
             loss=make_loss(r.model, **r.loss_params),
             clip_norm=r.clip_norm,
             sigma=r.sigma,
@@ -592,9 +548,8 @@ class DPSGD(Solver):
             radius=r.radius,
             l2=r.l2,
             lr_schedule=r.lr_schedule,
-            rng=rng,
+            rng=run.rng,
             output=r.output,
-            reporter=reporter,
+            reporter=run.reporter,
         )[0]
-        reporter.finish()
-        return glm_fit_result(self, theta, meta, r)
+        return theta

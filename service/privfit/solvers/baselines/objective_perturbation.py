@@ -76,36 +76,23 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any, ClassVar, Literal, cast
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 from pydantic import Field
 
-from privfit.privacy import (
-    DEFAULT_GRID,
-    DeltaAllowance,
-    OrderGrid,
-    PrivacyCost,
-    gaussian_rdp,
-    pure_dp_rdp,
-    pure_epsilon_for_target,
-)
+from privfit.privacy import OrderGrid, PrivacyCost, gaussian_rdp, pure_dp_rdp, pure_epsilon_for_target
 from privfit.solvers.base import (
-    FitResult,
+    FitRun,
+    FloatArray,
     GLMResolved,
-    ProgressCallback,
-    ProgressReporter,
+    PrivacyRequest,
     PublicMetadata,
-    ResolvedParams,
     Solver,
     SolverParameterError,
     SolverParams,
-    StopCallback,
-    check_fit_inputs,
-    check_resolved_metadata,
     delta_part,
     design_bound,
-    glm_fit_result,
     glm_loss,
     glm_resolved_fields,
 )
@@ -207,23 +194,19 @@ def amp_objective_sigma(lipschitz: float, noise_epsilon: float, noise_delta: flo
     return 2.0 * lipschitz * (1.0 + math.sqrt(2.0 * math.log(1.0 / noise_delta))) / noise_epsilon
 
 
-class ObjectivePerturbation(Solver):
+class ObjectivePerturbation(Solver[ObjectivePerturbationParams, ObjectivePerturbationResolved]):
     """Objective perturbation (CMS 2011 pure ε; KST 2012 Gaussian) with AMP's approximate-minimum step."""
 
-    name: ClassVar[str] = "objective_perturbation"
     description: ClassVar[str] = (
         "Objective perturbation (Chaudhuri et al. 2011; Kifer et al. 2012): minimise the L2-regularised ERM "
         "objective plus a random linear term ⟨b, θ⟩/n (Gaussian for (ε, δ), L2-Laplace for pure ε), to a "
         "certified gradient norm, then add the small output noise of Iyengar et al. 2019 that covers the "
         "approximate minimiser. Smooth, Lipschitz losses only (logistic, huber, svm); needs λ > 0."
     )
-    models: ClassVar[tuple[str, ...]] = ("logistic", "huber", "svm")
-    Params: ClassVar[type[SolverParams]] = ObjectivePerturbationParams
-    Resolved: ClassVar[type[ResolvedParams]] = ObjectivePerturbationResolved
-    formula_version: ClassVar[str] = "objective_perturbation/cms-kst-amp/v1"
+    target_required: ClassVar[str] = "objective perturbation is calibrated to a target: give both epsilon and delta"
     uses_delta_parts: ClassVar[bool] = True
 
-    def parse_params(self, params: Mapping[str, Any] | SolverParams | None = None) -> SolverParams:
+    def parse_params(self, params: Mapping[str, Any] | SolverParams | None = None) -> ObjectivePerturbationParams:
         """As :meth:`Solver.parse_params`; the squared loss gets a message naming the solvers that take it."""
         if isinstance(params, Mapping) and params.get("model") == "linear":
             raise SolverParameterError(
@@ -233,23 +216,13 @@ class ObjectivePerturbation(Solver):
             )
         return super().parse_params(params)
 
-    def resolve(
-        self,
-        params: Mapping[str, Any] | SolverParams | None,
-        meta: PublicMetadata,
-        *,
-        target_epsilon: float | None = None,
-        delta: float | None = None,
-        grid: OrderGrid = DEFAULT_GRID,
-        delta_allowance: DeltaAllowance | None = None,
+    def _resolve(
+        self, p: ObjectivePerturbationParams, meta: PublicMetadata, privacy: PrivacyRequest
     ) -> ObjectivePerturbationResolved:
         """The ε split of the module docstring, λ, and the noise scales (5), from public inputs only. The Gaussian
         variant's δ_b is δ/2, or less on a dataset: at most its filter's δ allowance."""
-        p = cast(ObjectivePerturbationParams, self.parse_params(params))
-        if target_epsilon is None or delta is None:
-            raise SolverParameterError(
-                "epsilon", "objective perturbation is calibrated to a target: give both epsilon and delta"
-            )
+        target_epsilon, delta = privacy.required_target()
+        grid = privacy.grid
         loss = glm_loss(p)
         bound = design_bound(meta, p.fit_intercept)
         dimension = meta.d + int(p.fit_intercept)
@@ -257,7 +230,7 @@ class ObjectivePerturbation(Solver):
         curvature = loss.second_derivative_bound()
         noise_delta = 0.0
         if p.noise == "gaussian":
-            allowance = None if delta_allowance is None else delta_allowance.delta
+            allowance = None if privacy.delta_allowance is None else privacy.delta_allowance.delta
             noise_delta = delta_part(delta / 2.0, allowance, "noise", "the Gaussian objective noise",
                                      "; use noise='laplace' (pure ε, no δ)")  # fmt: skip
 
@@ -314,8 +287,8 @@ class ObjectivePerturbation(Solver):
         )
         tolerance, floor, steps = resolve_gradient_tolerance(p.gradient_tolerance, problem, lipschitz)
         output_sensitivity = 2.0 * tolerance / l2
-        resolved = ObjectivePerturbationResolved(
-            **glm_resolved_fields(p, meta, target_epsilon, delta),
+        return ObjectivePerturbationResolved(
+            **glm_resolved_fields(p, meta, privacy),
             l2=l2,
             lipschitz=lipschitz,
             curvature_bound=curvature,
@@ -332,19 +305,10 @@ class ObjectivePerturbation(Solver):
             output_noise_scale=output_multiplier * output_sensitivity,
             output_epsilon=None if p.noise == "gaussian" else 1.0 / output_multiplier,
         )
-        return self.with_reported_epsilon(resolved, meta, grid)
 
-    def _check(
-        self, resolved: ResolvedParams | Mapping[str, Any], meta: PublicMetadata
-    ) -> ObjectivePerturbationResolved:
-        return cast(ObjectivePerturbationResolved, check_resolved_metadata(self, resolved, meta))
-
-    def cost(
-        self, resolved: ResolvedParams | Mapping[str, Any], meta: PublicMetadata, grid: OrderGrid = DEFAULT_GRID
-    ) -> PrivacyCost:
+    def _cost(self, r: ObjectivePerturbationResolved, meta: PublicMetadata, grid: OrderGrid) -> PrivacyCost:
         """The curve of the module docstring: θ_b's pure ε_J + ε_b (with δ_b for the Gaussian) plus the output
         step (Gaussian RDP of sensitivity Δ_out, or pure ε_out); reads no row."""
-        r = self._check(resolved, meta)
         objective = PrivacyCost.approximate_dp(r.jacobian_epsilon + r.noise_epsilon, r.noise_delta, grid)
         if r.noise == "gaussian":
             output = PrivacyCost(gaussian_rdp(grid, sigma=r.output_noise_scale, sensitivity=r.output_sensitivity), grid)
@@ -352,29 +316,19 @@ class ObjectivePerturbation(Solver):
             output = PrivacyCost.pure_dp(r.output_sensitivity / r.output_noise_scale, grid)
         return objective + output
 
-    def fit(
-        self,
-        X: Any,
-        y: Any,
-        meta: PublicMetadata,
-        resolved: ResolvedParams | Mapping[str, Any],
-        rng: np.random.Generator,
-        progress: ProgressCallback | None = None,
-        should_stop: StopCallback | None = None,
-    ) -> FitResult:
+    def _progress_steps(self, r: ObjectivePerturbationResolved) -> int:
+        return r.minimiser_steps + 1
+
+    def _fit(self, run: FitRun, r: ObjectivePerturbationResolved) -> FloatArray:
         """Draw b, N public steps towards the minimiser of (2), the certificate, release θ̂ + output noise (3)
         (or, if the certificate failed, 0 + the same output noise: the guard of the module docstring)."""
-        r = self._check(resolved, meta)
-        design, v = check_fit_inputs(X, y, meta, rng, r.fit_intercept)
-        dimension = design.shape[1]
+        dimension = run.X.shape[1]
         problem = objective_minimiser_problem(
             r.model, r.loss_params, r.n, dimension, r.l2, r.design_norm_bound, r.label_bound, r.noise,
             r.objective_noise_scale,
         )  # fmt: skip
-        reporter = ProgressReporter(r.minimiser_steps + 1, progress, should_stop)
-        b = sample_noise(r.noise, dimension, r.objective_noise_scale, rng)[0]
-        solution = solve_certified(design, v, problem, r, reporter, linear_term=b)
+        b = sample_noise(r.noise, dimension, r.objective_noise_scale, run.rng)[0]
+        solution = solve_certified(run.X, run.y, problem, r, run.reporter, linear_term=b)
         centre = solution.theta if solution.certified else np.zeros(dimension)
-        theta = centre + sample_noise(r.noise, dimension, r.output_noise_scale, rng)[0]
-        reporter.finish()
-        return glm_fit_result(self, theta, meta, r)
+        theta: FloatArray = centre + sample_noise(r.noise, dimension, r.output_noise_scale, run.rng)[0]
+        return theta

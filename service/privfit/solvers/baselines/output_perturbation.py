@@ -49,28 +49,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any, ClassVar, Literal, cast
+from typing import ClassVar, Literal
 
 import numpy as np
 from pydantic import Field
 
-from privfit.privacy import DEFAULT_GRID, OrderGrid, PrivacyCost, gaussian_rdp, gaussian_sigma, pure_epsilon_for_target
+from privfit.privacy import OrderGrid, PrivacyCost, gaussian_rdp, gaussian_sigma, pure_epsilon_for_target
 from privfit.solvers.base import (
-    FitResult,
+    FitRun,
+    FloatArray,
     GLMResolved,
-    ProgressCallback,
-    ProgressReporter,
+    PrivacyRequest,
     PublicMetadata,
-    ResolvedParams,
     Solver,
     SolverParameterError,
-    SolverParams,
-    StopCallback,
-    check_fit_inputs,
-    check_privacy_source,
-    check_resolved_metadata,
     design_bound,
-    glm_fit_result,
     glm_loss,
     glm_resolved_fields,
 )
@@ -143,10 +136,9 @@ def perturb_output(
     return clip_rows(theta_hat + noise, resolved.minimizer_radius)
 
 
-class OutputPerturbation(Solver):
+class OutputPerturbation(Solver[OutputPerturbationParams, OutputPerturbationResolved]):
     """Output perturbation (Chaudhuri et al. 2011, Alg. 1): regularised minimiser + calibrated noise."""
 
-    name: ClassVar[str] = "output_perturbation"
     description: ClassVar[str] = (
         "Output perturbation (Chaudhuri et al. 2011): the L2-regularised ERM minimiser, solved to a certified "
         "gradient norm γ, plus one Gaussian (or pure-ε L2-Laplace) noise vector calibrated to its replace-one "
@@ -154,34 +146,23 @@ class OutputPerturbation(Solver):
         "from public constants). The minimiser runs a public number of accelerated gradient steps; γ has a public "
         "floor."
     )
-    models: ClassVar[tuple[str, ...]] = ("logistic", "linear", "huber", "svm")
-    Params: ClassVar[type[SolverParams]] = OutputPerturbationParams
-    Resolved: ClassVar[type[ResolvedParams]] = OutputPerturbationResolved
-    formula_version: ClassVar[str] = "output_perturbation/sensitivity-2G-over-n-lambda/v1"
+    explicit_noise: ClassVar[str | None] = "noise_multiplier"
 
-    def resolve(
-        self,
-        params: Mapping[str, Any] | SolverParams | None,
-        meta: PublicMetadata,
-        *,
-        target_epsilon: float | None = None,
-        delta: float | None = None,
-        grid: OrderGrid = DEFAULT_GRID,
+    def _resolve(
+        self, p: OutputPerturbationParams, meta: PublicMetadata, privacy: PrivacyRequest
     ) -> OutputPerturbationResolved:
         """λ, R*, G, γ, Δ from public inputs; the noise calibrated to the target or explicit."""
-        p = cast(OutputPerturbationParams, self.parse_params(params))
-        check_privacy_source(target_epsilon, delta, p.noise_multiplier, "noise_multiplier")
         loss = glm_loss(p)
         bound = design_bound(meta, p.fit_intercept)
         dimension = meta.d + int(p.fit_intercept)
 
         # Noise per unit sensitivity: z = σ/Δ (gaussian) or s/Δ = 1/ε (laplace); independent of λ.
-        if target_epsilon is None:
-            multiplier = float(p.noise_multiplier or 0.0)  # not None: checked above
+        if privacy.target is None:
+            multiplier = privacy.explicit()
         elif p.noise == "gaussian":
-            multiplier = gaussian_sigma(target_epsilon, delta, sensitivity=1.0, grid=grid).noise
+            multiplier = gaussian_sigma(*privacy.target, sensitivity=1.0, grid=privacy.grid).noise
         else:
-            multiplier = 1.0 / pure_epsilon_for_target(target_epsilon, delta, grid)  # type: ignore[arg-type]
+            multiplier = 1.0 / pure_epsilon_for_target(*privacy.target, privacy.grid)
         # Expected noise norm per unit sensitivity: z·sqrt(d) (gaussian) or z·d (Gamma(d) radius).
         norm_per_unit = multiplier * (math.sqrt(dimension) if p.noise == "gaussian" else dimension)
         heuristic_lipschitz = loss.lipschitz(bound, meta.label_bound, p.effective_radius())
@@ -197,8 +178,8 @@ class OutputPerturbation(Solver):
         )
         tolerance, floor, steps = resolve_gradient_tolerance(p.gradient_tolerance, problem, lipschitz)
         sensitivity = 2.0 * lipschitz / (meta.n * l2) + 2.0 * tolerance / l2
-        resolved = OutputPerturbationResolved(
-            **glm_resolved_fields(p, meta, target_epsilon, delta),
+        return OutputPerturbationResolved(
+            **glm_resolved_fields(p, meta, privacy),
             l2=l2,
             minimizer_radius=minimizer_radius,
             lipschitz=lipschitz,
@@ -212,40 +193,23 @@ class OutputPerturbation(Solver):
             noise_multiplier=multiplier,
             pure_epsilon=None if p.noise == "gaussian" else 1.0 / multiplier,
         )
-        return self.with_reported_epsilon(resolved, meta, grid)
 
-    def _check(self, resolved: ResolvedParams | Mapping[str, Any], meta: PublicMetadata) -> OutputPerturbationResolved:
-        return cast(OutputPerturbationResolved, check_resolved_metadata(self, resolved, meta))
-
-    def cost(
-        self, resolved: ResolvedParams | Mapping[str, Any], meta: PublicMetadata, grid: OrderGrid = DEFAULT_GRID
-    ) -> PrivacyCost:
+    def _cost(self, r: OutputPerturbationResolved, meta: PublicMetadata, grid: OrderGrid) -> PrivacyCost:
         """Gaussian: ``gaussian_rdp(σ, Δ)``; laplace: ``pure_dp_rdp(Δ/s)`` (eq. (4)); reads no row."""
-        r = self._check(resolved, meta)
         if r.noise == "gaussian":
             return PrivacyCost(gaussian_rdp(grid, sigma=r.noise_scale, sensitivity=r.sensitivity), grid)
         return PrivacyCost.pure_dp(r.sensitivity / r.noise_scale, grid)
 
-    def fit(
-        self,
-        X: Any,
-        y: Any,
-        meta: PublicMetadata,
-        resolved: ResolvedParams | Mapping[str, Any],
-        rng: np.random.Generator,
-        progress: ProgressCallback | None = None,
-        should_stop: StopCallback | None = None,
-    ) -> FitResult:
+    def _progress_steps(self, r: OutputPerturbationResolved) -> int:
+        return r.minimiser_steps + 1
+
+    def _fit(self, run: FitRun, r: OutputPerturbationResolved) -> FloatArray:
         """N public steps towards (1), the certificate, the calibrated noise around θ̂ (or, if the certificate
         failed, around 0: the guard of the module docstring), the projection onto the R* ball."""
-        r = self._check(resolved, meta)
-        design, v = check_fit_inputs(X, y, meta, rng, r.fit_intercept)
         problem = output_minimiser_problem(
-            r.model, r.loss_params, r.n, design.shape[1], r.l2, r.design_norm_bound, r.label_bound, r.minimizer_radius
+            r.model, r.loss_params, r.n, run.X.shape[1], r.l2, r.design_norm_bound, r.label_bound, r.minimizer_radius
         )
-        reporter = ProgressReporter(r.minimiser_steps + 1, progress, should_stop)
-        solution = solve_certified(design, v, problem, r, reporter)
-        centre = solution.theta if solution.certified else np.zeros(design.shape[1])
-        theta = perturb_output(centre, r, rng)[0]
-        reporter.finish()
-        return glm_fit_result(self, theta, meta, r)
+        solution = solve_certified(run.X, run.y, problem, r, run.reporter)
+        centre = solution.theta if solution.certified else np.zeros(run.X.shape[1])
+        theta: FloatArray = perturb_output(centre, r, run.rng)[0]
+        return theta

@@ -58,31 +58,24 @@ p·K rounds; one permutation per pass and the Laplace noise in blocks of public 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, Literal, cast
+from collections.abc import Callable
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 from numpy.typing import NDArray
 from pydantic import Field
 
-from privfit.privacy import DEFAULT_GRID, OrderGrid, PrivacyCost, laplace_scale
+from privfit.privacy import OrderGrid, PrivacyCost, laplace_scale
 from privfit.solvers.base import (
-    FitResult,
+    FitRun,
     GLMParams,
     GLMResolved,
-    ProgressCallback,
+    PrivacyRequest,
     ProgressReporter,
     PublicMetadata,
-    ResolvedParams,
     Solver,
     SolverParameterError,
-    SolverParams,
-    StopCallback,
-    check_fit_inputs,
-    check_privacy_source,
-    check_resolved_metadata,
     design_bound,
-    glm_fit_result,
     glm_loss,
     glm_resolved_fields,
 )
@@ -423,36 +416,22 @@ def run_rounds(
 # ---------------------------------------------------------------------------------------------------------
 
 
-class DPDistributed(Solver):
+class DPDistributed(Solver[DPDistributedParams, DPDistributedResolved]):
     """DP distributed online learning (Li et al.; spec seed-001), Algorithms 1 and 2 with the Laplace RDP curve.
 
     See the module docstring for the algorithm, the privacy proof and the defaults.
     """
 
-    name: ClassVar[str] = "dp_distributed"
     description: ClassVar[str] = (
         "DP distributed online learning (Li, Zhou, Chen, Jiang), corrected per the spec: m simulated learners "
         "mix their noisy broadcasts over a public graph, take clipped (mini-batch) gradient steps on disjoint "
         "secret batches and broadcast with Laplace noise. Cost: one Laplace mechanism per pass (pure ε₀-DP), "
         "its exact RDP curve. Defaults: m = 4 on a ring, h = 10, λ = 0.1, α_k = 1/(λk), tail average."
     )
-    models: ClassVar[tuple[str, ...]] = ("logistic", "linear", "huber", "svm")
-    Params: ClassVar[type[SolverParams]] = DPDistributedParams
-    Resolved: ClassVar[type[ResolvedParams]] = DPDistributedResolved
-    formula_version: ClassVar[str] = "dp_distributed/laplace-rdp/v1"
+    explicit_noise: ClassVar[str | None] = "noise_multiplier"
 
-    def resolve(
-        self,
-        params: Mapping[str, Any] | SolverParams | None,
-        meta: PublicMetadata,
-        *,
-        target_epsilon: float | None = None,
-        delta: float | None = None,
-        grid: OrderGrid = DEFAULT_GRID,
-    ) -> DPDistributedResolved:
+    def _resolve(self, p: DPDistributedParams, meta: PublicMetadata, privacy: PrivacyRequest) -> DPDistributedResolved:
         """Defaults, batches and noise from public inputs only (spec §6.1)."""
-        p = cast(DPDistributedParams, self.parse_params(params))
-        check_privacy_source(target_epsilon, delta, p.noise_multiplier, "noise_multiplier")
         problems = p.consistency_errors()
         if problems:
             field, message = problems[0]
@@ -489,17 +468,17 @@ class DPDistributed(Solver):
             raise SolverParameterError("row_norm_bound", "gives a zero or infinite Lipschitz constant")
         clip = lipschitz if p.clip_norm is None else min(p.clip_norm, lipschitz)
 
-        if target_epsilon is not None:
-            scale = laplace_scale(target_epsilon, delta, sensitivity=1.0, count=p.passes, grid=grid).noise
+        if privacy.target is not None:
+            scale = laplace_scale(*privacy.target, sensitivity=1.0, count=p.passes, grid=privacy.grid).noise
         else:
-            scale = float(p.noise_multiplier or 0.0)  # not None here: checked above
+            scale = privacy.explicit()
         total_rounds = rounds * p.passes
         _, mus = round_schedule(
             total_rounds, schedule=p.schedule, l2=p.l2, lr_scale=p.lr_scale, lr_offset=p.lr_offset,
             dimension=dimension, clip_norm=clip, batch_size=h, noise_multiplier=scale,
         )  # fmt: skip
-        resolved = DPDistributedResolved(
-            **glm_resolved_fields(p, meta, target_epsilon, delta),
+        return DPDistributedResolved(
+            **glm_resolved_fields(p, meta, privacy),
             l2=p.l2,
             radius=radius,
             dimension=dimension,
@@ -527,41 +506,22 @@ class DPDistributed(Solver):
             output=p.output,
             tail_start=max(1, total_rounds // 2),
         )
-        return self.with_reported_epsilon(resolved, meta, grid)
 
-    def _check(self, resolved: ResolvedParams | Mapping[str, Any], meta: PublicMetadata) -> DPDistributedResolved:
-        return cast(DPDistributedResolved, check_resolved_metadata(self, resolved, meta))
-
-    def cost(
-        self, resolved: ResolvedParams | Mapping[str, Any], meta: PublicMetadata, grid: OrderGrid = DEFAULT_GRID
-    ) -> PrivacyCost:
+    def _cost(self, r: DPDistributedResolved, meta: PublicMetadata, grid: OrderGrid) -> PrivacyCost:
         """``p · ε_Lap(α; ε₀)`` on ``grid`` and the pure bound p·ε₀ (spec §3.4–3.5): one Laplace mechanism per pass;
         reads no row."""
-        r = self._check(resolved, meta)
         return PrivacyCost.laplace(grid, scale=r.noise_multiplier, sensitivity=1.0, count=r.passes)
 
-    def fit(
-        self,
-        X: Any,
-        y: Any,
-        meta: PublicMetadata,
-        resolved: ResolvedParams | Mapping[str, Any],
-        rng: np.random.Generator,
-        progress: ProgressCallback | None = None,
-        should_stop: StopCallback | None = None,
-    ) -> FitResult:
-        """Run the corrected algorithm with ``resolved``; permutation and noise from ``rng`` (OS-seeded)."""
-        r = self._check(resolved, meta)
-        design, v = check_fit_inputs(X, y, meta, rng, r.fit_intercept)
-        total_rounds = r.rounds_per_pass * r.passes
+    def _progress_steps(self, r: DPDistributedResolved) -> int:
+        return r.rounds_per_pass * r.passes
+
+    def _fit(self, run: FitRun, r: DPDistributedResolved) -> FloatArray:
+        """Run the corrected algorithm with ``r``; permutation and noise from ``run.rng`` (OS-seeded)."""
         alphas, mus = r.round_schedule()
-        batches = [assign_batches(r.n, r.n_learners, r.batch_size, rng) for _ in range(r.passes)]
-        reporter = ProgressReporter(total_rounds, progress, should_stop)
-        theta = run_rounds(
-            design, v, batches,
+        batches = [assign_batches(r.n, r.n_learners, r.batch_size, run.rng) for _ in range(r.passes)]
+        return run_rounds(
+            run.X, run.y, batches,
             mixing=r.mixing_schedule(), loss=make_loss(r.model, **r.loss_params), steps=alphas,
-            noise_scales=mus, l2=r.l2, clip_norm=r.clip_norm, radius=r.radius, rng=rng,
-            tail_start=r.tail_start, output=r.output, reporter=reporter,
+            noise_scales=mus, l2=r.l2, clip_norm=r.clip_norm, radius=r.radius, rng=run.rng,
+            tail_start=r.tail_start, output=r.output, reporter=run.reporter,
         )  # fmt: skip
-        reporter.finish()
-        return glm_fit_result(self, theta, meta, r)

@@ -72,28 +72,23 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any, ClassVar, Literal, cast
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 from pydantic import Field
 
-from privfit.privacy import DEFAULT_GRID, DeltaAllowance, OrderGrid, PrivacyCost, pure_epsilon_for_target
+from privfit.privacy import OrderGrid, PrivacyCost, pure_epsilon_for_target
 from privfit.solvers.base import (
-    FitResult,
+    FitRun,
     MetadataResolved,
-    ProgressCallback,
-    ProgressReporter,
+    PrivacyRequest,
     PublicMetadata,
-    ResolvedParams,
+    Release,
     Solver,
     SolverParameterError,
     SolverParams,
-    StopCallback,
-    check_fit_inputs,
-    check_resolved_metadata,
     delta_part,
     design_matrix,
-    metadata_fields,
 )
 from privfit.solvers.geometry import augmented_bound
 from privfit.solvers.lazy_oco.accounting import (
@@ -233,10 +228,12 @@ def _check_validated_range(beta: float, lam: float, T: int, clip_norm: float, ra
         )
 
 
-class DPLazyOCO(Solver):
-    """P-COMW-TG (Agarwal, Kale, Singh & Thakurta, Algorithm 1; spec seed-003 §5.3) with the paper's accountant."""
+class DPLazyOCO(Solver[DPLazyOCOParams, DPLazyOCOResolved]):
+    """P-COMW-TG (Agarwal, Kale, Singh & Thakurta, Algorithm 1; spec seed-003 §5.3) with the paper's accountant.
 
-    name: ClassVar[str] = "dp_lazy_oco"
+    It streams the bounded rows itself (``appends_intercept`` is False: z = y·x gets its intercept in :meth:`_fit`).
+    """
+
     description: ClassVar[str] = (
         "Private lazy online convex optimisation (P-COMW, Agarwal-Kale-Singh-Thakurta, Algorithm 1) with exact "
         "truncated-Gaussian Gibbs draws: one pass over the rows in a random order, releasing the average iterate "
@@ -244,13 +241,11 @@ class DPLazyOCO(Solver):
         "direction); cost: the paper's (epsilon, delta) theorem with the full delta sum. A streaming algorithm: "
         "for one-shot fits other solvers are far more accurate."
     )
-    models: ClassVar[tuple[str, ...]] = LAZY_OCO_MODELS
-    Params: ClassVar[type[SolverParams]] = DPLazyOCOParams
-    Resolved: ClassVar[type[ResolvedParams]] = DPLazyOCOResolved
-    formula_version: ClassVar[str] = "dp_lazy_oco/paper-thm-dp-full-delta-fixed-proposals/v2"
+    target_required: ClassVar[str] = "dp_lazy_oco is calibrated to a target epsilon at the dataset's delta: give both"
     uses_delta_parts: ClassVar[bool] = True
+    appends_intercept: ClassVar[bool] = False
 
-    def parse_params(self, params: Mapping[str, Any] | SolverParams | None = None) -> SolverParams:
+    def parse_params(self, params: Mapping[str, Any] | SolverParams | None = None) -> DPLazyOCOParams:
         """Validate; a GLM model is refused with the names of the solvers that fit it."""
         model = params.get("model") if isinstance(params, Mapping) else None
         if isinstance(model, str) and model not in self.models:
@@ -262,23 +257,11 @@ class DPLazyOCO(Solver):
             )
         return super().parse_params(params)
 
-    def resolve(
-        self,
-        params: Mapping[str, Any] | SolverParams | None,
-        meta: PublicMetadata,
-        *,
-        target_epsilon: float | None = None,
-        delta: float | None = None,
-        grid: OrderGrid = DEFAULT_GRID,
-        delta_allowance: DeltaAllowance | None = None,
-    ) -> DPLazyOCOResolved:
+    def _resolve(self, p: DPLazyOCOParams, meta: PublicMetadata, privacy: PrivacyRequest) -> DPLazyOCOResolved:
         """Public bounds → G, D; (target ε, δ_cal = δ/2, T = n) → (β, λ, p, Φ, B_int) by the paper's recipe. On a
         dataset δ_cal is at most its filter's δ allowance (the charge's δ part is ≤ δ_cal(1 + 2⁻²⁰))."""
-        p = cast(DPLazyOCOParams, self.parse_params(params))
-        if target_epsilon is None or delta is None:
-            raise SolverParameterError(
-                "epsilon", "dp_lazy_oco is calibrated to a target epsilon at the dataset's delta: give both"
-            )
+        target_epsilon, delta = privacy.required_target()
+        delta_allowance = privacy.delta_allowance
         z = p.z or ("x" if p.model == "mean" else "yx")
         if p.fit_intercept and z != "yx":
             raise SolverParameterError("fit_intercept", "an intercept applies only with z = 'yx'")
@@ -310,7 +293,7 @@ class DPLazyOCO(Solver):
         # The ledger converts the charge's pure-ε curve at the δ left over by δ_total + sampler_delta ≤ δ_cal(1 +
         # 2⁻²⁰): calibrate the paper's ε to the largest value whose conversion there is within the target.
         conversion_delta = 1.0 - (1.0 - delta) / (1.0 - calibration_delta * (1.0 + SAMPLER_DELTA_SHARE))
-        paper_target = min(target_epsilon, pure_epsilon_for_target(target_epsilon, conversion_delta, grid))
+        paper_target = min(target_epsilon, pure_epsilon_for_target(target_epsilon, conversion_delta, privacy.grid))
         chosen = calibrate_paper(paper_target, calibration_delta, meta.n, lipschitz, 2.0 * radius, dimension)
         _check_validated_range(chosen.beta, chosen.lam, meta.n, clip_norm, radius, p.model)
         bound = regret_bound(
@@ -328,11 +311,8 @@ class DPLazyOCO(Solver):
             model=p.model, dimension=dimension, radius=radius, clip_norm=clip_norm, beta=chosen.beta, lam=chosen.lam,
             n=meta.n, switch_cap=chosen.B_int, calibration_delta=calibration_delta, paper_epsilon=chosen.epsilon,
         )  # fmt: skip
-        resolved = DPLazyOCOResolved(
-            target_epsilon=target_epsilon,
-            delta=delta,
-            epsilon=None,
-            **metadata_fields(meta),
+        return DPLazyOCOResolved(
+            **privacy.resolved_fields(meta),
             model=p.model,
             z=z,
             fit_intercept=p.fit_intercept,
@@ -357,11 +337,8 @@ class DPLazyOCO(Solver):
             average_regret_bound=bound / meta.n,
             report_switches=p.report_switches,
         )
-        return self.with_reported_epsilon(resolved, meta, grid)
 
-    def cost(
-        self, resolved: ResolvedParams | Mapping[str, Any], meta: PublicMetadata, grid: OrderGrid = DEFAULT_GRID
-    ) -> PrivacyCost:
+    def _cost(self, r: DPLazyOCOResolved, meta: PublicMetadata, grid: OrderGrid) -> PrivacyCost:
         """(ε, δ_total + sampler_delta): thm:dp recomputed from the stored u, p, log Φ, T and δ_cal, and the sampler's
         δ recomputed from the public sampling plan (module docstring), as an approximate-DP charge.
 
@@ -369,15 +346,13 @@ class DPLazyOCO(Solver):
         theorems require for the stored β, λ, G and p (they are what the fit runs with); a mismatch is refused
         rather than charged.
         """
-        r = cast(DPLazyOCOResolved, check_resolved_metadata(self, resolved, meta))
         account = paper_accountant(r.u, r.p, r.log_phi, r.n, r.calibration_delta)
         _, sampler_delta = _resolved_sampling_plan(r)
         return PrivacyCost.approximate_dp(account.epsilon, account.delta_total + sampler_delta, grid)
 
-    def load_resolved(self, data: Mapping[str, Any] | ResolvedParams) -> ResolvedParams:
-        """Load, then check that u, log Φ, the cap and the sampler plan are those thm:dp and the public sampling
-        plan prescribe for β, λ, G, p, T, δ_cal."""
-        r = cast(DPLazyOCOResolved, super().load_resolved(data))
+    def _verify_resolved(self, r: DPLazyOCOResolved) -> None:
+        """Check that u, log Φ, the cap and the sampler plan are those thm:dp and the public sampling plan prescribe
+        for β, λ, G, p, T, δ_cal (on every load, so before every cost and fit)."""
         u = r.beta * r.lipschitz**2 / r.lam
         required_log_phi = paper_log_phi(r.u, r.n, r.calibration_delta)
         _, cap = switch_budget(r.p, r.log_phi, r.n)
@@ -395,42 +370,21 @@ class DPLazyOCO(Solver):
                 "u, log Φ, the switch cap or the sampler settings do not match thm:dp's requirements and the public "
                 "sampling plan",
             )
-        return r
 
-    def fit(
-        self,
-        X: Any,
-        y: Any,
-        meta: PublicMetadata,
-        resolved: ResolvedParams | Mapping[str, Any],
-        rng: np.random.Generator,
-        progress: ProgressCallback | None = None,
-        should_stop: StopCallback | None = None,
-    ) -> FitResult:
-        """Stream the rows once in a random order (from ``rng``) through P-COMW-TG; release x̄ (and #switches)."""
-        r = cast(DPLazyOCOResolved, check_resolved_metadata(self, resolved, meta))
-        A, v = check_fit_inputs(X, y, meta, rng)
-        rows = design_matrix(A, r.fit_intercept) * v[:, None] if r.z == "yx" else A
-        rows = rows[rng.permutation(meta.n)]
+    def _progress_steps(self, r: DPLazyOCOResolved) -> int:
+        return r.n
+
+    def _fit(self, run: FitRun, r: DPLazyOCOResolved) -> Release:
+        """Stream the rows once in a random order (from ``run.rng``) through P-COMW-TG; release x̄ (and #switches)."""
+        rows = design_matrix(run.X, r.fit_intercept) * run.y[:, None] if r.z == "yx" else run.X
+        rows = rows[run.rng.permutation(run.meta.n)]
         if r.model == "mean":
             stream = mean_estimation_loss_stream(rows, r.clip_norm)
         else:
             stream = linear_loss_stream(-rows, r.clip_norm)
         config = PcomwConfig(beta=r.beta, lam=r.lam, p=r.p, log_phi=r.log_phi, switch_cap=r.switch_cap)
-        reporter = ProgressReporter(meta.n, progress, should_stop)
         plan, _ = _resolved_sampling_plan(r)
-        run = run_pcomw_tg(stream, config, r.radius, rng, reporter=reporter, plan=plan)
-        reporter.advance(meta.n)
-        theta = run.average_iterate
-        metadata = r.model_dump(mode="json")
-        if r.report_switches:
-            metadata["num_switches"] = run.num_switches
-        return FitResult(
-            solver=self.name,
-            model=r.model,
-            coefficients=[float(c) for c in theta[: meta.d]],
-            intercept=float(theta[meta.d]) if r.fit_intercept else None,
-            feature_names=None if meta.feature_names is None else list(meta.feature_names),
-            metadata=metadata,
-            predictor=r.z == "yx",
-        )
+        outcome = run_pcomw_tg(stream, config, r.radius, run.rng, reporter=run.reporter, plan=plan)
+        run.reporter.advance(run.meta.n)
+        extra = {"num_switches": outcome.num_switches} if r.report_switches else {}
+        return Release(outcome.average_iterate, metadata=extra, predictor=r.z == "yx")

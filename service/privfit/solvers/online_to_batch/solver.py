@@ -42,32 +42,25 @@ charge covers — and draw no random numbers.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, ClassVar, Literal, cast
+from typing import ClassVar, Literal
 
 import numpy as np
 from numpy.typing import NDArray
 from pydantic import Field, ValidationInfo, field_validator
 
-from privfit.privacy import DEFAULT_GRID, OrderGrid, PrivacyCost, gaussian_sigma, zcdp_rdp
+from privfit.privacy import OrderGrid, PrivacyCost, gaussian_sigma, zcdp_rdp
 from privfit.solvers.base import (
-    FitResult,
+    FitRun,
     GLMParams,
     GLMResolved,
-    ProgressCallback,
+    PrivacyRequest,
     ProgressReporter,
     PublicMetadata,
-    ResolvedParams,
     Solver,
     SolverParameterError,
-    SolverParams,
-    StopCallback,
-    check_fit_inputs,
-    check_privacy_source,
-    check_resolved_metadata,
     design_bound,
-    glm_fit_result,
     glm_loss,
     glm_resolved_fields,
 )
@@ -243,33 +236,23 @@ def _prefetched_normals(rng: np.random.Generator, rounds: int, p: int, block: in
             yield start, normals
 
 
-class DPOnlineToBatch(Solver):
-    """DP online-to-batch with tree-aggregated gradient differences (Zhang, Tran & Cutkosky 2022)."""
+class DPOnlineToBatch(Solver[DPOTBParams, DPOTBResolved]):
+    """DP online-to-batch with tree-aggregated gradient differences (Zhang, Tran & Cutkosky 2022).
 
-    name: ClassVar[str] = "dp_otb"
+    The compiled loop appends the intercept itself: :meth:`_fit` gets the bounded rows (``appends_intercept``).
+    """
+
     description: ClassVar[str] = (
         "DP online-to-batch (Zhang, Tran & Cutkosky 2022): one pass in a secret random order; the online learner "
         "sees the running sum of gradient differences with binary-tree Gaussian noise; releases the anytime "
         "online-to-batch average x_T. Smooth losses only. Cost: (α, αρ²/2)-RDP for all α (Theorem 3). "
         "Learners: ogd, adagrad_norm (default), adagrad_diagonal, optimistic, strongly_convex, parameter_free."
     )
-    models: ClassVar[tuple[str, ...]] = ("logistic", "linear", "huber", "svm")
-    Params: ClassVar[type[SolverParams]] = DPOTBParams
-    Resolved: ClassVar[type[ResolvedParams]] = DPOTBResolved
-    formula_version: ClassVar[str] = "dp_otb/theorem3-zcdp/v1"
+    explicit_noise: ClassVar[str | None] = "rho"
+    appends_intercept: ClassVar[bool] = False
 
-    def resolve(
-        self,
-        params: Mapping[str, Any] | SolverParams | None,
-        meta: PublicMetadata,
-        *,
-        target_epsilon: float | None = None,
-        delta: float | None = None,
-        grid: OrderGrid = DEFAULT_GRID,
-    ) -> DPOTBResolved:
+    def _resolve(self, p: DPOTBParams, meta: PublicMetadata, privacy: PrivacyRequest) -> DPOTBResolved:
         """Constants from the public bounds; ρ calibrated to (target ε, δ) or explicit; σ_1 from eq. (6)."""
-        p = cast(DPOTBParams, self.parse_params(params))
-        check_privacy_source(target_epsilon, delta, p.rho, "rho")
         learner = LEARNERS[p.learner]
         k = p.k if p.k is not None else (learner.required_k or 1.0)
         if learner.required_k is not None and k != learner.required_k:
@@ -286,17 +269,17 @@ class DPOnlineToBatch(Solver):
         smoothness = loss.smoothness(bound)
         if not (lipschitz > 0.0 and math.isfinite(lipschitz) and math.isfinite(smoothness)):
             raise SolverParameterError("row_norm_bound", "gives a zero or infinite Lipschitz constant")
-        if target_epsilon is not None:
+        if privacy.target is not None:
             # (α, αρ²/2)-RDP is the Gaussian curve with Δ/σ = ρ: calibrate σ for Δ = 1 and take ρ = 1/σ.
-            rho = 1.0 / gaussian_sigma(target_epsilon, delta, sensitivity=1.0, count=1, grid=grid).noise
+            rho = 1.0 / gaussian_sigma(*privacy.target, sensitivity=1.0, count=1, grid=privacy.grid).noise
         else:
-            rho = float(p.rho)  # type: ignore[arg-type]  # not None: checked above
+            rho = privacy.explicit()
         diameter = 2.0 * radius
         sigma_1 = noise_scale(
             k=k, lipschitz=lipschitz, smoothness=smoothness, diameter=diameter, horizon=meta.n, rho=rho
         )
-        resolved = DPOTBResolved(
-            **glm_resolved_fields(p, meta, target_epsilon, delta),
+        return DPOTBResolved(
+            **glm_resolved_fields(p, meta, privacy),
             l2=p.l2,
             radius=radius,
             diameter=diameter,
@@ -316,7 +299,6 @@ class DPOnlineToBatch(Solver):
             rho=rho,
             noise_scale=sigma_1,
         )
-        return self.with_reported_epsilon(resolved, meta, grid)
 
     @staticmethod
     def _initial_point(p: DPOTBParams, dimension: int, radius: float) -> FloatArray:
@@ -330,11 +312,8 @@ class DPOnlineToBatch(Solver):
             raise SolverParameterError("initial_point", f"must be finite and inside the ball of radius {radius:g}")
         return point
 
-    def cost(
-        self, resolved: ResolvedParams | Mapping[str, Any], meta: PublicMetadata, grid: OrderGrid = DEFAULT_GRID
-    ) -> PrivacyCost:
+    def _cost(self, r: DPOTBResolved, meta: PublicMetadata, grid: OrderGrid) -> PrivacyCost:
         """Theorem 3: ε(α) = αρ²/2 on the grid; reads no row."""
-        r = cast(DPOTBResolved, check_resolved_metadata(self, resolved, meta))
         return PrivacyCost(zcdp_rdp(grid, rho=r.rho**2 / 2.0), grid)
 
     def learner_context(self, r: DPOTBResolved) -> LearnerContext:
@@ -355,23 +334,14 @@ class DPOnlineToBatch(Solver):
             regularization_scale=1.0 if r.regularization_scale is None else r.regularization_scale,
         )
 
-    def fit(
-        self,
-        X: Any,
-        y: Any,
-        meta: PublicMetadata,
-        resolved: ResolvedParams | Mapping[str, Any],
-        rng: np.random.Generator,
-        progress: ProgressCallback | None = None,
-        should_stop: StopCallback | None = None,
-    ) -> FitResult:
-        """One pass of Algorithm 1 on the private rows with ``resolved``; noise and order from ``rng``."""
-        r = cast(DPOTBResolved, check_resolved_metadata(self, resolved, meta))
-        A, v = check_fit_inputs(X, y, meta, rng)
-        reporter = ProgressReporter(r.n, progress, should_stop)
-        theta = dp_online_to_batch(
-            np.ascontiguousarray(A),
-            np.ascontiguousarray(v),
+    def _progress_steps(self, r: DPOTBResolved) -> int:
+        return r.n
+
+    def _fit(self, run: FitRun, r: DPOTBResolved) -> FloatArray:
+        """One pass of Algorithm 1 on the private rows with ``r``; noise and order from ``run.rng``."""
+        return dp_online_to_batch(
+            np.ascontiguousarray(run.X),
+            np.ascontiguousarray(run.y),
             model=r.model,
             loss_parameter=next(iter(r.loss_params.values()), 0.0),
             l2=r.l2,
@@ -383,8 +353,6 @@ class DPOnlineToBatch(Solver):
             sigma_1=r.noise_scale,
             learner_name=r.learner,
             context=self.learner_context(r),
-            rng=rng,
-            reporter=reporter,
+            rng=run.rng,
+            reporter=run.reporter,
         )
-        reporter.finish()
-        return glm_fit_result(self, theta, meta, r)

@@ -46,31 +46,23 @@ noisy sums already charged) and draws nothing.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from typing import Any, ClassVar, Literal, cast
+from typing import ClassVar, Literal
 
 import numpy as np
 from numpy.typing import NDArray
 from pydantic import Field, ValidationInfo, field_validator
 
-from privfit.privacy import DEFAULT_GRID, OrderGrid, PrivacyCost
+from privfit.privacy import OrderGrid, PrivacyCost
 from privfit.solvers.base import (
-    FitResult,
+    FitRun,
     MetadataResolved,
-    ProgressCallback,
+    PrivacyRequest,
     ProgressReporter,
     PublicMetadata,
-    ResolvedParams,
     Solver,
     SolverParameterError,
     SolverParams,
-    StopCallback,
-    check_fit_inputs,
-    check_privacy_source,
-    check_resolved_metadata,
     design_bound,
-    glm_fit_result,
-    metadata_fields,
 )
 from privfit.solvers.baselines.dp_sgd import (
     BatchSampler,
@@ -82,7 +74,6 @@ from privfit.solvers.baselines.dp_sgd import (
 )
 from privfit.solvers.geometry import clip_rows
 from privfit.solvers.resque.estimator import (
-    RESQUE_MODELS,
     MarginLoss,
     glm_subgradients,
     log_resque_weights,
@@ -276,10 +267,9 @@ def resque_dp_sgd(
     return average / tail if average is not None else theta
 
 
-class ReSQueDPSGD(Solver):
+class ReSQueDPSGD(Solver[ReSQueDPSGDParams, ReSQueDPSGDResolved]):
     """ReSQue-DP-SGD (spec seed-004 §6.2): smoothed DP-SGD with ReSQue gradient queries, sampled-Gaussian cost."""
 
-    name: ClassVar[str] = "resque_dpsgd"
     description: ClassVar[str] = (
         "DP-SGD on the Gaussian-smoothed objective E f(θ + ρZ) with ReSQue gradient queries (Carmon et al.), for "
         "non-smooth losses: hinge ('svm'), absolute, quantile (pinball), plus logistic and Huber. Each weighted "
@@ -287,23 +277,10 @@ class ReSQueDPSGD(Solver):
         "sampling mode (as dp_sgd). Defaults: ρ matched to the private rate, batch clamp(√n, 64, 4096), 5 epochs, "
         "suffix average."
     )
-    models: ClassVar[tuple[str, ...]] = RESQUE_MODELS
-    Params: ClassVar[type[SolverParams]] = ReSQueDPSGDParams
-    Resolved: ClassVar[type[ResolvedParams]] = ReSQueDPSGDResolved
-    formula_version: ClassVar[str] = "resque_dpsgd/sampled-gaussian-rdp/v1"
+    explicit_noise: ClassVar[str | None] = "noise_multiplier"
 
-    def resolve(
-        self,
-        params: Mapping[str, Any] | SolverParams | None,
-        meta: PublicMetadata,
-        *,
-        target_epsilon: float | None = None,
-        delta: float | None = None,
-        grid: OrderGrid = DEFAULT_GRID,
-    ) -> ReSQueDPSGDResolved:
+    def _resolve(self, p: ReSQueDPSGDParams, meta: PublicMetadata, privacy: PrivacyRequest) -> ReSQueDPSGDResolved:
         """Defaults and noise from public inputs (module docstring); σ calibrated by the sampling mode's accountant."""
-        p = cast(ReSQueDPSGDParams, self.parse_params(params))
-        check_privacy_source(target_epsilon, delta, p.noise_multiplier, "noise_multiplier")
         if p.batch_size is not None and p.batch_size > meta.n:
             raise SolverParameterError("batch_size", f"must be ≤ n = {meta.n}, got {p.batch_size}")
         low, high = BATCH_SIZE_RANGE
@@ -321,23 +298,21 @@ class ReSQueDPSGD(Solver):
         clip = p.clip_norm or (lipschitz if p.block_length == 1 else 2.0 * lipschitz)
         radius = p.radius or DEFAULT_RADIUS[p.model]
         dimension = meta.d + (1 if p.fit_intercept else 0)
-        if target_epsilon is not None:
-            assert delta is not None  # checked by check_privacy_source
+        if privacy.target is not None:
+            target_epsilon, delta = privacy.target
             sigma = calibrate_batch_noise(
-                p.sampling, target_epsilon, delta, rate=rate, steps=steps, epochs=epochs, clip_norm=clip, grid=grid
-            )
+                p.sampling, target_epsilon, delta, rate=rate, steps=steps, epochs=epochs, clip_norm=clip,
+                grid=privacy.grid,
+            )  # fmt: skip
             private_rate = math.sqrt(dimension * math.log(1.0 / delta)) / (meta.n * target_epsilon)
         else:
-            sigma = float(p.noise_multiplier or 0.0) * clip
+            sigma = privacy.explicit() * clip
             private_rate = 0.0
         smoothing = p.smoothing or radius * max(1.0 / math.sqrt(meta.n), private_rate)
         gradient_scale = lipschitz + sigma * math.sqrt(dimension) / batch_size
         step_size = p.step_size or radius / (gradient_scale * math.sqrt(steps))
-        resolved = ReSQueDPSGDResolved(
-            target_epsilon=target_epsilon,
-            delta=delta,
-            epsilon=None,
-            **metadata_fields(meta),
+        return ReSQueDPSGDResolved(
+            **privacy.resolved_fields(meta),
             model=p.model,
             loss_parameter=loss.parameter,
             fit_intercept=p.fit_intercept,
@@ -358,35 +333,22 @@ class ReSQueDPSGD(Solver):
             noise_multiplier=sigma / clip,
             output=p.output,
         )
-        return self.with_reported_epsilon(resolved, meta, grid)
 
-    def cost(
-        self, resolved: ResolvedParams | Mapping[str, Any], meta: PublicMetadata, grid: OrderGrid = DEFAULT_GRID
-    ) -> PrivacyCost:
+    def _cost(self, r: ReSQueDPSGDResolved, meta: PublicMetadata, grid: OrderGrid) -> PrivacyCost:
         """:func:`~privfit.solvers.baselines.dp_sgd.batch_noise_cost` of the resolved sampling mode; reads no row."""
-        r = cast(ReSQueDPSGDResolved, check_resolved_metadata(self, resolved, meta))
         return batch_noise_cost(
             r.sampling, rate=r.sampling_rate, steps=r.steps, epochs=r.epochs, sigma=r.sigma, clip_norm=r.clip_norm,
             grid=grid,
         )  # fmt: skip
 
-    def fit(
-        self,
-        X: Any,
-        y: Any,
-        meta: PublicMetadata,
-        resolved: ResolvedParams | Mapping[str, Any],
-        rng: np.random.Generator,
-        progress: ProgressCallback | None = None,
-        should_stop: StopCallback | None = None,
-    ) -> FitResult:
-        """Run ReSQue-DP-SGD with ``resolved``; batches, ξ and noise from ``rng``."""
-        r = cast(ReSQueDPSGDResolved, check_resolved_metadata(self, resolved, meta))
-        design, v = check_fit_inputs(X, y, meta, rng, r.fit_intercept)
-        reporter = ProgressReporter(r.steps, progress, should_stop)
-        theta = resque_dp_sgd(
-            design,
-            v,
+    def _progress_steps(self, r: ReSQueDPSGDResolved) -> int:
+        return r.steps
+
+    def _fit(self, run: FitRun, r: ReSQueDPSGDResolved) -> FloatArray:
+        """Run ReSQue-DP-SGD with ``r``; batches, ξ and noise from ``run.rng``."""
+        theta: FloatArray = resque_dp_sgd(
+            run.X,
+            run.y,
             loss=margin_loss(r.model, r.loss_parameter),
             smoothing=r.smoothing,
             block_length=r.block_length,
@@ -397,9 +359,8 @@ class ReSQueDPSGD(Solver):
             epochs=r.epochs,
             step_size=r.step_size,
             radius=r.radius,
-            rng=rng,
+            rng=run.rng,
             output=r.output,
-            reporter=reporter,
+            reporter=run.reporter,
         )[0]
-        reporter.finish()
-        return glm_fit_result(self, theta, meta, r)
+        return theta

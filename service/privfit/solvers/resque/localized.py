@@ -53,34 +53,27 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar, Literal, cast
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 from numpy.typing import NDArray
 from pydantic import Field
 from scipy.special import logsumexp
 
-from privfit.privacy import DEFAULT_GRID, DeltaAllowance, OrderGrid, PrivacyCost
+from privfit.privacy import OrderGrid, PrivacyCost
 from privfit.solvers.base import (
-    FitResult,
+    AnySolver,
+    FitRun,
     MetadataResolved,
-    ProgressCallback,
-    ProgressReporter,
+    PrivacyRequest,
     PublicMetadata,
-    ResolvedParams,
     Solver,
     SolverParameterError,
     SolverParams,
-    StopCallback,
-    check_fit_inputs,
-    check_resolved_metadata,
     delta_part,
     design_bound,
-    glm_fit_result,
-    metadata_fields,
 )
 from privfit.solvers.resque.dpsgd import DEFAULT_RADIUS, ReSQueModel, margin_loss
-from privfit.solvers.resque.estimator import RESQUE_MODELS
 from privfit.solvers.resque.localized_core import (
     P3_BOUND,
     P3_CONSTANT,
@@ -258,27 +251,23 @@ def plan_cost(schedule: OuterSchedule, n: int, delta_call: float, grid: OrderGri
     return PrivacyCost(tree.curve, grid, 0.0, tree.slack)
 
 
-class ReSQueLocalized(Solver):
+class ReSQueLocalized(Solver[ReSQueLocalizedParams, ReSQueLocalizedResolved]):
     """The paper's ReSQue private ERM with explicit preconditions and approximate-RDP accounting (experimental)."""
 
-    name: ClassVar[str] = "resque_localized"
     description: ClassVar[str] = (
         "EXPERIMENTAL. The faithful ReSQue private ERM (Carmon et al., Thm. 3): ball acceleration over Algorithms "
         "4-7 with the privacy preconditions P1-P6 enforced and an approximate-RDP charge (Lemmas 5-7, exact "
         "randomized composition for Algorithm 6). Infeasible beyond tiny instances: a guard refuses requests whose "
         "planned gradient steps exceed the operator's cap."
     )
-    models: ClassVar[tuple[str, ...]] = RESQUE_MODELS
-    Params: ClassVar[type[SolverParams]] = ReSQueLocalizedParams
-    Resolved: ClassVar[type[ResolvedParams]] = ReSQueLocalizedResolved
-    formula_version: ClassVar[str] = "resque_localized/approx-rdp-lemma7/v1"
+    target_required: ClassVar[str] = "resque_localized is calibrated to a target epsilon: give one"
     uses_delta_parts: ClassVar[bool] = True
     experimental: ClassVar[bool] = True
 
     def __init__(self, max_planned_steps: float = DEFAULT_MAX_PLANNED_STEPS) -> None:
         self.max_planned_steps = float(max_planned_steps)
 
-    def with_operator_limits(self, limits: Mapping[str, Any]) -> Solver:
+    def with_operator_limits(self, limits: Mapping[str, Any]) -> AnySolver:
         """A copy with the operator's cap ``limits["resque_localized_max_steps"]`` (if given)."""
         cap = limits.get("resque_localized_max_steps")
         return self if cap is None else ReSQueLocalized(max_planned_steps=cap)
@@ -325,24 +314,16 @@ class ReSQueLocalized(Solver):
         beta_cap = (1.0 - 1e-9) * math.sqrt(P3_BOUND / P3_CONSTANT) / math.log(2.0 / delta_call) / largest_restart
         return LocalizedPlan(lipschitz, radius, smoothing, schedule, delta_call, ball_radius, beta_cap)
 
-    def resolve(
-        self,
-        params: Mapping[str, Any] | SolverParams | None,
-        meta: PublicMetadata,
-        *,
-        target_epsilon: float | None = None,
-        delta: float | None = None,
-        grid: OrderGrid = DEFAULT_GRID,
-        delta_allowance: DeltaAllowance | None = None,
+    def _resolve(
+        self, p: ReSQueLocalizedParams, meta: PublicMetadata, privacy: PrivacyRequest
     ) -> ReSQueLocalizedResolved:
         """The schedule, δ_c, r from public inputs; the feasibility guard; β calibrated to the target. The slacks
         sum to at most (1/4)·δ/(1 + e^ε) and, for a dataset, to the allowance of its filter's δ pot."""
-        p = cast(ReSQueLocalizedParams, self.parse_params(params))
-        if target_epsilon is None or delta is None:
-            raise SolverParameterError("epsilon", "resque_localized is calibrated to a target epsilon: give one")
+        target_epsilon, delta = privacy.required_target()
+        grid, allowance = privacy.grid, privacy.delta_allowance
         slack_budget = delta_part(
             SLACK_SHARE * delta / (1.0 + math.exp(target_epsilon)),
-            None if delta_allowance is None else delta_allowance.max_slack, "epsilon",
+            None if allowance is None else allowance.max_slack, "epsilon",
             "resque_localized's approximate-RDP slack",
         )  # fmt: skip
         plan = self._plan(p, meta, target_epsilon, delta, grid, slack_budget)
@@ -358,8 +339,8 @@ class ReSQueLocalized(Solver):
         schedule = replace(plan.schedule, beta=beta)
         cost = plan_cost(schedule, meta.n, plan.delta_call, grid)
         finite = grid.orders[np.isfinite(cost.rdp)]
-        resolved = ReSQueLocalizedResolved(
-            target_epsilon=target_epsilon, delta=delta, epsilon=None, **metadata_fields(meta), model=p.model,
+        return ReSQueLocalizedResolved(
+            **privacy.resolved_fields(meta), model=p.model,
             loss_parameter=margin_loss(p.model, p.quantile_tau if p.model == "quantile" else p.huber_delta).parameter,
             fit_intercept=p.fit_intercept, lipschitz=plan.lipschitz, radius=plan.radius, smoothing=plan.smoothing,
             ball_radius=plan.ball_radius, delta_call=plan.delta_call, beta=beta,
@@ -368,7 +349,6 @@ class ReSQueLocalized(Solver):
             planned_calls=work.calls, planned_steps=work.steps,
             alpha_max=float(finite.max()) if finite.size else 1.0, approx_delta=cost.approx_delta,
         )  # fmt: skip
-        return self.with_reported_epsilon(resolved, meta, grid)
 
     @staticmethod
     def _calibrate_beta(plan: LocalizedPlan, n: int, epsilon: float, delta: float, grid: OrderGrid) -> float:
@@ -390,39 +370,25 @@ class ReSQueLocalized(Solver):
                 break
         return low
 
-    def cost(
-        self, resolved: ResolvedParams | Mapping[str, Any], meta: PublicMetadata, grid: OrderGrid = DEFAULT_GRID
-    ) -> PrivacyCost:
+    def _cost(self, r: ReSQueLocalizedResolved, meta: PublicMetadata, grid: OrderGrid) -> PrivacyCost:
         """The approximate-RDP charge of the resolved schedule (module docstring); reads no row."""
-        r = cast(ReSQueLocalizedResolved, check_resolved_metadata(self, resolved, meta))
         return plan_cost(_schedule(r), r.n, r.delta_call, grid)
 
-    def fit(
-        self,
-        X: Any,
-        y: Any,
-        meta: PublicMetadata,
-        resolved: ResolvedParams | Mapping[str, Any],
-        rng: np.random.Generator,
-        progress: ProgressCallback | None = None,
-        should_stop: StopCallback | None = None,
-    ) -> FitResult:
+    def _progress_steps(self, r: ReSQueLocalizedResolved) -> int:
+        return r.outer_iterations
+
+    def _fit(self, run: FitRun, r: ReSQueLocalizedResolved) -> FloatArray:
         """Run the fixed schedule; every Algorithm-4 call re-checks P1–P5 before it reads data."""
-        r = cast(ReSQueLocalizedResolved, check_resolved_metadata(self, resolved, meta))
-        design, v = check_fit_inputs(X, y, meta, rng, r.fit_intercept)
-        reporter = ProgressReporter(r.outer_iterations, progress, should_stop)
         context = AlgorithmContext(
-            X=design, y=v, loss=margin_loss(r.model, r.loss_parameter), lipschitz=r.lipschitz, rho=r.smoothing,
-            r=r.ball_radius, delta_call=r.delta_call, rng=rng,
+            X=run.X, y=run.y, loss=margin_loss(r.model, r.loss_parameter), lipschitz=r.lipschitz, rho=r.smoothing,
+            r=r.ball_radius, delta_call=r.delta_call, rng=run.rng,
         )  # fmt: skip
 
         def step(iteration: int) -> None:
-            reporter.check_stop(iteration)
-            reporter.report(iteration)
+            run.reporter.check_stop(iteration)
+            run.reporter.report(iteration)
 
-        theta = ball_acceleration(context, _schedule(r), should_stop=step)
-        reporter.finish()
-        return glm_fit_result(self, theta, meta, r)
+        return ball_acceleration(context, _schedule(r), should_stop=step)
 
 
 def _schedule(r: ReSQueLocalizedResolved) -> OuterSchedule:
