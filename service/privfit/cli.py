@@ -33,6 +33,7 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _worker(args: argparse.Namespace) -> int:
+    from privfit.datasets.lifecycle import check_store
     from privfit.datasets.store import make_store
     from privfit.db import make_database
     from privfit.jobs import WorkerPool
@@ -44,8 +45,10 @@ def _worker(args: argparse.Namespace) -> int:
         run_worker(settings, args.concurrency or settings.workers)
         return 0
     db = make_database(settings.database_url)
+    store = make_store(settings, db)
+    check_store(db, store)  # a data directory that holds none of the live datasets: refuse to start
     pool = WorkerPool(
-        db, make_store(settings, db), size=args.concurrency or settings.workers,
+        db, store, size=args.concurrency or settings.workers,
         lease_seconds=settings.lease_seconds, heartbeat_seconds=settings.heartbeat_seconds,
         poll_seconds=settings.poll_seconds,
     )  # fmt: skip

@@ -41,8 +41,51 @@ class Settings(BaseSettings):
         description="Queue 'celery': a job still queued this long after its last publication is published again "
         "(messages lost by a broker restart); duplicates are harmless, the job row is claimed once.",
     )
+    upload_grace_seconds: float = Field(
+        900.0,
+        gt=0,
+        description="An upload still pending this long (its process died between recording the upload and "
+        "registering the dataset) is abandoned: the orphan sweep deletes it and purges its data, and temporary "
+        "files of interrupted writes this old are removed. Must exceed the longest time an upload takes to store "
+        "its matrix.",
+    )
+    orphan_sweep_seconds: float = Field(
+        300.0,
+        gt=0,
+        description="How often `privfit serve` sweeps stored data no dataset or pending upload references (also "
+        "once at start-up).",
+    )
     workers: int = Field(2, ge=1, le=64, description="Worker threads of the embedded pool / `privfit worker`.")
-    max_upload_bytes: int = Field(64 * 1024 * 1024, ge=1024, description="Largest accepted request body.")
+    max_upload_bytes: int = Field(
+        64 * 1024 * 1024,
+        ge=1024,
+        description="Largest accepted data body: a multipart dataset upload (POST /v1/datasets) or the rows of "
+        "POST /v1/fits/{id}/predict.",
+    )
+    max_json_bytes: int = Field(
+        1024 * 1024,
+        ge=1024,
+        description="Largest accepted body of every other request (JSON bodies), and of the upload's schema part; "
+        "enforced while the body streams in, before it is parsed.",
+    )
+    max_features: int = Field(
+        10_000,
+        ge=1,
+        description="Largest encoded dimension d (numeric features + one-hot levels) and largest number of declared "
+        "feature columns of an upload; checked from the schema alone, before any row is read (413).",
+    )
+    max_matrix_bytes: int = Field(
+        2 * 1024**3,
+        ge=1024,
+        description="Largest encoded matrix of an upload, n·(d + 1)·8 bytes; checked as rows stream in, before the "
+        "memory is allocated (413).",
+    )
+    max_concurrent_uploads: int = Field(
+        2,
+        ge=1,
+        description="Dataset uploads one API process handles at once; beyond it POST /v1/datasets is answered 429 "
+        "with Retry-After at once, before its body is read.",
+    )
     lease_seconds: float = Field(60.0, gt=0, description="A running job whose lease is older is a lost job.")
     heartbeat_seconds: float = Field(5.0, gt=0, description="How often a worker renews its lease and progress.")
     poll_seconds: float = Field(0.5, gt=0, description="How often idle workers look for queued jobs.")

@@ -63,12 +63,14 @@ def make_client(database_url: str, tmp_path: Path, *, workers: bool = True, **ov
 
 
 def upload(test_client: TestClient, keys: Keys, *, csv: bytes | None = None, schema: dict | None = None,
-           epsilon: float = 2.0, grant: bool = True) -> str:  # fmt: skip
+           epsilon: float = 2.0, grant: bool = True, allow_duplicate: bool = True) -> str:  # fmt: skip
+    """Upload (the small dataset by default) as the owner and grant it to the analyst; its id. Tests upload the same
+    content many times, so ``allow_duplicate`` is on unless a test checks the duplicate refusal."""
     declared = json.loads(json.dumps(schema or SMALL_SCHEMA))
     declared["budget"]["epsilon"] = epsilon
     response = test_client.post(
         "/v1/datasets", headers=keys.owner, files={"file": ("data.csv", csv or small_csv(), "text/csv")},
-        data={"schema": json.dumps(declared), "name": "small"},
+        data={"schema": json.dumps(declared), "name": "small", "allow_duplicate": str(allow_duplicate).lower()},
     )  # fmt: skip
     assert response.status_code == 201, response.text
     dataset_id = response.json()["id"]

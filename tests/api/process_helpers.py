@@ -67,12 +67,12 @@ def server(database_url: str, tmp_path: Path, **extra: str) -> Iterator[str]:
 
 
 def register(base: str, owner: str, epsilon: float, name: str = "") -> str:
-    """Upload the small public dataset with budget ``epsilon`` (and a display ``name``); returns its id."""
+    """Upload the small public dataset with budget ``epsilon`` (and a display ``name``, duplicates allowed); its id."""
     declared = json.loads(json.dumps(SMALL_SCHEMA))
     declared["budget"]["epsilon"] = epsilon
     response = httpx.post(
         f"{base}/v1/datasets", headers={"Authorization": f"Bearer {owner}"}, files={"file": ("d.csv", small_csv())},
-        data={"schema": json.dumps(declared), "name": name}, timeout=30,
+        data={"schema": json.dumps(declared), "name": name, "allow_duplicate": "true"}, timeout=30,
     )  # fmt: skip
     assert response.status_code == 201, response.text
     return response.json()["id"]

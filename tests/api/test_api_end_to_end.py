@@ -161,5 +161,5 @@ def test_schema_may_be_sent_as_a_text_field_or_a_file_part(client, keys):
     parts = {"file": ("d.csv", small_csv(50)), "schema": ("s.json", json.dumps(SMALL_SCHEMA))}
     as_file = client.post("/v1/datasets", headers=keys.owner, files=parts)
     as_text = client.post("/v1/datasets", headers=keys.owner, files={"file": ("d.csv", small_csv(50))},
-                          data={"schema": json.dumps(SMALL_SCHEMA)})  # fmt: skip
+                          data={"schema": json.dumps(SMALL_SCHEMA), "allow_duplicate": "true"})  # fmt: skip
     assert as_file.status_code == as_text.status_code == 201, (as_file.text, as_text.text)

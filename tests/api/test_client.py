@@ -69,10 +69,10 @@ def test_uploads_from_a_path_bytes_a_file_and_a_dataframe_give_the_same_dataset(
     schema_path = tmp_path / "schema.json"
     schema_path.write_text(json.dumps(schema(1.0)))
     uploaded = [
-        owner.upload_dataset(csv_path, schema_path),
-        owner.upload_dataset(small_csv(), json.dumps(schema(1.0)), name="bytes"),
-        owner.upload_dataset(io.BytesIO(small_csv()), schema(1.0), name="file"),
-        owner.upload_dataset(pd.read_csv(csv_path), schema(1.0), name="frame"),
+        owner.upload_dataset(csv_path, schema_path, allow_duplicate=True),
+        owner.upload_dataset(small_csv(), json.dumps(schema(1.0)), name="bytes", allow_duplicate=True),
+        owner.upload_dataset(io.BytesIO(small_csv()), schema(1.0), name="file", allow_duplicate=True),
+        owner.upload_dataset(pd.read_csv(csv_path), schema(1.0), name="frame", allow_duplicate=True),
     ]
     assert [d.name for d in uploaded] == ["small.csv", "bytes", "file", "frame"]
     assert {(d.n, d.d, tuple(d.feature_names)) for d in uploaded} == {(4000, 5, tuple(uploaded[0].feature_names))}
@@ -82,7 +82,7 @@ def test_uploads_from_a_path_bytes_a_file_and_a_dataframe_give_the_same_dataset(
 
 
 def test_estimate_fit_wait_predict_budget_and_ledger(owner: Client):
-    dataset = owner.upload_dataset(small_csv(), schema(2.0), name="flow")
+    dataset = owner.upload_dataset(small_csv(), schema(2.0), name="flow", allow_duplicate=True)
     estimate = owner.estimate(dataset.id, epsilon=1.0)
     assert estimate.admissible and estimate.cost.epsilon == pytest.approx(1.0, rel=1e-3)
     seen: list[tuple[str, float]] = []
@@ -105,7 +105,7 @@ def test_estimate_fit_wait_predict_budget_and_ledger(owner: Client):
 
 
 def test_typed_errors_carry_the_servers_message(live: dict[str, str], owner: Client):
-    dataset = owner.upload_dataset(small_csv(), schema(1.0), name="errors")
+    dataset = owner.upload_dataset(small_csv(), schema(1.0), name="errors", allow_duplicate=True)
     with pytest.raises(BudgetExceededError) as refused:
         owner.fit(dataset.id, epsilon=5.0)
     assert refused.value.status == 409 and refused.value.remaining_epsilon == 1.0
@@ -114,7 +114,7 @@ def test_typed_errors_carry_the_servers_message(live: dict[str, str], owner: Cli
         owner.estimate(dataset.id, epsilon=0.1, params={"steps": -1})
     assert invalid.value.parameter == "steps" and invalid.value.title == "Invalid parameter"
     with pytest.raises(InvalidRequestError, match="Invalid schema"):
-        owner.upload_dataset(small_csv(), {"label": {"name": "y"}})
+        owner.upload_dataset(small_csv(), {"label": {"name": "y"}}, allow_duplicate=True)
     with pytest.raises(NotFoundError, match="does not exist"):
         owner.budget("00000000-0000-0000-0000-000000000000")
     with Client(live["base"], "pf_0000_bad") as stranger, pytest.raises(AuthenticationError, match="invalid API key"):
@@ -136,7 +136,7 @@ def test_typed_errors_carry_the_servers_message(live: dict[str, str], owner: Cli
 
 
 def test_wait_times_out_and_a_cancelled_fit_raises_fit_failed(owner: Client):
-    dataset = owner.upload_dataset(small_csv(), schema(1.0), name="slow")
+    dataset = owner.upload_dataset(small_csv(), schema(1.0), name="slow", allow_duplicate=True)
     fit = owner.fit(dataset.id, epsilon=0.1, params=SLOW)
     with pytest.raises(WaitTimeoutError) as late:
         owner.wait(fit, timeout=0.3)
@@ -167,7 +167,7 @@ class DropFirstFitResponse(httpx.HTTPTransport):
 
 
 def test_a_fit_whose_answer_is_lost_is_retried_with_its_key_and_charged_once(live: dict[str, str], owner: Client):
-    dataset = owner.upload_dataset(small_csv(), schema(2.0), name="retry")
+    dataset = owner.upload_dataset(small_csv(), schema(2.0), name="retry", allow_duplicate=True)
     transport = DropFirstFitResponse()
     with Client(live["base"], live["owner"], transport=transport, retries=2, backoff=0.01) as flaky:
         fit = flaky.fit(dataset.id, epsilon=0.5)

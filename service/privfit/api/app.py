@@ -7,17 +7,20 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from fastapi.concurrency import run_in_threadpool
 
 from privfit import __version__
+from privfit.datasets.lifecycle import StoreMismatchError, check_store
 from privfit.datasets.store import make_store
 from privfit.db import make_database
 from privfit.db.migrate import upgrade
 from privfit.jobs import WorkerPool
 from privfit.jobs.dispatch import PollingDispatcher, make_dispatcher
+from privfit.jobs.sweeper import OrphanSweeper
 from privfit.settings import Settings, get_settings
 from privfit.ui import mount_ui
 
-from .limits import BodySizeLimit
+from .limits import BodySizeLimit, UploadConcurrencyLimit
 from .problems import install_problem_handlers
 from .routers import datasets, fits, health, keys, solvers
 
@@ -27,7 +30,9 @@ log = logging.getLogger("privfit.api")
 def create_app(settings: Settings | None = None, *, run_workers: bool | None = None) -> FastAPI:
     """Build the app. With SQLite the schema is migrated at start-up; with ``queue == "embedded"`` (default)
     a worker pool runs inside the process (``run_workers`` overrides this, e.g. for tests); with ``"celery"``
-    new jobs are published to the broker after their row is committed (:mod:`privfit.jobs.dispatch`)."""
+    new jobs are published to the broker after their row is committed (:mod:`privfit.jobs.dispatch`). At start-up
+    the dataset store is checked against the database (:func:`~privfit.datasets.lifecycle.check_store`) and orphaned
+    data is swept, then every ``orphan_sweep_seconds``."""
     settings = settings or get_settings()
     start_pool = settings.queue == "embedded" if run_workers is None else run_workers
 
@@ -38,6 +43,16 @@ def create_app(settings: Settings | None = None, *, run_workers: bool | None = N
             upgrade(settings.database_url)
         app.state.db = db
         app.state.store = make_store(settings, db)
+        # A data directory that holds none of the live datasets while another does: refuse to start (clear error).
+        try:
+            await run_in_threadpool(check_store, db, app.state.store)
+        except StoreMismatchError as error:
+            log.error("refusing to start: %s", error)
+            db.dispose()
+            raise
+        app.state.orphans = OrphanSweeper(db, app.state.store, settings)
+        await run_in_threadpool(app.state.orphans.sweep)  # what a crash left behind, before serving
+        app.state.orphans.start()
         app.state.workers = None
         app.state.dispatcher = make_dispatcher(settings)
         if start_pool:
@@ -50,6 +65,7 @@ def create_app(settings: Settings | None = None, *, run_workers: bool | None = N
         try:
             yield
         finally:
+            app.state.orphans.stop()
             if app.state.workers is not None:
                 app.state.workers.stop()
             db.dispose()
@@ -65,5 +81,6 @@ def create_app(settings: Settings | None = None, *, run_workers: bool | None = N
     for router in (health.router, keys.router, datasets.router, fits.router, solvers.router):
         app.include_router(router)
     mount_ui(app)
-    app.add_middleware(BodySizeLimit, limit=settings.max_upload_bytes)
+    app.add_middleware(BodySizeLimit, limit=settings.max_upload_bytes, json_limit=settings.max_json_bytes)
+    app.add_middleware(UploadConcurrencyLimit, limit=settings.max_concurrent_uploads)  # outermost: before any read
     return app

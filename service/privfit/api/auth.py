@@ -84,16 +84,23 @@ def require_role(*roles: str) -> Callable[..., Principal]:
     return dependency
 
 
-def visible_dataset(db: Database, dataset_id: str, principal: Principal, *, manage: bool = False) -> Dataset:
+def visible_dataset(
+    db: Database, dataset_id: str, principal: Principal, *, manage: bool = False, include_deleted: bool = False
+) -> Dataset:
     """The dataset if ``principal`` may see it (``manage``: only its owner or an admin), else 404/403.
 
-    An analyst without a grant gets 404, so dataset ids of others cannot be probed.
+    An analyst without a grant gets 404, so dataset ids of others cannot be probed. A deleted dataset is 404 unless
+    ``include_deleted`` and the caller is its owner or an admin (its ledger, budget and fits stay readable to
+    them); to analysts, granted or not, a deleted dataset does not exist.
     """
     with db.read() as session:
         dataset = session.get(Dataset, dataset_id)
-        if dataset is None or dataset.deleted_at is not None:
+        if dataset is None:
             raise Problem(404, "Not Found", f"dataset {dataset_id} does not exist")
-        if principal.role == "admin" or dataset.owner_key_id == principal.key_id:
+        privileged = principal.role == "admin" or dataset.owner_key_id == principal.key_id
+        if dataset.deleted_at is not None and not (include_deleted and privileged):
+            raise Problem(404, "Not Found", f"dataset {dataset_id} does not exist")
+        if privileged:
             return dataset
         granted = session.execute(
             select(DatasetGrant.id).where(
@@ -104,4 +111,14 @@ def visible_dataset(db: Database, dataset_id: str, principal: Principal, *, mana
         raise Problem(404, "Not Found", f"dataset {dataset_id} does not exist")
     if manage:
         raise Problem(403, "Forbidden", "only the dataset's owner can do this")
+    return dataset
+
+
+def usable_dataset(db: Database, dataset_id: str, principal: Principal) -> Dataset:
+    """The dataset for a new fit or estimate: as :func:`visible_dataset`, but a deleted dataset is refused to its
+    owner and admins with 410 Gone (its data was purged; its ledger stays readable) instead of 404."""
+    dataset = visible_dataset(db, dataset_id, principal, include_deleted=True)
+    if dataset.deleted_at is not None:
+        raise Problem(410, "Dataset deleted", f"dataset {dataset_id} was deleted and its data purged; it cannot be "
+                      "fitted any more (its budget and ledger stay readable)", field="dataset_id")  # fmt: skip
     return dataset

@@ -6,9 +6,11 @@ errors name the column and line only, solver failures say that the fit failed, n
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -18,6 +20,7 @@ from privfit.errors import ParameterError
 from privfit.ledger import BudgetExceededError
 
 from .encoding import public_json
+from .limits import JsonLimitError, loads_limited
 
 PROBLEM_JSON = "application/problem+json"
 
@@ -46,6 +49,8 @@ def install_problem_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, error: StarletteHTTPException) -> JSONResponse:
+        if _is_json_limit_failure(error):
+            return await _json_limit_problem(request)
         response = problem_response(error.status_code, _title(error.status_code), str(error.detail), request.url.path)
         for name, value in (error.headers or {}).items():
             response.headers[name] = value
@@ -79,6 +84,36 @@ def install_problem_handlers(app: FastAPI) -> None:
     async def _unexpected(request: Request, error: Exception) -> JSONResponse:
         return problem_response(500, "Internal error", "an unexpected error occurred; the request was not completed",
                                 request.url.path)  # fmt: skip
+
+
+def _is_json_limit_failure(error: StarletteHTTPException) -> bool:
+    """FastAPI answers 400 "error parsing the body" when ``json.loads`` of a JSON body fails with something other
+    than a syntax error: ``RecursionError`` (deep nesting) or ``ValueError`` (an integer of more than 4300 digits,
+    invalid UTF-8). Those are the client's malformed input: 422, naming where."""
+    cause = error.__cause__
+    return (
+        error.status_code == 400
+        and isinstance(cause, (RecursionError, ValueError))
+        and not isinstance(cause, json.JSONDecodeError)
+    )
+
+
+async def _json_limit_problem(request: Request) -> JSONResponse:
+    """422 for a JSON body Python cannot parse; re-parsed (off the event loop) with :func:`loads_limited` to name
+    the offending field. The body is the one FastAPI already read (≤ max_json_bytes), cached on the request."""
+    body = getattr(request, "_body", None)
+    loc: list[str] = []
+    message = "the JSON body cannot be parsed (nested too deeply or a number literal too long)"
+    if isinstance(body, bytes):
+        try:
+            await run_in_threadpool(loads_limited, body)
+        except JsonLimitError as error:
+            loc, message = error.loc, error.message
+        except ValueError:
+            pass
+    where = ".".join(["body", *loc])
+    errors = [{"loc": ["body", *loc], "msg": message, "type": "json_limit"}]
+    return problem_response(422, "Invalid request", f"{where}: {message}", request.url.path, errors=errors)
 
 
 def _title(status: int) -> str:

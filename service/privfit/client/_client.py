@@ -143,15 +143,21 @@ class Client:
         return [SolverInfo.from_json(item) for item in self._json("GET", "/v1/solvers")]
 
     # --- datasets ---------------------------------------------------------------------------------
-    def upload_dataset(self, data: CsvSource, schema: SchemaSource, *, name: str | None = None) -> Dataset:
+    def upload_dataset(
+        self, data: CsvSource, schema: SchemaSource, *, name: str | None = None, allow_duplicate: bool = False
+    ) -> Dataset:
         """``POST /v1/datasets`` (owners): a CSV with its declared public schema and budget.
 
         ``data`` is a path, CSV bytes, a binary file object, or a pandas DataFrame (written with ``to_csv``,
         without its index; its column names must be the schema's). ``schema`` is a dict, a JSON string or a path
-        to a JSON file. ``name`` defaults to the file's name.
+        to a JSON file. ``name`` defaults to the file's name. Content this owner already uploaded (a live dataset
+        with the same encoded data) is refused with :class:`ConflictError` naming the existing dataset
+        (``existing_dataset_id``) unless ``allow_duplicate`` — the copy would get a separate, fresh budget.
         """
         filename, content = _csv_payload(data)
         form = {"schema": _schema_json(schema), "name": name if name is not None else filename}
+        if allow_duplicate:
+            form["allow_duplicate"] = "true"
         files = {"file": (filename, content, "text/csv")}
         return Dataset.from_json(self._json("POST", "/v1/datasets", retry=False, data=form, files=files))
 

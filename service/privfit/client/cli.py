@@ -137,7 +137,7 @@ def _cell(value: Any) -> str:
 def _datasets_upload(client: Client, args: argparse.Namespace, out: Output) -> int:
     data = _readable(args.csv)
     schema = _readable(args.schema)
-    dataset = client.upload_dataset(data, schema, name=args.name)
+    dataset = client.upload_dataset(data, schema, name=args.name, allow_duplicate=args.allow_duplicate)
     return _show(out, dataset, lambda: _dataset_fields(out, dataset))
 
 
@@ -451,7 +451,9 @@ def add_client_commands(commands: argparse._SubParsersAction) -> None:
     common.add_argument("--request-timeout", type=float, default=60.0, help="seconds per HTTP request")
 
     def command(
-        parent: argparse._SubParsersAction[argparse.ArgumentParser], name: str, handler: Callable[..., int],
+        parent: argparse._SubParsersAction[argparse.ArgumentParser],
+        name: str,
+        handler: Callable[..., int],
         help_text: str,
     ) -> argparse.ArgumentParser:
         parser = parent.add_parser(name, parents=[common], help=help_text, description=help_text)
@@ -464,6 +466,11 @@ def add_client_commands(commands: argparse._SubParsersAction) -> None:
     upload.add_argument("csv", help="the CSV file")
     upload.add_argument("--schema", required=True, help="the schema JSON file (label, features, missing, budget)")
     upload.add_argument("--name", default=None, help="a display name (default: the file name)")
+    upload.add_argument(
+        "--allow-duplicate",
+        action="store_true",
+        help="register content you already uploaded as a separate dataset with its own budget",
+    )
     command(sub, "list", _datasets_list, "the datasets this key may see")
     command(sub, "show", _datasets_show, "a dataset's public metadata").add_argument("dataset")
     command(sub, "delete", _datasets_delete, "purge a dataset's rows (owners; the ledger is kept)").add_argument(

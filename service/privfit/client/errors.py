@@ -99,6 +99,7 @@ _BY_STATUS: dict[int, type[ApiError]] = {
     403: PermissionDeniedError,
     404: NotFoundError,
     409: ConflictError,
+    410: ConflictError,  # the dataset was deleted: refused by the server's state, like a 409
     413: PayloadTooLargeError,
     422: InvalidRequestError,
     429: RateLimitedError,

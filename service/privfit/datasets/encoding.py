@@ -24,7 +24,7 @@ import re
 import struct
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import IO, Any
 
 import numpy as np
 
@@ -37,6 +37,7 @@ from .schema import (
 )
 
 __all__ = [
+    "DatasetTooLargeError",
     "DatasetValidationError",
     "EncodedDataset",
     "EncodedRows",
@@ -78,6 +79,23 @@ class DatasetValidationError(ValueError):
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready form for problem+json responses: ``{"column", "line", "detail"}``."""
         return {"column": self.column, "line": self.line, "detail": self.message}
+
+
+class DatasetTooLargeError(ValueError):
+    """The upload exceeds a public size limit of the service (not a fault of the data's content).
+
+    Attributes:
+        setting: the name of the setting that refused it (e.g. ``"max_matrix_bytes"``).
+        limit: that setting's value.
+        message: explanation; it states only public quantities (n, d, the limit), never a cell value.
+    """
+
+    def __init__(self, setting: str, limit: int, message: str) -> None:
+        super().__init__(message)
+        self.setting, self.limit, self.message = setting, limit, message
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.setting, self.limit, self.message))
 
 
 @dataclass(frozen=True, eq=False)
@@ -129,8 +147,14 @@ class EncodedRows:
 # --------------------------------------------------------------------------------------------------
 
 
-def parse_and_encode(csv_bytes: bytes, schema: DatasetSchema | Mapping[str, Any]) -> EncodedDataset:
+def parse_and_encode(
+    source: bytes | IO[bytes], schema: DatasetSchema | Mapping[str, Any], *, max_matrix_bytes: int | None = None
+) -> EncodedDataset:
     """Parse an uploaded CSV file and encode it against the declared schema.
+
+    ``source`` is the file's bytes or a binary file object positioned at its start (e.g. an upload spooled to
+    disk); it is read in blocks and encoded in chunks of rows straight into the float64 matrix, so memory is
+    about the encoded matrix plus one chunk, not a multiple of the file.
 
     The file must be UTF-8 (a leading BOM is ignored). With ``schema.csv.header`` the first record names the
     columns, which must be exactly the label and feature names (any order, no duplicates); otherwise the
@@ -142,57 +166,92 @@ def parse_and_encode(csv_bytes: bytes, schema: DatasetSchema | Mapping[str, Any]
         DatasetValidationError: for the first problem in file order (bad UTF-8, malformed CSV, wrong field
             count, bad header, unknown category, unknown label class, non-numeric or non-finite number,
             disallowed missing value, empty file or no data rows).
+        DatasetTooLargeError: when ``max_matrix_bytes`` is set and n·(d + 1)·8 would exceed it (raised as soon
+            as the rows read so far exceed it, before the memory for them is allocated).
     """
     schema = _as_schema(schema)
     opts = schema.csv
-    data = bytes(csv_bytes)
-    if data.startswith(codecs.BOM_UTF8):
-        data = data[len(codecs.BOM_UTF8) :]
-    pending: DatasetValidationError | None = None
-    bad_at, problem = -1, ""
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        bad_at, problem = exc.start, "invalid UTF-8 (the file must be UTF-8 encoded)"
-    nul = data.find(b"\0")
-    if nul >= 0 and (bad_at < 0 or nul < bad_at):
-        bad_at, problem = nul, "NUL byte (not a text file?)"
-    if bad_at >= 0:
-        bad_line = data.count(b"\n", 0, bad_at) + 1
-        pending = DatasetValidationError(None, bad_line, f"{problem} at line {bad_line}")
-        cut = data.rfind(b"\n", 0, bad_at) + 1
-        text = data[:cut].decode("utf-8")  # the lines before the bad one decode; check them first
+    stream: IO[bytes] = io.BytesIO(source) if isinstance(source, bytes) else source
+    d = schema.dimension
+    row_bytes = (d + 1) * 8
+    max_rows = None if max_matrix_bytes is None else max_matrix_bytes // row_bytes
+    capacity = _line_bound(stream)
+    if max_rows is not None and capacity is not None:
+        capacity = min(capacity, max_rows + 1)
+    text = _TextLines(stream)
+    source_lines = _LineSource(iter(text), opts.comment)
+    reader = csv.reader(source_lines, delimiter=opts.delimiter, quotechar='"', strict=True)
+    expected = None if opts.columns is None else len(opts.columns)
+    index: dict[str, int] | None = None if opts.header else {name: i for i, name in enumerate(opts.columns or [])}
+    out = _Matrix(d, capacity)
+    records: list[list[str]] = []
+    lines: list[int] = []
+    chunk_rows = 65536
+    struct_error: DatasetValidationError | None = None
 
-    header, header_line, records, lines, struct_error = _read_records(
-        text, opts.delimiter, opts.comment, opts.header, None if opts.columns is None else len(opts.columns)
-    )
-    if struct_error is not None:
-        pending = struct_error  # it precedes the UTF-8 error (it was found in the text before it)
+    def flush() -> None:
+        if not records:
+            return
+        assert index is not None
+        order = index
+        n0, m = out.n, len(records)
+        if max_rows is not None and n0 + m > max_rows:
+            assert max_matrix_bytes is not None
+            raise DatasetTooLargeError(
+                "max_matrix_bytes",
+                max_matrix_bytes,
+                f"the encoded matrix of more than {max_rows} rows with d = {d} features exceeds max_matrix_bytes = "
+                f"{max_matrix_bytes} bytes (n·(d + 1)·8); split the dataset or ask the operator to raise the limit",
+            )
+        X, y = out.reserve(m)
+        columns = list(zip(*records, strict=True))
+        _encode(schema, cells=lambda name: columns[order[name]], n=m, positions=lines, unit="line",
+                column_order=order, label_present=True, out=(X, y))  # fmt: skip
+        out.n += m
+        records.clear()
+        lines.clear()
 
-    if opts.header:
-        if header is None:
-            raise pending or DatasetValidationError(None, None, "the file is empty: expected a header row")
-        index = _check_header(header, header_line, schema)
-    else:
-        assert opts.columns is not None  # guaranteed by CsvOptions validation
-        index = {name: i for i, name in enumerate(opts.columns)}
-
-    if not records:
+    while True:
+        start = reader.line_num + 1
+        source_lines.at_record_start = True
+        try:
+            rec = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as exc:
+            # csv's messages describe syntax (quotes, delimiters, NUL), never cell contents.
+            struct_error = DatasetValidationError(
+                None, start, f"malformed CSV in the record starting at line {start}: {exc}"
+            )
+            break
+        if not rec or (len(rec) == 1 and not rec[0].strip()):
+            continue  # blank line
+        if index is None:  # the header record
+            head = [c.strip() for c in rec]
+            index = _check_header(head, start, schema)
+            expected = len(head)
+            chunk_rows = max(16, min(65536, _CHUNK_CELLS // max(1, expected)))
+            continue
+        if expected is not None and len(rec) != expected:
+            struct_error = _field_count_error(start, len(rec), expected)
+            break
+        if not records and expected is not None:
+            chunk_rows = max(16, min(65536, _CHUNK_CELLS // max(1, expected)))
+        records.append(rec)
+        lines.append(start)
+        if len(records) >= chunk_rows:
+            flush()
+    # A structural problem (CSV syntax, field count) precedes a UTF-8/NUL problem: it was found in the text
+    # before it. Cell errors in the rows before either are reported first (flush raises them).
+    pending = struct_error or text.error
+    if index is None:
+        raise pending or DatasetValidationError(None, None, "the file is empty: expected a header row")
+    flush()
+    if out.n == 0:
         raise pending or DatasetValidationError(None, None, "the file contains no data rows")
-
-    columns = list(zip(*records, strict=True))
-    X, y = _encode(
-        schema,
-        cells=lambda name: columns[index[name]],
-        n=len(records),
-        positions=lines,
-        unit="line",
-        column_order=index,
-        label_present=True,
-    )
-    if pending is not None:  # cells before the structural problem were fine; report the structural problem
+    if pending is not None:
         raise pending
-    assert y is not None
+    X, y = out.result()
     return _finish(schema, X, y)
 
 
@@ -279,8 +338,12 @@ def compute_content_hash(X: np.ndarray, y: np.ndarray, schema: DatasetSchema) ->
     h.update(CONTENT_HASH_VERSION + b"\0")
     h.update(schema.canonical_json().encode("utf-8") + b"\0")
     h.update(struct.pack("<QQ", X.shape[0], X.shape[1]))
-    h.update((X + 0.0).tobytes())  # + 0.0 maps −0.0 to 0.0
-    h.update((y + 0.0).tobytes())
+    # In blocks of rows: ``+ 0.0`` maps −0.0 to 0.0 without a full-size copy of X (the bytes hashed are the
+    # same as one ``(X + 0.0).tobytes()``).
+    step = max(1, _HASH_BLOCK_BYTES // max(1, X.shape[1] * 8))
+    for i in range(0, X.shape[0], step):
+        h.update((X[i : i + step] + 0.0).data)
+    h.update((y + 0.0).data)
     return h.hexdigest()
 
 
@@ -289,11 +352,94 @@ def compute_content_hash(X: np.ndarray, y: np.ndarray, schema: DatasetSchema) ->
 # --------------------------------------------------------------------------------------------------
 
 
+_READ_BLOCK = 1 << 20  # bytes read from the upload at a time
+_CHUNK_CELLS = 1 << 20  # cells parsed into Python strings before a chunk of rows is encoded (~80 MB)
+_HASH_BLOCK_BYTES = 1 << 22
+
+
+def _line_bound(stream: IO[bytes]) -> int | None:
+    """An upper bound on the number of records of a seekable file (its line terminators + 1), or None.
+
+    ``csv`` line ends are ``\n``, ``\r\n`` and ``\r``, so counting both bytes over-counts but never under-counts.
+    One fast pass over the file (bytes.count); the stream is put back where it was.
+    """
+    try:
+        if not stream.seekable():
+            return None
+        origin = stream.tell()
+    except (AttributeError, OSError, ValueError):
+        return None
+    count = 1
+    while block := stream.read(_READ_BLOCK):
+        count += block.count(b"\n") + block.count(b"\r")
+    stream.seek(origin)
+    return count
+
+
+class _TextLines:
+    """The file as text lines (split like ``io.StringIO(text, newline="")``), decoded block by block.
+
+    Strict UTF-8; a leading BOM is dropped. At the first invalid UTF-8 byte or NUL byte, iteration ends with the
+    lines before that line, and :attr:`error` holds the problem (its line counts ``\n`` bytes from 1), so that
+    the caller can first report a problem in the lines before it. Blocks are cut after a ``\n`` (a character
+    boundary), so the first bad byte is the same as when decoding the whole file at once.
+    """
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        self._stream = stream
+        self.error: DatasetValidationError | None = None
+
+    def __iter__(self) -> Iterator[str]:
+        for block in self._blocks():
+            yield from io.StringIO(block, newline="")
+
+    def _blocks(self) -> Iterator[str]:
+        buffer = bytearray()
+        lines_before = 0
+        first = True
+        eof = False
+        while not eof:
+            chunk = self._stream.read(_READ_BLOCK)
+            buffer += chunk
+            if first:
+                if len(buffer) < len(codecs.BOM_UTF8) and chunk:
+                    continue  # too short to tell whether it starts with a BOM
+                if buffer.startswith(codecs.BOM_UTF8):
+                    del buffer[: len(codecs.BOM_UTF8)]
+                first = False
+            if chunk:
+                cut = buffer.rfind(b"\n") + 1
+                if cut == 0:
+                    continue
+                block = bytes(buffer[:cut])
+                del buffer[:cut]
+            else:
+                eof = True
+                block = bytes(buffer)
+                buffer.clear()
+            bad_at, problem = -1, ""
+            try:
+                text = block.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                bad_at, problem = exc.start, "invalid UTF-8 (the file must be UTF-8 encoded)"
+            nul = block.find(b"\0")
+            if nul >= 0 and (bad_at < 0 or nul < bad_at):
+                bad_at, problem = nul, "NUL byte (not a text file?)"
+            if bad_at >= 0:
+                bad_line = lines_before + block.count(b"\n", 0, bad_at) + 1
+                self.error = DatasetValidationError(None, bad_line, f"{problem} at line {bad_line}")
+                # the lines before the bad one decode; check them first
+                yield block[: block.rfind(b"\n", 0, bad_at) + 1].decode("utf-8")
+                return
+            lines_before += block.count(b"\n")
+            yield text
+
+
 class _LineSource:
     """Feeds lines to ``csv.reader``; blanks a comment line (keeping the line count) at a record start."""
 
-    def __init__(self, text: str, comment: str | None) -> None:
-        self._it: Iterator[str] = iter(io.StringIO(text, newline=""))
+    def __init__(self, lines: Iterator[str], comment: str | None) -> None:
+        self._it = lines
         self._comment = comment
         self.at_record_start = True
 
@@ -308,48 +454,38 @@ class _LineSource:
         return line
 
 
-def _read_records(
-    text: str, delimiter: str, comment: str | None, header: bool, expected: int | None
-) -> tuple[list[str] | None, int, list[list[str]], list[int], DatasetValidationError | None]:
-    """One csv pass: (header cells, header line, records, start line of each record, first structural error).
+class _Matrix:
+    """The growing (X, y) of an upload, filled chunk by chunk in place.
 
-    ``expected`` is the field count (``None``: taken from the header). Records after a structural error are
-    not read; the error is returned rather than raised so the caller can first report any earlier cell error.
+    Nothing is allocated before the first chunk of rows has passed the size check. With a known upper bound on
+    the rows (``capacity``) the arrays are then allocated once with ``np.zeros``, whose pages the OS maps
+    lazily: rows never written (blank lines, comments, the header) cost address space, not memory. Without one
+    they grow geometrically (never past ``capacity`` when it is known).
     """
-    source = _LineSource(text, comment)
-    reader = csv.reader(source, delimiter=delimiter, quotechar='"', strict=True)
-    head: list[str] | None = None
-    head_line = 0
-    records: list[list[str]] = []
-    lines: list[int] = []
-    while True:
-        start = reader.line_num + 1
-        source.at_record_start = True
-        try:
-            rec = next(reader)
-        except StopIteration:
-            break
-        except csv.Error as exc:
-            # csv's messages describe syntax (quotes, delimiters, NUL), never cell contents.
-            return (
-                head,
-                head_line,
-                records,
-                lines,
-                DatasetValidationError(None, start, f"malformed CSV in the record starting at line {start}: {exc}"),
-            )
-        if not rec or (len(rec) == 1 and not rec[0].strip()):
-            continue  # blank line
-        if header and head is None:
-            head = [c.strip() for c in rec]
-            head_line = start
-            expected = len(head)
-            continue
-        if expected is not None and len(rec) != expected:  # (None only until the header row is read)
-            return head, head_line, records, lines, _field_count_error(start, len(rec), expected)
-        records.append(rec)
-        lines.append(start)
-    return head, head_line, records, lines, None
+
+    def __init__(self, d: int, capacity: int | None) -> None:
+        self.n = 0
+        self._d = d
+        self._capacity = capacity
+        self._X = np.zeros((0, d), dtype=np.float64)
+        self._y = np.zeros(0, dtype=np.float64)
+
+    def reserve(self, m: int) -> tuple[np.ndarray, np.ndarray]:
+        """Views of the next ``m`` rows (zeros), allocating or growing the arrays if needed."""
+        need = self.n + m
+        if need > self._y.shape[0]:
+            size = max(need, 2 * self._y.shape[0], 1024)
+            if self._capacity is not None:
+                size = max(need, min(size if self._y.shape[0] else self._capacity, self._capacity))
+            X = np.zeros((size, self._d), dtype=np.float64)
+            y = np.zeros(size, dtype=np.float64)
+            X[: self.n] = self._X[: self.n]
+            y[: self.n] = self._y[: self.n]
+            self._X, self._y = X, y
+        return self._X[self.n : need], self._y[self.n : need]
+
+    def result(self) -> tuple[np.ndarray, np.ndarray]:
+        return self._X[: self.n], self._y[: self.n]
 
 
 def _field_count_error(line: int, found: int, expected: int) -> DatasetValidationError:
@@ -366,7 +502,8 @@ def _check_header(header: list[str], line: int, schema: DatasetSchema) -> dict[s
     missing = [c for c in declared if c not in seen]
     if missing:
         raise DatasetValidationError(missing[0], line, f"header (line {line}) lacks declared columns {missing}")
-    extra = [c for c in header if c not in set(declared)]
+    known = set(declared)
+    extra = [c for c in header if c not in known]
     if extra:
         raise DatasetValidationError(
             extra[0],
@@ -563,8 +700,13 @@ def _encode(
     unit: str,
     column_order: Mapping[str, int],
     label_present: bool,
+    out: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> tuple[np.ndarray, np.ndarray | None]:
-    """Encode all columns; raise the error with the smallest (row, column position) if any cell is invalid."""
+    """Encode all columns; raise the error with the smallest (row, column position) if any cell is invalid.
+
+    ``out``: a zero-filled (n, d) block and an (n,) block to write X and y into (a chunk of a larger matrix);
+    otherwise new arrays are allocated.
+    """
     na_list = schema.csv.na_values
     na = frozenset(na_list)
     impute = schema.missing == "impute"
@@ -573,7 +715,7 @@ def _encode(
         return f"{unit} {positions[i]}"
 
     errors: list[tuple[int, int, str, str]] = []  # (row index, column position, column, message)
-    X = np.zeros((n, schema.dimension), dtype=np.float64)
+    X = np.zeros((n, schema.dimension), dtype=np.float64) if out is None else out[0]
     j = 0
     for f in schema.features:
         if isinstance(f, NumericFeature):
@@ -607,6 +749,9 @@ def _encode(
     if errors:
         row, _, column, message = min(errors)
         raise DatasetValidationError(column, positions[row], message)
+    if out is not None and y is not None:
+        out[1][:] = y
+        y = out[1]
     return X, y
 
 
@@ -626,8 +771,8 @@ def _freeze(a: np.ndarray) -> None:
 
 
 def _finish(schema: DatasetSchema, X: np.ndarray, y: np.ndarray) -> EncodedDataset:
-    X = X + 0.0  # canonical zeros (no −0.0)
-    y = y + 0.0
+    np.add(X, 0.0, out=X)  # canonical zeros (no −0.0), in place: no second full-size matrix
+    np.add(y, 0.0, out=y)
     _freeze(X)
     _freeze(y)
     return EncodedDataset(

@@ -45,6 +45,8 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
+from collections.abc import Iterable
 from fractions import Fraction
 from typing import Annotated, Literal
 
@@ -79,6 +81,12 @@ def _check_bounds(what: str, lower: float, upper: float) -> None:
         raise ValueError(f"{what}: lower ({lower!r}) must be strictly less than upper ({upper!r})")
     if not math.isfinite(upper - lower):
         raise ValueError(f"{what}: upper − lower overflows; declare bounds of smaller magnitude")
+
+
+def _duplicates(items: Iterable[str]) -> list[str]:
+    """The sorted values that occur more than once, in linear time (a declaration may list 10⁵ names: a
+    quadratic ``list.count`` scan would hold a worker for minutes)."""
+    return sorted(item for item, count in Counter(items).items() if count > 1)
 
 
 def _check_token(what: str, token: str) -> None:
@@ -137,7 +145,7 @@ class CategoricalFeature(_Model):
         for level in self.levels:
             _check_token(f"feature {self.name!r}: level", level)
         if len(set(self.levels)) != len(self.levels):
-            dups = sorted({lv for lv in self.levels if self.levels.count(lv) > 1})
+            dups = _duplicates(self.levels)
             raise ValueError(f"feature {self.name!r}: duplicate levels {dups}")
         return self
 
@@ -281,7 +289,7 @@ class DatasetSchema(_Model):
         names = [f.name for f in self.features]
         if self.label.name in names:
             raise ValueError(f"label name {self.label.name!r} is also declared as a feature")
-        dups = sorted({n for n in names if names.count(n) > 1})
+        dups = _duplicates(names)
         if dups:
             raise ValueError(f"duplicate feature names: {dups}")
         if not any(f.type != "ignore" for f in self.features):
@@ -305,11 +313,12 @@ class DatasetSchema(_Model):
         if self.csv.columns is not None:
             declared = [self.label.name, *names]
             cols = self.csv.columns
-            cdups = sorted({c for c in cols if cols.count(c) > 1})
+            cdups = _duplicates(cols)
             if cdups:
                 raise ValueError(f"csv.columns: duplicate names {cdups}")
-            missing_cols = [c for c in declared if c not in cols]
-            extra_cols = [c for c in cols if c not in declared]
+            listed, known = set(cols), set(declared)
+            missing_cols = [c for c in declared if c not in listed]
+            extra_cols = [c for c in cols if c not in known]
             if missing_cols or extra_cols:
                 raise ValueError(
                     f"csv.columns must list exactly the label and feature names; "

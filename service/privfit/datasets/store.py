@@ -7,12 +7,20 @@ moves bytes:
 
 * :class:`LocalDatasetStore` (``PRIVFIT_STORE=local``, the default) — ``<key>.npz`` files under
   ``PRIVFIT_DATA_DIR``, written to a temporary file and renamed so a reader never sees half a file. Only
-  processes that see that directory can fit (one machine, or a shared filesystem).
+  processes that see that directory can fit (one machine, or a shared filesystem). The directory carries an
+  identity marker (``.privfit-store-id``, a random uuid, written with the first matrix) so that datasets record
+  which directory holds them and a process configured with another directory is detected
+  (:mod:`privfit.datasets.lifecycle`).
 * :class:`DatabaseDatasetStore` (``PRIVFIT_STORE=database``) — one row of the ``dataset_blobs`` table in
   privfit's own database, so any worker that has ``PRIVFIT_DATABASE_URL`` can fit.
 
 :func:`make_store` picks the backend from the settings. The matrices are private: nothing here logs or returns
 values except to the job runner, and :class:`DatasetStoreError` messages never quote stored bytes or values.
+
+What is stored is accounted for by :mod:`privfit.datasets.lifecycle` (pending uploads, reference counting under a
+per-key lock, the orphan sweep); this module only adds the primitives it needs: :meth:`DatasetStore.key_of`,
+:meth:`DatasetStore.stored_keys`, :meth:`DatasetStore.purge` (inside the caller's locked transaction) and
+:meth:`DatasetStore.remove_partial` (temporary files of interrupted writes).
 """
 
 from __future__ import annotations
@@ -21,6 +29,8 @@ import hashlib
 import io
 import os
 import tempfile
+import time
+import uuid
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
@@ -31,6 +41,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from privfit.db.models import DatasetBlob, utcnow
+from privfit.faults import crash_point
 
 from .encoding import EncodedDataset
 
@@ -52,7 +63,7 @@ def _digest(X: np.ndarray, y: np.ndarray) -> str:
     for array in (X, y):
         contiguous = np.ascontiguousarray(array, dtype=np.float64)
         hasher.update(str(contiguous.shape).encode())
-        hasher.update(contiguous.tobytes())
+        hasher.update(contiguous.data)  # the array's buffer itself: ``tobytes()`` would copy the whole matrix
     return hasher.hexdigest()
 
 
@@ -89,6 +100,14 @@ class DatasetStore(ABC):
     :meth:`delete`); serialisation and the hash check are shared here.
     """
 
+    #: which store holds the data (recorded with each dataset): ``local:<uuid>`` or ``database``
+    identity: str
+
+    @staticmethod
+    def key_of(dataset: EncodedDataset) -> str:
+        """The storage key :meth:`put` will use for ``dataset`` (the sha256 of X and y), without storing it."""
+        return _digest(dataset.X, dataset.y)
+
     def put(self, dataset: EncodedDataset) -> str:
         """Store ``dataset``'s matrix and labels; returns the storage key (idempotent for equal content)."""
         key = _digest(dataset.X, dataset.y)
@@ -108,6 +127,20 @@ class DatasetStore(ABC):
     def delete(self, key: str) -> None:
         """Purge the data of ``key`` (the ledger keeps its entries); a missing key is not an error."""
 
+    def purge(self, session: Session, key: str) -> None:
+        """Purge ``key`` while the caller's write transaction (``session``) holds the key's lock, so no upload of
+        the same content can start between the reference check and the purge. The database backend deletes in
+        that transaction; the local one unlinks the file before it commits."""
+        self.delete(key)
+
+    @abstractmethod
+    def stored_keys(self) -> list[str]:
+        """Every key with data in the store (for the orphan sweep)."""
+
+    def remove_partial(self, older_than_seconds: float) -> int:
+        """Remove leftovers of interrupted writes older than ``older_than_seconds``; returns how many."""
+        return 0
+
     @abstractmethod
     def _contains(self, key: str) -> bool:
         """Whether ``key`` is stored (a fast path that skips serialising content already stored)."""
@@ -124,19 +157,64 @@ class DatasetStore(ABC):
 class LocalDatasetStore(DatasetStore):
     """Datasets under ``root`` as ``<sha256 of X and y>.npz`` (one machine, or a shared filesystem)."""
 
+    MARKER = ".privfit-store-id"
+
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
+        self._identity: str | None = None
+
+    @property
+    def identity(self) -> str:  # type: ignore[override]
+        """``local:<uuid>`` from the directory's marker; ``local:unmarked`` while no matrix was ever stored here
+        (then it holds no dataset, and matches none)."""
+        if self._identity is None:
+            marker = self._read_marker()
+            if marker is None:
+                return "local:unmarked"
+            self._identity = f"local:{marker}"
+        return self._identity
+
+    def _read_marker(self) -> str | None:
+        path = self.root / self.MARKER
+        for _ in range(50):  # a concurrent creator may not have written its uuid yet
+            try:
+                text = path.read_text().strip()
+            except FileNotFoundError:
+                return None
+            if text:
+                return text
+            time.sleep(0.01)
+        raise DatasetStoreError(f"the store identity marker {path} is empty")
+
+    def _ensure_marker(self) -> None:
+        """Create the identity marker (a random uuid) unless it exists; concurrent creators agree (exclusive
+        create, the losers read the winner's)."""
+        if self._identity is not None:
+            return
+        try:
+            with (self.root / self.MARKER).open("x") as handle:
+                handle.write(str(uuid.uuid4()))
+                handle.flush()
+                os.fsync(handle.fileno())
+        except FileExistsError:
+            pass
+        self._identity = None
+        _ = self.identity
 
     def _path(self, key: str) -> Path:
         return self.root / f"{_check_key(key)}.npz"
 
     def _contains(self, key: str) -> bool:
+        self._ensure_marker()  # every put asks first: a directory that holds data always has its identity
         return self._path(key).exists()
 
     def _save(self, key: str, blob: bytes) -> None:
         with tempfile.NamedTemporaryFile(dir=self.root, suffix=".tmp", delete=False) as handle:
-            handle.write(blob)
+            half = len(blob) // 2
+            handle.write(blob[:half])
+            crash_point("store:partial", handle)  # test-only: die with half a temporary file written
+            handle.write(blob[half:])
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(handle.name, self._path(key))
@@ -150,6 +228,22 @@ class LocalDatasetStore(DatasetStore):
     def delete(self, key: str) -> None:
         """Purge the data of ``key`` (the ledger keeps its entries)."""
         self._path(key).unlink(missing_ok=True)
+
+    def stored_keys(self) -> list[str]:
+        names = (path.name.removesuffix(".npz") for path in self.root.glob("*.npz"))
+        return sorted(name for name in names if len(name) == 64 and _HEX.issuperset(name))
+
+    def remove_partial(self, older_than_seconds: float) -> int:
+        """Unlink ``*.tmp`` files (writes interrupted by a crash) not modified for ``older_than_seconds``."""
+        cutoff, removed = time.time() - older_than_seconds, 0
+        for path in self.root.glob("*.tmp"):
+            try:
+                if path.stat().st_mtime < cutoff:
+                    path.unlink()
+                    removed += 1
+            except FileNotFoundError:
+                continue
+        return removed
 
 
 class DatabaseDatasetStore(DatasetStore):
@@ -165,6 +259,8 @@ class DatabaseDatasetStore(DatasetStore):
     several times the CSV (Adult: a 4 MB CSV encodes to 27 MB). Beyond a few hundred MB use the local store
     on a shared filesystem.
     """
+
+    identity = "database"
 
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -186,7 +282,15 @@ class DatabaseDatasetStore(DatasetStore):
     def delete(self, key: str) -> None:
         """Purge the data of ``key`` (the ledger keeps its entries)."""
         with self.db.write() as session:
-            session.execute(delete(DatasetBlob).where(DatasetBlob.key == _check_key(key)))
+            self.purge(session, key)
+
+    def purge(self, session: Session, key: str) -> None:
+        """Delete the row in the caller's transaction (which holds the key's lock)."""
+        session.execute(delete(DatasetBlob).where(DatasetBlob.key == _check_key(key)))
+
+    def stored_keys(self) -> list[str]:
+        with self.db.read() as session:
+            return list(session.scalars(select(DatasetBlob.key).order_by(DatasetBlob.key)))
 
 
 def _insert_if_absent(session: Session, values: dict[str, object]) -> None:

@@ -83,9 +83,28 @@ class Dataset(Base):
     row_norm_bound: Mapped[float] = mapped_column(Float)
     label_bound: Mapped[float] = mapped_column(Float)
     content_hash: Mapped[str] = mapped_column(String(64))
-    storage_key: Mapped[str | None] = mapped_column(String(200))
+    storage_key: Mapped[str | None] = mapped_column(String(200), index=True)
+    #: the identity of the store holding the matrix (``DatasetStore.identity``: ``local:<uuid>`` of a data
+    #: directory, or ``database``); a worker whose store differs refuses the fit before charging it. NULL for
+    #: datasets registered before revision 0006 (not checked).
+    store_id: Mapped[str | None] = mapped_column(String(80))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     deleted_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
+class DatasetUpload(Base):
+    """An upload in progress: committed *before* its matrix is written to the store and removed in the transaction
+    that registers the dataset, so stored data is always accounted for — by a live dataset or by a pending upload.
+
+    ``id`` is the id the dataset will get. A row older than ``PRIVFIT_UPLOAD_GRACE_SECONDS`` belongs to an upload
+    whose process died: the orphan sweep (:mod:`privfit.datasets.lifecycle`) deletes it and purges its data.
+    """
+
+    __tablename__ = "dataset_uploads"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    storage_key: Mapped[str] = mapped_column(String(64), index=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
 class DatasetBlob(Base):

@@ -9,6 +9,11 @@ Order of events, each step a separate commit:
 4. the result is written once by the lease owner (a worker that lost its lease discards its result, so one
    charge never releases two outputs).
 
+Before step 1, a worker whose dataset store is not the one holding the job's dataset (two processes with
+different ``PRIVFIT_DATA_DIR`` on one database) refuses the job before charging it: failed with
+``dataset_store_mismatch``, its reservation released, and the operator told in the log
+(:func:`privfit.datasets.lifecycle.store_mismatch`).
+
 A fit that ends before step 3 (dataset deleted while queued, store unreachable or corrupt, a transient database
 error, a cancel) released nothing that depends on the data: it fails or is cancelled and its charge is refunded in
 the same transaction (:mod:`privfit.jobs.states`). A fit that fails after step 3 keeps its charge and shows the
@@ -22,13 +27,26 @@ import logging
 import threading
 from dataclasses import dataclass, field
 
+from sqlalchemy import select
+
+from privfit.datasets.lifecycle import store_mismatch
 from privfit.datasets.store import DatasetStore, DatasetStoreError
-from privfit.db import Database, Dataset
+from privfit.db import Database, Dataset, Job
 from privfit.privacy import secure_generator
 from privfit.solvers.base import FitCancelled, PublicMetadata
 from privfit.solvers.registry import get_solver
 
-from .states import ClaimedJob, LeaseLostError, claim, end_cancelled, fail, finish, heartbeat, mark_reading
+from .states import (
+    ClaimedJob,
+    LeaseLostError,
+    claim,
+    end_cancelled,
+    fail,
+    finish,
+    heartbeat,
+    mark_reading,
+    refuse_queued,
+)
 
 log = logging.getLogger("privfit.jobs")
 
@@ -60,6 +78,8 @@ def run_job(
     db: Database, store: DatasetStore, job_id: str, worker: str, *, lease_seconds: float, heartbeat_seconds: float
 ) -> str | None:
     """Claim and run ``job_id``; returns its final status, or None if another worker had it or it was not queued."""
+    if _refused_for_store(db, store, job_id):
+        return "failed"
     job = claim(db, job_id, worker, lease_seconds)
     if job is None:
         return None
@@ -74,6 +94,27 @@ def run_job(
     finally:
         monitor.done.set()
         beat.join()
+
+
+STORE_MISMATCH = {
+    "type": "dataset_store_mismatch",
+    "detail": "the worker that took this fit cannot read the dataset's store (a deployment misconfiguration, "
+    "reported to the operator in the server log); the fit did not start and its reservation was released",
+}
+
+
+def _refused_for_store(db: Database, store: DatasetStore, job_id: str) -> bool:
+    """Whether the queued job's dataset lives in another store than this worker's; if so the job is refused before
+    it is claimed or charged, and the operator is told why (the analyst gets :data:`STORE_MISMATCH`)."""
+    with db.read() as session:
+        store_id = session.scalar(
+            select(Dataset.store_id).join(Job, Job.dataset_id == Dataset.id).where(Job.id == job_id)
+        )
+    reason = store_mismatch(store_id, store)
+    if reason is None or not refuse_queued(db, job_id, STORE_MISMATCH):
+        return False
+    log.error("fit refused before charging: %s", reason, extra={"job_id": job_id})
+    return True
 
 
 FAILED_AFTER_READING = {

@@ -212,3 +212,26 @@ def recover_lost(db: Database, now: datetime | None = None) -> list[str]:
         for job_id, dataset_id in unread:
             refund(session, dataset_id, job_id, REFUND_NOTE)
         return [*requeued, *lost, *(job_id for job_id, _ in unread)]
+
+
+def refuse_queued(db: Database, job_id: str, error: dict[str, Any]) -> bool:
+    """A worker that cannot serve a queued job (e.g. its dataset store is not this worker's) ends it *before*
+    claiming it: queued → failed with ``error``, the reservation released in the same transaction (refunded if an
+    earlier attempt had charged it — it never read a row). False if the job was no longer queued."""
+    with db.write() as session:
+        row = session.execute(
+            update(Job)
+            .where(Job.id == job_id, Job.status == "queued")
+            .values(status="failed", finished_at=utcnow(), error=error)
+            .returning(Job.dataset_id)
+        ).one_or_none()
+        if row is None:
+            return False
+        charged = session.execute(
+            select(LedgerEntry.id).where(LedgerEntry.job_id == job_id, LedgerEntry.kind == "charge")
+        ).first()
+        if charged is None:
+            release(session, row.dataset_id, job_id, "refused before starting: the worker cannot read the dataset")
+        else:
+            refund(session, row.dataset_id, job_id, REFUND_NOTE)
+        return True

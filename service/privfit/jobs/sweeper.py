@@ -7,6 +7,10 @@ Every ``poll_seconds``·k (half a lease at most):
 * jobs still queued ``redispatch_seconds`` after their creation or their last publication by this sweeper are
   published again (a message lost by a broker restart, or never published because the broker was down). A
   duplicate message is harmless: the row is claimed once.
+
+:class:`OrphanSweeper` is the API's: at start-up and every ``orphan_sweep_seconds`` it removes private data that no
+dataset accounts for (:func:`privfit.datasets.lifecycle.sweep_orphans`: uploads abandoned by a crash, partial
+temporary files, stored matrices no live dataset or pending upload references).
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ import threading
 import time
 from datetime import timedelta
 
+from privfit.datasets.lifecycle import SweepReport, sweep_orphans
+from privfit.datasets.store import DatasetStore
 from privfit.db import Database
 from privfit.db.models import utcnow
 from privfit.settings import Settings
@@ -67,3 +73,33 @@ class Sweeper:
             log.info("queued jobs published again", extra={"job_ids": republished})
         self._published = {k: v for k, v in self._published.items() if now - v < 10 * grace}
         return recovered, republished
+
+
+class OrphanSweeper:
+    """A daemon thread running :func:`~privfit.datasets.lifecycle.sweep_orphans` every ``orphan_sweep_seconds``
+    until :meth:`stop` (every API process runs one; concurrent sweeps are safe: each purge is decided under the
+    key's lock)."""
+
+    def __init__(self, db: Database, store: DatasetStore, settings: Settings) -> None:
+        self.db, self.store = db, store
+        self.grace, self.interval = settings.upload_grace_seconds, settings.orphan_sweep_seconds
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="privfit-orphan-sweeper", daemon=True)
+
+    def sweep(self) -> SweepReport:
+        """One pass (also run once, before serving, at start-up)."""
+        return sweep_orphans(self.db, self.store, self.grace)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=10)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self.interval):
+            try:
+                self.sweep()
+            except Exception as error:
+                log.warning("orphan sweep failed", extra={"error_type": type(error).__name__})

@@ -60,7 +60,7 @@ def _positive(name: str, value: float, *, allow_zero: bool = False) -> float:
 
 
 def _row_norms(A: FloatArray) -> FloatArray:
-    return np.linalg.norm(A, axis=1)
+    return np.asarray(np.linalg.norm(A, axis=1), dtype=np.float64)
 
 
 def clip_rows(G: ArrayLike, C: float) -> FloatArray:

@@ -236,7 +236,7 @@ class GLMLoss(ABC):
         n = np.shape(X)[0]
         if n == 0:
             raise LossParameterError("X", "mean over zero rows is undefined")
-        return total / n
+        return np.asarray(total / n, dtype=np.float64)
 
     def hessian_vector_product(self, theta: ArrayLike, X: ArrayLike, y: ArrayLike, v: ArrayLike) -> FloatArray:
         """(∇² (1/n)Σ_i ℓ_i) v = (1/n) Xᵀ (φ''(Xθ, y) ⊙ Xv) (eq. 1), shape (d,)."""
@@ -244,14 +244,14 @@ class GLMLoss(ABC):
         vec = _as_theta(v)
         if vec.shape != t.shape or A.shape[0] == 0:
             raise LossParameterError("v", f"must have shape {t.shape} and X at least one row")
-        return A.T @ (self.d2phi(A @ t, lab) * (A @ vec)) / A.shape[0]
+        return np.asarray(A.T @ (self.d2phi(A @ t, lab) * (A @ vec)) / A.shape[0], dtype=np.float64)
 
     def hessian(self, theta: ArrayLike, X: ArrayLike, y: ArrayLike) -> FloatArray:
         """Mean Hessian (1/n) Xᵀ diag(φ''(Xθ, y)) X, shape (d, d) (small d: Newton, objective perturb.)."""
         t, A, lab = self._prepare(theta, X, y)
         if A.shape[0] == 0:
             raise LossParameterError("X", "mean over zero rows is undefined")
-        return (A.T * self.d2phi(A @ t, lab)) @ A / A.shape[0]
+        return np.asarray((A.T * self.d2phi(A @ t, lab)) @ A / A.shape[0], dtype=np.float64)
 
     # --- public constants ----------------------------------------------------------------------------
     def strong_convexity(self) -> float:
@@ -314,12 +314,12 @@ class LogisticLoss(GLMLoss):
 
     def dphi(self, z: ArrayLike, y: ArrayLike) -> FloatArray:
         yy = np.asarray(y, dtype=np.float64)
-        return -yy * expit(-yy * np.asarray(z, dtype=np.float64))
+        return np.asarray(-yy * expit(-yy * np.asarray(z, dtype=np.float64)), dtype=np.float64)
 
     def d2phi(self, z: ArrayLike, y: ArrayLike) -> FloatArray:
         yy = np.asarray(y, dtype=np.float64)
         m = yy * np.asarray(z, dtype=np.float64)
-        return yy * yy * expit(m) * expit(-m)
+        return np.asarray(yy * yy * expit(m) * expit(-m), dtype=np.float64)
 
     def second_derivative_bound(self) -> float:
         return 0.25
@@ -333,7 +333,7 @@ class LogisticLoss(GLMLoss):
 
     def predict_proba(self, theta: ArrayLike, X: ArrayLike) -> FloatArray:
         """P(y = +1 | x) = σ(⟨θ, x⟩), shape (n,)."""
-        return expit(self.margins(theta, X))
+        return np.asarray(expit(self.margins(theta, X)), dtype=np.float64)
 
 
 class SquaredLoss(GLMLoss):
@@ -565,7 +565,7 @@ class RegularizedLoss(GLMLoss):
         """Xᵀ φ'(Xθ, y) + n λ θ, shape (d,)."""
         t = _as_theta(theta)
         n = _as_matrix(X, t.shape[0]).shape[0]
-        return self.base.gradient_sum(t, X, y) + (n * self._l2) * t
+        return np.asarray(self.base.gradient_sum(t, X, y) + (n * self._l2) * t, dtype=np.float64)
 
     def hessian_vector_product(self, theta: ArrayLike, X: ArrayLike, y: ArrayLike, v: ArrayLike) -> FloatArray:
         """(1/n) Xᵀ(φ'' ⊙ Xv) + λ v."""

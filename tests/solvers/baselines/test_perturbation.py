@@ -212,8 +212,15 @@ def test_default_lambda_balances_bias_and_noise() -> None:
 # --- the certified minimiser ------------------------------------------------------------------------------
 def minimise(X: np.ndarray, y: np.ndarray, loss, l2: float, tolerance: float = 1e-10, b: np.ndarray | None = None):
     """The minimiser on rows of norm ≤ 1 (labels |y| ≤ 1), with the public problem of those bounds."""
-    problem = MinimiserProblem(n=X.shape[0], dimension=X.shape[1], loss=loss, l2=l2, design_norm_bound=1.0,
-                               label_bound=1.0, linear_term_norm_bound=0.0 if b is None else float(np.linalg.norm(b)))
+    problem = MinimiserProblem(
+        n=X.shape[0],
+        dimension=X.shape[1],
+        loss=loss,
+        l2=l2,
+        design_norm_bound=1.0,
+        label_bound=1.0,
+        linear_term_norm_bound=0.0 if b is None else float(np.linalg.norm(b)),
+    )
     return minimize_regularized_glm(X, y, problem, tolerance, linear_term=b)  # fmt: skip
 
 

@@ -1,30 +1,51 @@
 """Datasets: upload (validated and encoded against the declared public schema), list, show, delete, grants,
-and the ledger views (budget, entries). No endpoint returns row values."""
+duplicates, and the ledger views (budget, entries). No endpoint returns row values.
+
+Lifecycle (:mod:`privfit.datasets.lifecycle`): an upload commits a pending record before its matrix is stored and
+registers the dataset in the transaction that removes it, so a crash never leaves data nothing accounts for (the
+orphan sweep removes what a crash left). A delete marks the dataset deleted, cancels its queued fits (refunded),
+asks its running fits to stop, and purges the matrix unless another live dataset or a pending upload still uses it
+(checked and purged under the key's lock). The ledger of a deleted dataset stays readable by its owner and admins.
+"""
 
 from __future__ import annotations
 
 import json
+import logging
 import uuid
 from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
-from fastapi import APIRouter, Depends, File, Form, Query, Request, UploadFile
-from fastapi.concurrency import run_in_threadpool
+from fastapi import APIRouter, Depends, File, Form, HTTPException, Query, Request, UploadFile
 from pydantic import BaseModel, Field, ValidationError
 from sqlalchemy import func, or_, select
 
 from privfit.datasets import DatasetSchema, EncodedDataset, parse_and_encode
-from privfit.db import ApiKey, Database, Dataset, DatasetGrant, LedgerEntry
+from privfit.datasets.encoding import DatasetTooLargeError
+from privfit.datasets.lifecycle import (
+    DuplicateDatasetError,
+    abandon_upload,
+    begin_upload,
+    finish_upload,
+    release_key,
+)
+from privfit.datasets.store import DatasetStore
+from privfit.db import ApiKey, Database, Dataset, DatasetGrant, Job, LedgerEntry
 from privfit.db.models import utcnow
+from privfit.faults import crash_point
+from privfit.jobs import cancel
 from privfit.ledger import create_budget, status
 from privfit.privacy import OrderGrid, get_grid
+from privfit.settings import Settings
 
 from ..auth import Principal, current_principal, require_role, visible_dataset
 from ..encoding import public_json
+from ..limits import JsonLimitError, loads_limited
 from ..problems import Problem
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
+log = logging.getLogger("privfit.api")
 
 
 class DatasetOut(BaseModel):
@@ -54,10 +75,16 @@ def _out(dataset: Dataset, principal: Principal) -> DatasetOut:
 
 
 def _parse_schema(raw: str) -> DatasetSchema:
+    """The declared schema from its JSON text; every failure is a 422 naming the field (never a 500: deep
+    nesting and overlong numbers are refused by :func:`loads_limited`). Runs in the threadpool."""
     try:
-        return DatasetSchema.model_validate(json.loads(raw))
+        return DatasetSchema.model_validate(loads_limited(raw))
     except json.JSONDecodeError as error:
         raise Problem(422, "Invalid schema", f"schema is not valid JSON: {error.msg} at position {error.pos}") from None
+    except JsonLimitError as error:
+        loc = ["schema", *error.loc]
+        raise Problem(422, "Invalid schema", f"{'.'.join(loc)}: {error.message}",
+                      errors=[{"loc": loc, "msg": error.message, "type": "json_limit"}]) from None  # fmt: skip
     except ValidationError as error:
         errors = [
             {"loc": [str(p) for p in e["loc"]], "msg": e["msg"], "type": e["type"]}
@@ -67,9 +94,30 @@ def _parse_schema(raw: str) -> DatasetSchema:
         raise Problem(422, "Invalid schema", detail, errors=errors) from None
 
 
+def _read_schema_part(part: UploadFile, limit: int) -> str:
+    """The text of a schema sent as a file part, refused past ``limit`` bytes (``max_json_bytes``) without
+    reading further. Runs in the threadpool (the part may be spooled to disk)."""
+    part.file.seek(0)
+    raw = part.file.read(limit + 1)
+    if len(raw) > limit:
+        raise Problem(413, "Schema too large", f"schema: the schema part exceeds max_json_bytes = {limit} bytes",
+                      setting="max_json_bytes", limit=limit)  # fmt: skip
+    return raw.decode("utf-8", "replace")
+
+
+def _check_dimension(declared: DatasetSchema, settings: Settings) -> None:
+    """Refuse a schema wider than ``max_features`` from the declaration alone, before any row is read."""
+    limit = settings.max_features
+    columns, d = len(declared.features), declared.dimension
+    if columns > limit or d > limit:
+        what = f"{d} encoded features (numeric + one-hot levels)" if d > limit else f"{columns} feature columns"
+        raise Problem(413, "Dataset too wide", f"schema.features: the schema declares {what}, over max_features = "
+                      f"{limit}", setting="max_features", limit=limit)  # fmt: skip
+
+
 @router.post("", status_code=201, response_model=DatasetOut, response_model_by_alias=True,
              summary="Upload a CSV with its declared public schema and budget (owners)")  # fmt: skip
-async def upload_dataset(
+def upload_dataset(
     request: Request,
     file: UploadFile = File(..., description="The CSV file."),  # noqa: B008
     schema_field: str | UploadFile = Form(  # noqa: B008
@@ -79,38 +127,113 @@ async def upload_dataset(
         "(`-F schema=<schema.json`) or a file part (`-F schema=@schema.json`).",
     ),
     name: str = Form("", max_length=200),
+    allow_duplicate: bool = Form(
+        False,
+        description="Register the content even if this owner already has a live dataset with the same encoded "
+        "data (it gets a separate budget). Without it such an upload is refused with 409 naming the existing one.",
+    ),
     principal: Principal = Depends(require_role("owner")),  # noqa: B008
 ) -> DatasetOut:
-    raw_schema = (
-        schema_field if isinstance(schema_field, str) else (await schema_field.read()).decode("utf-8", "replace")
-    )
+    # A sync endpoint: FastAPI runs all of it in the threadpool (schema parsing, CSV encoding, the store and the
+    # database insert), so none of it blocks the event loop. The body was spooled to disk by the form parser; the
+    # CSV is read from that file in blocks (parse_and_encode), never as a whole in memory. (A comment, not a
+    # docstring: a docstring would become the operation's public OpenAPI description.)
+    settings: Settings = request.app.state.settings
+    if isinstance(schema_field, str):
+        raw_schema = schema_field
+        if len(raw_schema) > settings.max_json_bytes:
+            raise Problem(413, "Schema too large", f"schema: the schema exceeds max_json_bytes = "
+                          f"{settings.max_json_bytes} bytes", setting="max_json_bytes",
+                          limit=settings.max_json_bytes)  # fmt: skip
+    else:
+        raw_schema = _read_schema_part(schema_field, settings.max_json_bytes)
     declared = _parse_schema(raw_schema)
-    grid = get_grid(request.app.state.settings.grid)
-    content = await file.read()
-    encoded = await run_in_threadpool(parse_and_encode, content, declared)
-    storage_key = await run_in_threadpool(request.app.state.store.put, encoded)
-    dataset_id = str(uuid.uuid4())
-    db = request.app.state.db
+    _check_dimension(declared, settings)
+    grid = get_grid(settings.grid)
+    file.file.seek(0)
     try:
-        dataset = _register(db, dataset_id, principal, name or (file.filename or "dataset"), declared, encoded,
-                            storage_key, grid)  # fmt: skip
-    except BaseException:
-        _purge_if_unreferenced(request, storage_key)  # nothing half-written: no orphan data file
-        raise
+        encoded = parse_and_encode(file.file, declared, max_matrix_bytes=settings.max_matrix_bytes)
+    except DatasetTooLargeError as error:
+        raise Problem(413, "Dataset too large", error.message, setting=error.setting, limit=error.limit) from None
+    except MemoryError:  # the caps make this unlikely; when the machine is short anyway, it is a retryable state
+        raise HTTPException(503, "the server has not enough memory for this upload now; retry later",
+                            headers={"Retry-After": "30"}) from None  # fmt: skip
+    dataset = _store_and_register(
+        request.app.state.db, request.app.state.store, principal, name or (file.filename or "dataset"), declared,
+        encoded, grid, allow_duplicate,
+    )  # fmt: skip
     return _out(dataset, principal)
 
 
-def _register(
-    db: Database, dataset_id: str, principal: Principal, name: str, declared: DatasetSchema,
-    encoded: EncodedDataset, storage_key: str, grid: OrderGrid,
+def _store_and_register(
+    db: Database,
+    store: DatasetStore,
+    principal: Principal,
+    name: str,
+    declared: DatasetSchema,
+    encoded: EncodedDataset,
+    grid: OrderGrid,
+    allow_duplicate: bool,
 ) -> Dataset:
-    """Insert the dataset's public metadata and its budget in one transaction."""
+    """The back half of an upload, crash-consistent (module docstring; runs in the threadpool):
+
+    1. a pending upload of the matrix's key is committed (under the key's lock; a live dataset of the same owner
+       with the same content is refused with 409 unless ``allow_duplicate``);
+    2. the matrix is stored;
+    3. the dataset and its budget are inserted in the transaction that removes the pending upload.
+
+    A failure after 1 drops the pending upload and purges the data unless something else references it.
+    """
+    storage_key = store.key_of(encoded)
+    dataset_id = str(uuid.uuid4())
+    try:
+        begin_upload(db, dataset_id, storage_key, owner_key_id=principal.key_id, allow_duplicate=allow_duplicate)
+    except DuplicateDatasetError as duplicate:
+        raise Problem(
+            409, "Duplicate dataset",
+            f"you already own dataset {duplicate.existing_id} with the same content; a second upload would get a "
+            "separate, fresh budget. Use the existing dataset, or send allow_duplicate=true to register it anyway.",
+            existing_dataset_id=duplicate.existing_id, field="allow_duplicate",
+        ) from None  # fmt: skip
+    try:
+        crash_point("upload:pending")  # test-only fault injection (privfit.faults)
+        store.put(encoded)  # stores under store.key_of(encoded) == storage_key
+        crash_point("upload:stored")
+        return _register(db, dataset_id, principal, name, declared, encoded, storage_key, store.identity, grid)
+    except BaseException:
+        try:
+            abandon_upload(db, store, dataset_id, storage_key)  # nothing half-written: no orphan data
+        except Exception as cleanup:  # e.g. the database is down: the orphan sweep removes it later
+            log.warning("abandoned upload left for the orphan sweep", extra={"error_type": type(cleanup).__name__})
+        raise
+
+
+def _register(
+    db: Database,
+    dataset_id: str,
+    principal: Principal,
+    name: str,
+    declared: DatasetSchema,
+    encoded: EncodedDataset,
+    storage_key: str,
+    store_id: str,
+    grid: OrderGrid,
+) -> Dataset:
+    """Insert the dataset's public metadata and its budget, and remove its pending upload, in one transaction.
+
+    503 (retry) if the pending upload is gone — the orphan sweep judged it abandoned, so its data may be purged."""
     with db.write() as session:
+        if not finish_upload(session, dataset_id, storage_key):
+            raise HTTPException(
+                503,
+                "the upload took longer than PRIVFIT_UPLOAD_GRACE_SECONDS and its stored data was swept; upload again",
+                headers={"Retry-After": "1"},
+            )  # problem+json (problems.py)
         dataset = Dataset(
             id=dataset_id, owner_key_id=principal.key_id, name=name,
             schema_json=json.loads(declared.canonical_json()), feature_names=list(encoded.feature_names),
             n=encoded.n, d=encoded.d, row_norm_bound=encoded.row_norm_bound, label_bound=encoded.label_bound,
-            content_hash=encoded.content_hash, storage_key=storage_key,
+            content_hash=encoded.content_hash, storage_key=storage_key, store_id=store_id,
         )  # fmt: skip
         session.add(dataset)
         session.flush()
@@ -119,18 +242,36 @@ def _register(
     return dataset
 
 
-def _purge_if_unreferenced(request: Request, storage_key: str | None, *, except_id: str | None = None) -> None:
-    """Delete a stored matrix unless another live dataset (same content) still uses it."""
-    if not storage_key:
-        return
+def _purge_if_unreferenced(request: Request, storage_key: str | None) -> None:
+    """Purge a stored matrix unless a live dataset or a pending upload still uses it (checked and purged under the
+    key's lock, :func:`privfit.datasets.lifecycle.release_key`)."""
+    if storage_key:
+        release_key(request.app.state.db, request.app.state.store, storage_key)
+
+
+@router.get("/duplicates", summary="Groups of live datasets with the same content (owners: their own; admins: all)")
+def list_duplicates(
+    request: Request,
+    principal: Principal = Depends(require_role("owner", "admin")),  # noqa: B008
+) -> list[dict[str, Any]]:
+    """Live datasets sharing one encoded content (each with its own budget), oldest first in each group. Content
+    hashes are private to owners and admins, so analysts cannot call this; an owner sees only their datasets."""
+    shared = select(Dataset.storage_key).where(Dataset.deleted_at.is_(None), Dataset.storage_key.is_not(None))
+    if principal.role != "admin":
+        shared = shared.where(Dataset.owner_key_id == principal.key_id)
+    shared = shared.group_by(Dataset.storage_key).having(func.count() > 1)
+    query = select(Dataset).where(Dataset.storage_key.in_(shared), Dataset.deleted_at.is_(None))
+    if principal.role != "admin":
+        query = query.where(Dataset.owner_key_id == principal.key_id)
+    groups: dict[str, list[DatasetOut]] = {}
     with request.app.state.db.read() as session:
-        others = session.scalar(
-            select(func.count()).where(
-                Dataset.storage_key == storage_key, Dataset.id != except_id, Dataset.deleted_at.is_(None)
-            )
-        )
-    if not others:
-        request.app.state.store.delete(storage_key)
+        for dataset in session.execute(query.order_by(Dataset.created_at)).scalars():
+            groups.setdefault(str(dataset.storage_key), []).append(_out(dataset, principal))
+    return [
+        {"content_hash": members[0].content_hash, "count": len(members),
+         "datasets": [m.model_dump(mode="json", by_alias=True) for m in members]}
+        for members in groups.values()
+    ]  # fmt: skip
 
 
 @router.get("", response_model=list[DatasetOut], response_model_by_alias=True, summary="Datasets visible to the caller")
@@ -148,15 +289,26 @@ def get_dataset(dataset_id: str, request: Request, principal: Principal = Depend
     return _out(visible_dataset(request.app.state.db, dataset_id, principal), principal)
 
 
-@router.delete("/{dataset_id}", status_code=204, summary="Purge the data (the ledger is kept)")
+@router.delete("/{dataset_id}", status_code=204, summary="Purge the data, cancel its fits (the ledger is kept)")
 def delete_dataset(dataset_id: str, request: Request, principal: Principal = Depends(current_principal)) -> None:  # noqa: B008
+    """Mark the dataset deleted, cancel its queued fits (their reservations are released: they never read a row),
+    ask its running fits to stop, and purge its data unless a live dataset or a pending upload shares it. Its
+    ledger, budget and fits stay readable by its owner and admins; new fits and predictions are refused (410)."""
     db = request.app.state.db
     dataset = visible_dataset(db, dataset_id, principal, manage=True)
     with db.write() as session:
         row = session.get(Dataset, dataset.id, with_for_update=True)
+        if row is None or row.deleted_at is not None:  # deleted meanwhile by a concurrent request
+            raise Problem(404, "Not Found", f"dataset {dataset_id} does not exist")
         row.deleted_at = utcnow()
         key, row.storage_key = row.storage_key, None
-    _purge_if_unreferenced(request, key, except_id=dataset.id)
+    with db.read() as session:
+        active = list(session.scalars(
+            select(Job.id).where(Job.dataset_id == dataset.id, Job.status.in_(("queued", "running")))
+        ))  # fmt: skip
+    for job_id in active:  # a job claimed meanwhile finds the dataset deleted and fails before reading, refunded
+        cancel(db, job_id)
+    _purge_if_unreferenced(request, key)
 
 
 class GrantRequest(BaseModel):
@@ -184,7 +336,7 @@ def grant(dataset_id: str, body: GrantRequest, request: Request,
             "remaining ε as the filter measures them, the committed RDP curve and δ parts")  # fmt: skip
 def budget(dataset_id: str, request: Request, principal: Principal = Depends(current_principal)) -> dict[str, Any]:  # noqa: B008
     db = request.app.state.db
-    visible_dataset(db, dataset_id, principal)
+    visible_dataset(db, dataset_id, principal, include_deleted=True)
     with db.read() as session:
         view = status(session, dataset_id)
     return public_json({"dataset_id": dataset_id, **asdict(view)})
@@ -199,7 +351,7 @@ def ledger(
     principal: Principal = Depends(current_principal),  # noqa: B008
 ) -> dict[str, Any]:
     db = request.app.state.db
-    visible_dataset(db, dataset_id, principal)
+    visible_dataset(db, dataset_id, principal, include_deleted=True)
     with db.read() as session:
         total = session.scalar(select(func.count()).where(LedgerEntry.dataset_id == dataset_id))
         rows = session.execute(

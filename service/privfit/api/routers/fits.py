@@ -23,7 +23,7 @@ from privfit.privacy import curve_to_json, get_grid, pure_epsilon_to_json
 from privfit.solvers.base import FitPlan, FitResult, PublicMetadata, SolverParameterError
 from privfit.solvers.registry import get_solver
 
-from ..auth import Principal, require_role, visible_dataset
+from ..auth import Principal, require_role, usable_dataset, visible_dataset
 from ..encoding import public_json
 from ..problems import Problem
 
@@ -57,7 +57,7 @@ def _meta(dataset: Dataset) -> PublicMetadata:
 
 def _plan(request: Request, body: FitRequest, principal: Principal) -> tuple[Dataset, Budget, FitPlan]:
     db = request.app.state.db
-    dataset = visible_dataset(db, body.dataset_id, principal)
+    dataset = usable_dataset(db, body.dataset_id, principal)  # 410 for a deleted dataset
     with db.read() as session:
         budget = session.get(Budget, dataset.id)
         allowance = delta_allowance(session, dataset.id)
@@ -177,7 +177,7 @@ def _visible_job(request: Request, job_id: str, principal: Principal) -> Job:
     if job is None:
         raise Problem(404, "Not Found", f"fit {job_id} does not exist")
     if principal.role != "admin" and job.api_key_id != principal.key_id:
-        dataset = visible_dataset(db, job.dataset_id, principal)  # 404 for strangers
+        dataset = visible_dataset(db, job.dataset_id, principal, include_deleted=True)  # 404 for strangers
         if dataset.owner_key_id != principal.key_id:
             raise Problem(404, "Not Found", f"fit {job_id} does not exist")
     return job
@@ -190,7 +190,7 @@ def list_fits(
     principal: Principal = Depends(require_role("owner", "analyst", "admin")),  # noqa: B008
 ) -> list[dict[str, Any]]:
     db = request.app.state.db
-    dataset = visible_dataset(db, dataset_id, principal)
+    dataset = visible_dataset(db, dataset_id, principal, include_deleted=True)
     query = select(Job).where(Job.dataset_id == dataset_id).order_by(Job.created_at)
     if principal.role == "analyst" and dataset.owner_key_id != principal.key_id:
         query = query.where(Job.api_key_id == principal.key_id)
@@ -230,6 +230,9 @@ def predict(job_id: str, body: PredictRequest, request: Request,
                       f"{job.model!r}); it does not predict labels")  # fmt: skip
     with request.app.state.db.read() as session:
         dataset = session.get(Dataset, job.dataset_id)
+    if dataset.deleted_at is not None:
+        raise Problem(410, "Dataset deleted", f"fit {job_id} was trained on dataset {job.dataset_id}, which was "
+                      "deleted; its model no longer serves predictions")  # fmt: skip
     schema = DatasetSchema.model_validate(dataset.schema_json)
     encoded = encode_rows(body.rows, schema)
     result = FitResult(**{k: job.result[k] for k in ("solver", "model", "coefficients", "intercept")})

@@ -181,7 +181,7 @@ def _gradient_sum(
             chunk(index)
     else:
         list(pool.map(chunk, range(_GRADIENT_CHUNKS)))
-    return partial.sum(axis=0)
+    return np.asarray(partial.sum(axis=0), dtype=np.float64)
 
 
 def _loss_kernel(loss: GLMLoss) -> tuple[int, float]:
@@ -345,7 +345,8 @@ def minimize_regularized_glm(
     pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="privfit-erm") if workers > 1 else None
 
     def gradient(theta: FloatArray) -> FloatArray:
-        return _gradient_sum(design, labels, theta, kind, parameter, pool) / n + lam * theta + b_over_n
+        data_part = _gradient_sum(design, labels, theta, kind, parameter, pool) / n
+        return np.asarray(data_part + lam * theta + b_over_n, dtype=np.float64)
 
     try:
         return _iterate(problem, tolerance, steps, gradient, b, reporter)

@@ -124,7 +124,7 @@ __all__ = [
 class ObjectivePerturbationParams(PerturbationParams):
     """Parameters of ``objective_perturbation`` (all optional; a target ε and δ are required)."""
 
-    model: Literal["logistic", "huber", "svm"] = Field(  # type: ignore[assignment]
+    model: Literal["logistic", "huber", "svm"] = Field(
         "logistic",
         description="GLM loss with bounded φ' and φ'' (objective perturbation's conditions): 'logistic', "
         "'huber' or 'svm' (smoothed hinge). The squared loss is not globally Lipschitz: use "
@@ -178,8 +178,15 @@ def output_noise_multiplier(target_epsilon: float, delta: float) -> float:
 
 
 def objective_minimiser_problem(
-    model: str, loss_params: Mapping[str, float], n: int, dimension: int, l2: float, design_norm_bound: float,
-    label_bound: float, noise: NoiseKind, objective_noise_scale: float,
+    model: str,
+    loss_params: Mapping[str, float],
+    n: int,
+    dimension: int,
+    l2: float,
+    design_norm_bound: float,
+    label_bound: float,
+    noise: NoiseKind,
+    objective_noise_scale: float,
 ) -> MinimiserProblem:
     """The public description of (2) for :mod:`privfit.solvers.baselines.erm`: start θ₀ = −b/(nλ), where ‖∇J(θ₀)‖ ≤ G
     whatever b is (the loss is globally Lipschitz), and ‖b‖ bounded at a public 1 − 2⁻⁴⁰ quantile for the floor."""

@@ -77,7 +77,7 @@ from privfit.solvers.baselines.perturbation import (
     solve_certified,
 )
 from privfit.solvers.geometry import clip_rows
-from privfit.solvers.losses import make_loss
+from privfit.solvers.losses import RegularizedLoss, make_loss
 
 __all__ = ["OutputPerturbation", "OutputPerturbationParams", "OutputPerturbationResolved", "perturb_output"]
 
@@ -116,8 +116,14 @@ class OutputPerturbationResolved(GLMResolved):
 
 
 def output_minimiser_problem(
-    model: str, loss_params: Mapping[str, float], n: int, dimension: int, l2: float, design_norm_bound: float,
-    label_bound: float, minimizer_radius: float,
+    model: str,
+    loss_params: Mapping[str, float],
+    n: int,
+    dimension: int,
+    l2: float,
+    design_norm_bound: float,
+    label_bound: float,
+    minimizer_radius: float,
 ) -> MinimiserProblem:
     """The public description of (1) for :mod:`privfit.solvers.baselines.erm`: start θ₀ = 0, θ* in the R* ball, and
     the gap F(0) − F* ≤ ℓ_max(0) (φ ≥ 0)."""
@@ -169,7 +175,8 @@ class OutputPerturbation(Solver[OutputPerturbationParams, OutputPerturbationReso
         l2 = p.effective_l2(
             default_l2(heuristic_lipschitz, norm_per_unit * 2.0 * heuristic_lipschitz / meta.n, p.effective_radius())
         )
-        minimizer_radius = make_loss(p.model, l2=l2, **p.loss_params()).minimizer_radius(meta.label_bound)
+        regularized = RegularizedLoss(make_loss(p.model, **p.loss_params()), l2)
+        minimizer_radius = regularized.minimizer_radius(meta.label_bound)
         lipschitz = loss.lipschitz(bound, meta.label_bound, minimizer_radius)
         if not (lipschitz > 0.0 and math.isfinite(lipschitz)):
             raise SolverParameterError("row_norm_bound", "gives a zero or infinite Lipschitz constant")

@@ -142,7 +142,7 @@ def sample_l2_laplace(dimension: int, scale: float, rng: np.random.Generator, ru
     norms = np.linalg.norm(directions, axis=1, keepdims=True)
     norms[norms == 0.0] = 1.0  # probability zero; keeps the direction finite
     radii = rng.gamma(shape=dimension, scale=scale, size=(runs, 1))
-    return directions / norms * radii
+    return np.asarray(directions / norms * radii, dtype=np.float64)
 
 
 def sample_noise(kind: NoiseKind, dimension: int, scale: float, rng: np.random.Generator, runs: int = 1) -> FloatArray:

@@ -40,7 +40,8 @@ from __future__ import annotations
 import hashlib
 import math
 import operator
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, cast
 
 import numpy as np
 from scipy import sparse
@@ -92,7 +93,7 @@ class MixingSchedule:
         cycle: Sequence[sparse.csr_array],
         *,
         eta: float,
-        details: dict[str, object] | None = None,
+        details: Mapping[str, object] | None = None,
         period: int | None = None,
     ) -> None:
         self.topology = topology
@@ -118,7 +119,7 @@ class MixingSchedule:
 
     def matrix(self, k: int) -> np.ndarray:
         """Dense A_k (m×m float64, a fresh copy) for round k ≥ 1."""
-        return self._cycle[self._index(k)].toarray()
+        return np.asarray(self._cycle[self._index(k)].toarray())
 
     def mix(self, k: int, V: np.ndarray) -> np.ndarray:
         """A_k @ V as a new array, for V of shape (m, n) (or (m,)): row i becomes Σ_j a_ij(k) V_j (spec §2.3)."""
@@ -171,7 +172,7 @@ class _RingSchedule(MixingSchedule):
     def mix(self, k: int, V: np.ndarray) -> np.ndarray:
         self._index(k)
         V = np.asarray(self._check_values(V), dtype=np.float64)
-        return (V + np.roll(V, 1, axis=0) + np.roll(V, -1, axis=0)) / 3.0
+        return np.asarray((V + np.roll(V, 1, axis=0) + np.roll(V, -1, axis=0)) / 3.0)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -209,7 +210,7 @@ def metropolis_weights(adjacency: np.ndarray) -> np.ndarray:
     if not np.array_equal(edges, edges.T):
         raise ValueError("adjacency must be symmetric (an undirected graph)")
     rows, cols = np.nonzero(np.triu(edges, 1))
-    return _metropolis_sparse(adjacency.shape[0], rows, cols).toarray()
+    return np.asarray(_metropolis_sparse(adjacency.shape[0], rows, cols).toarray())
 
 
 def _ring_edges(m: int) -> tuple[np.ndarray, np.ndarray]:
@@ -427,7 +428,8 @@ def _custom(m: int, matrices: object, eta: float) -> MixingSchedule:
         raise MixingError(parameter, "topology 'custom' requires mixing_matrices: a list of m×m matrices")
     if isinstance(matrices, (str, bytes)) or not hasattr(matrices, "__len__"):
         raise MixingError(parameter, "must be a list of m×m matrices (nested lists of numbers)")
-    count = len(matrices)
+    listed = cast(Sequence[Any], matrices)  # a sized, non-string container (checked just above)
+    count = len(listed)
     if count == 0:
         raise MixingError(parameter, "at least one mixing matrix is required")
     if count > MAX_CUSTOM_MATRICES:
@@ -436,7 +438,7 @@ def _custom(m: int, matrices: object, eta: float) -> MixingSchedule:
     cycle: list[sparse.csr_array] = []
 
     def converted() -> Iterable[np.ndarray]:
-        for index, raw in enumerate(matrices):
+        for index, raw in enumerate(listed):
             where = f"matrix {index} (0-based)"
             if isinstance(raw, (str, bytes)) or not hasattr(raw, "__len__") or len(raw) != m:
                 size = len(raw) if hasattr(raw, "__len__") and not isinstance(raw, (str, bytes)) else "no"

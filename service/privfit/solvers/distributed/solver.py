@@ -408,7 +408,7 @@ def run_rounds(
         released = broadcasts.mean(axis=0)
     else:
         released /= tail_rounds
-    return clip_rows(released[None, :], radius)[0]
+    return np.asarray(clip_rows(released[None, :], radius)[0], dtype=np.float64)
 
 
 # ---------------------------------------------------------------------------------------------------------

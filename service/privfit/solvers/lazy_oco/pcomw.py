@@ -186,7 +186,7 @@ def log_normalizer_ratios(
     g_sq = np.einsum("ij,ij->i", losses.g, losses.g)
     k0, k1 = kappa[:-1], kappa[1:]
     quad = 0.5 * beta * ((2.0 * cross + g_sq) / k1 - norm_sq[:-1] * a / (k0 * k1))
-    return quad - 0.5 * d * np.log1p(a / k0) + np.diff(lbm)
+    return np.asarray(quad - 0.5 * d * np.log1p(a / k0) + np.diff(lbm), dtype=np.float64)
 
 
 def log_keep_probability(
@@ -198,7 +198,7 @@ def log_keep_probability(
     ``r_t = μ̄_{t+1}(x_t)/(Φ μ̄_t(x_t))``.  Everything in log space, so it is stable for any T.
     """
     log_r = -beta * np.asarray(loss_values, dtype=float) - np.asarray(log_z_ratio, dtype=float) - log_phi
-    return np.clip(log_r, -2.0 * log_phi, 0.0)
+    return np.asarray(np.clip(log_r, -2.0 * log_phi, 0.0), dtype=np.float64)
 
 
 @dataclass(frozen=True)
@@ -380,7 +380,7 @@ def run_pcomw_tg(
         if reporter is not None and draws % _DRAWS_PER_POLL == 0:
             reporter.check_stop(done)
         draws += 1
-        return plan.sampler.draw(-S / kappa, 1.0 / math.sqrt(beta * kappa), 1, rng)[0][0]
+        return np.asarray(plan.sampler.draw(-S / kappa, 1.0 / math.sqrt(beta * kappa), 1, rng)[0][0], dtype=np.float64)
 
     def block_values(x: NDArray[np.float64], start: int, stop: int) -> NDArray[np.float64]:
         """log a_t of rounds start..stop−1 at the iterate x (one fixed-size block evaluation)."""

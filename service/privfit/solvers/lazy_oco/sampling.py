@@ -92,13 +92,13 @@ def log_chi2_cdf(w: ArrayLike, k: int) -> NDArray[np.float64]:
         series = special.logsumexp(log_terms, axis=1)
         out[small] = a * np.log(xs) - xs - special.gammaln(a + 1.0) + series
     out[x <= 0.0] = -np.inf
-    return out.reshape(shape)
+    return np.asarray(out.reshape(shape), dtype=np.float64)
 
 
 def _log_chi2_pdf(w: NDArray[np.float64], k: int) -> NDArray[np.float64]:
     a = 0.5 * k
     with np.errstate(divide="ignore"):
-        return (a - 1.0) * np.log(w) - 0.5 * w - a * math.log(2.0) - special.gammaln(a)
+        return np.asarray((a - 1.0) * np.log(w) - 0.5 * w - a * math.log(2.0) - special.gammaln(a), dtype=np.float64)
 
 
 def projection_log_density(s: ArrayLike, nu: ArrayLike, sigma: ArrayLike, R: float, d: int) -> NDArray[np.float64]:
@@ -109,7 +109,8 @@ def projection_log_density(s: ArrayLike, nu: ArrayLike, sigma: ArrayLike, R: flo
     """
     s, nu, sigma = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (s, nu, sigma)))
     w = (R - s) * (R + s) / (sigma * sigma)
-    return -0.5 * ((s - nu) / sigma) ** 2 - np.log(sigma) - _LOG_SQRT_2PI + log_chi2_cdf(w, d - 1)
+    gauss = -0.5 * ((s - nu) / sigma) ** 2 - np.log(sigma) - _LOG_SQRT_2PI
+    return np.asarray(gauss + log_chi2_cdf(w, d - 1), dtype=np.float64)
 
 
 def _projection_log_density_slope(
@@ -134,7 +135,7 @@ def _relative_log_density(
     w = (R - s) * (R + s) / (sigma * sigma)
     w_ref = (R - ref) * (R + ref) / (sigma * sigma)
     gauss = -(s - ref) * (s + ref - 2.0 * nu) / (2.0 * sigma * sigma)
-    return gauss + log_chi2_cdf(w, d - 1) - log_chi2_cdf(w_ref, d - 1)
+    return np.asarray(gauss + log_chi2_cdf(w, d - 1) - log_chi2_cdf(w_ref, d - 1), dtype=np.float64)
 
 
 def _mode(
@@ -149,7 +150,7 @@ def _mode(
         up = slope > 0.0
         lo = np.where(up, mid, lo)
         hi = np.where(up, hi, mid)
-    return 0.5 * (lo + hi)
+    return np.asarray(0.5 * (lo + hi), dtype=np.float64)
 
 
 def _tail_point(
@@ -190,7 +191,7 @@ def _log_integral_panel(
     h = _relative_log_density(s, start[:, None], nu[:, None], sigma[:, None], R, d)
     jac = 2.0 * np.abs(length)[:, None] * v[None, :]
     with np.errstate(divide="ignore"):
-        return h_max + special.logsumexp(h + np.log(jac * wv[None, :]), axis=1)
+        return np.asarray(h_max + special.logsumexp(h + np.log(jac * wv[None, :]), axis=1), dtype=np.float64)
 
 
 def _log_ball_mass_robust(nu: NDArray[np.float64], sigma: NDArray[np.float64], R: float, d: int) -> NDArray[np.float64]:
@@ -224,7 +225,7 @@ def log_ball_mass(nu: ArrayLike, sigma: ArrayLike, R: float, d: int, *, fast_pat
         a = special.log_ndtr((R - nu_f) / sigma_f)
         b = special.log_ndtr((-R - nu_f) / sigma_f)
         out = a + np.log(-np.expm1(b - a))
-        return out.reshape(shape)
+        return np.asarray(out.reshape(shape), dtype=np.float64)
     out = np.full(nu_f.shape, np.nan)
     todo = np.ones(nu_f.shape, dtype=bool)
     if fast_path:
@@ -254,7 +255,8 @@ def log_partition(
     sigma = 1.0 / np.sqrt(beta * kappa)
     nu = norm_S / kappa
     lbm = log_ball_mass(nu, np.broadcast_to(sigma, nu.shape), R, d)
-    return beta * norm_S**2 / (2.0 * kappa) + 0.5 * d * np.log(2.0 * math.pi * sigma**2) + lbm - beta * c
+    energy = beta * norm_S**2 / (2.0 * kappa) + 0.5 * d * np.log(2.0 * math.pi * sigma**2)
+    return np.asarray(energy + lbm - beta * c, dtype=np.float64)
 
 
 # ----------------------------------------------------------------------------------------------------------------

@@ -187,8 +187,17 @@ class DPLazyOCOResolved(MetadataResolved):
 
 
 def sampling_plan(
-    *, model: str, dimension: int, radius: float, clip_norm: float, beta: float, lam: float, n: int,
-    switch_cap: int, calibration_delta: float, paper_epsilon: float,
+    *,
+    model: str,
+    dimension: int,
+    radius: float,
+    clip_norm: float,
+    beta: float,
+    lam: float,
+    n: int,
+    switch_cap: int,
+    calibration_delta: float,
+    paper_epsilon: float,
 ) -> tuple[GibbsSamplingPlan, float]:
     """The public Gibbs sampling plan of a fit and its ``sampler_delta`` = (1 + e^ε)·η (module docstring), the
     failure budget being 2⁻²⁰·δ_cal/(1 + e^ε)."""

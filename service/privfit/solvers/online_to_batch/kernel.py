@@ -31,6 +31,7 @@ from privfit.solvers.online_to_batch.tree_aggregation import tree_noise_step
 
 __all__ = ["online_to_batch_block"]
 
+
 @numba.njit(cache=True, nogil=True)
 def online_to_batch_block(
     X: np.ndarray,
@@ -101,8 +102,8 @@ def online_to_batch_block(
             z_now += x[j] * row[j]
             z_before += x_prev[j] * row[j]
         if intercept:
-            z_now += x[d]
-            z_before += x_prev[d]
+            z_now += float(x[d])
+            z_before += float(x_prev[d])
         z_now *= scale
         z_before *= scale
         coefficient = (

@@ -242,7 +242,7 @@ class ParameterFree(OnlineLearner):
         noise = sigma_T * math.sqrt(log_term) * (math.sqrt(p) + math.sqrt(2.0 * math.log(1.0 / c.confidence)))
         sampling = 2.0 * (k + 1.0) * (2.0 * G + 2.0 * D * H) * T ** (k - 0.5) / math.sqrt(2.0)
         a, b, cc = cls.regularizer_coefficients(context)
-        return G * T**k + sampling + noise + a * T**2.5 + b * T**2 + 2.0 * cc * T**2.5 * D
+        return float(G * T**k + sampling + noise + a * T**2.5 + b * T**2 + 2.0 * cc * T**2.5 * D)
 
     def init_state(self, context: LearnerContext) -> LearnerState:
         c = context

@@ -75,7 +75,7 @@ def tree_levels(horizon: int) -> int:
 
 def tree_sensitivity_bound(t: int, *, k: float, lipschitz: float, smoothness: float, diameter: float) -> float:
     """Δ_t ≤ 2(k + 1) t^{k−1} (G + H D): replace-one sensitivity of node t (proof of Theorem 3, Lemma 15)."""
-    return 2.0 * (k + 1.0) * t ** (k - 1.0) * (lipschitz + smoothness * diameter)
+    return float(2.0 * (k + 1.0) * t ** (k - 1.0) * (lipschitz + smoothness * diameter))
 
 
 def noise_scale(*, k: float, lipschitz: float, smoothness: float, diameter: float, horizon: int, rho: float) -> float:

@@ -141,7 +141,7 @@ def _prepare(z: ArrayLike, y: ArrayLike, scale: ArrayLike) -> tuple[FloatArray, 
     return zz, yy, ss
 
 
-def _select(scale: FloatArray, positive: FloatArray, smooth: FloatArray, exact: FloatArray) -> FloatArray:
+def _select(scale: FloatArray, positive: NDArray[np.bool_], smooth: FloatArray, exact: FloatArray) -> FloatArray:
     """smooth where scale > 0, exact where scale == 0, nan where scale is nan."""
     return np.where(positive, smooth, np.where(np.isnan(scale), np.nan, exact)).astype(np.float64, copy=False)
 
@@ -230,7 +230,7 @@ class MarginLoss:
         object.__setattr__(self, "parameter", parameter)
         if name == "logistic":
             object.__setattr__(self, "_base", make_loss("logistic"))
-        elif name == "huber":
+        elif name == "huber" and parameter is not None:
             object.__setattr__(self, "_base", make_loss("huber", delta=parameter))
 
     # --- φ and a deterministic φ' ----------------------------------------------------------------------
@@ -338,10 +338,10 @@ def _huber_smoothed(r: FloatArray, s: FloatArray, delta: float, derivative: bool
     mid = np.where(b >= 0.0, 0.5 * (erf(_SQRT_HALF * b) + erf(-_SQRT_HALF * a)), ndtr(b) - p_lo)
     pa, pb = _npdf(a), _npdf(b)
     if derivative:
-        return np.sign(r) * (delta * (p_hi - p_lo) + ra * mid + s * (pa - pb))
+        return np.asarray(np.sign(r) * (delta * (p_hi - p_lo) + ra * mid + s * (pa - pb)), dtype=np.float64)
     inner = 0.5 * ((ra * ra + s * s) * mid + 2.0 * ra * s * (pa - pb) + s * s * (a * pa - b * pb))
     tails = delta * (ra * p_hi + s * pb) - delta * (ra * p_lo - s * pa) - 0.5 * delta * delta * (p_lo + p_hi)
-    return inner + tails
+    return np.asarray(inner + tails, dtype=np.float64)
 
 
 def _logistic_smoothed(m: FloatArray, s: FloatArray, derivative: bool) -> FloatArray:
@@ -415,10 +415,10 @@ def _margins(X: FloatArray, points: FloatArray) -> FloatArray:
     """⟨points_i, X_i⟩ for points (k, d), or X @ points for points (d,)."""
     if points.ndim == 1:
         return X @ points
-    return np.einsum("ij,ij->i", X, points)
+    return np.asarray(np.einsum("ij,ij->i", X, points), dtype=np.float64)
 
 
-def glm_subgradients(loss: MarginLoss, X: NDArray, y: NDArray, points: NDArray) -> NDArray:
+def glm_subgradients(loss: MarginLoss, X: FloatArray, y: FloatArray, points: FloatArray) -> FloatArray:
     """Row i: ∂f_i(points_i) = φ'(⟨points_i, X_i⟩, y_i)·X_i, shape (k, d); X (k, d), y (k,), points (k, d) or (d,)
     (broadcast). φ' is the loss's deterministic subgradient selection, so ‖row i‖ ≤ L_φ ‖X_i‖."""
     A = _as_rows("X", X)
@@ -428,7 +428,7 @@ def glm_subgradients(loss: MarginLoss, X: NDArray, y: NDArray, points: NDArray) 
     return loss.derivative(_margins(A, P), lab)[:, None] * A
 
 
-def log_resque_weights(v: NDArray, xi: NDArray, rho: float) -> NDArray:
+def log_resque_weights(v: FloatArray, xi: FloatArray, rho: float) -> FloatArray:
     """log w_i = (2⟨v, ξ_i⟩ − ‖v‖²)/(2ρ²) for v = x − x̄ (shape (d,) or (k, d)) and ξ (k, d): spec §2, Def. 1.
 
     Computed as ⟨v/ρ, ξ_i/ρ⟩ − ‖v/ρ‖²/2 (no ρ² under/overflow); shape (k,).
@@ -441,17 +441,17 @@ def log_resque_weights(v: NDArray, xi: NDArray, rho: float) -> NDArray:
     zs = Xi / r
     if vs.ndim == 1:
         return zs @ vs - 0.5 * float(vs @ vs)
-    return np.einsum("ij,ij->i", zs, vs) - 0.5 * np.einsum("ij,ij->i", vs, vs)
+    return np.asarray(np.einsum("ij,ij->i", zs, vs) - 0.5 * np.einsum("ij,ij->i", vs, vs))
 
 
-def resque_weights(v: NDArray, xi: NDArray, rho: float) -> NDArray:
+def resque_weights(v: FloatArray, xi: FloatArray, rho: float) -> FloatArray:
     """w_i = exp(:func:`log_resque_weights`), shape (k,) (may overflow to inf only for ‖v‖ ≫ ρ)."""
-    return np.exp(log_resque_weights(v, xi, rho))
+    return np.asarray(np.exp(log_resque_weights(v, xi, rho)))
 
 
 def resque_gradients(
-    loss: MarginLoss, X: NDArray, y: NDArray, center: NDArray, xi: NDArray, x: NDArray, rho: float
-) -> NDArray:
+    loss: MarginLoss, X: FloatArray, y: FloatArray, center: FloatArray, xi: FloatArray, x: FloatArray, rho: float
+) -> FloatArray:
     """The block of ReSQue estimates w(x; x̄, ξ_i)·∂f_i(x̄ + ξ_i), shape (k, d) — Def. 2's ERM form with the rows i
     already chosen by the caller. Computed in log space; no clipping of weights (clipping is the caller's business).
 
@@ -475,7 +475,7 @@ def resque_gradients(
     return coef[:, None] * A
 
 
-def smoothed_glm_gradients(loss: MarginLoss, X: NDArray, y: NDArray, theta: NDArray, rho: float) -> NDArray:
+def smoothed_glm_gradients(loss: MarginLoss, X: FloatArray, y: FloatArray, theta: FloatArray, rho: float) -> FloatArray:
     """Exact per-row ∇_θ f̂_ρ(θ; x_i, y_i) = φ̂'(⟨θ, x_i⟩, y_i; ρ‖x_i‖)·x_i, shape (k, d), where f̂_ρ(θ) = E f(θ + ρZ_d)
     = E φ(⟨θ, x⟩ + ρ‖x‖Z, y) (spec §2 'GLM shortcut'). The test oracle for unbiasedness.
 
@@ -490,7 +490,7 @@ def smoothed_glm_gradients(loss: MarginLoss, X: NDArray, y: NDArray, theta: NDAr
     return loss.smoothed_derivative(_margins(A, t), lab, scale)[:, None] * A
 
 
-def smoothed_glm_values(loss: MarginLoss, X: NDArray, y: NDArray, theta: NDArray, rho: float) -> NDArray:
+def smoothed_glm_values(loss: MarginLoss, X: FloatArray, y: FloatArray, theta: FloatArray, rho: float) -> FloatArray:
     """Per-row f̂_ρ(θ; x_i, y_i) = φ̂(⟨θ, x_i⟩, y_i; ρ‖x_i‖), shape (k,); 0 ≤ f̂_ρ − f ≤ L_φ ρ‖x_i‖ sqrt(2/π)."""
     A = _as_rows("X", X)
     k, d = A.shape

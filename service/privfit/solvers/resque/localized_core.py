@@ -227,14 +227,14 @@ def algorithm_6(ctx: AlgorithmContext, center: FloatArray, beta: float, lam: flo
             estimates.append(x0 + 2.0**level * (fine - coarse))
         else:
             estimates.append(x0)
-    return np.mean(estimates, axis=0)
+    return np.asarray(np.mean(estimates, axis=0), dtype=np.float64)
 
 
 def aggregate(points: FloatArray, spread: float) -> FloatArray:
     """AGGREGATE (Lemma 11, KLL+22): the point with the most others within 2Δ/3 of it."""
     distances = np.linalg.norm(points[:, None, :] - points[None, :, :], axis=2)
     counts = (distances <= 2.0 * spread / 3.0).sum(axis=1)
-    return points[int(np.argmax(counts))]
+    return np.asarray(points[int(np.argmax(counts))], dtype=np.float64)
 
 
 def line_search_repeats(zeta: float) -> int:

@@ -1,0 +1,92 @@
+"""Peak memory of a dataset upload against the size of its encoded matrix, on a real ``privfit serve``.
+
+For CSVs of 8, 64 and 256 MiB (ten numeric features and a binary label; the server's ``max_upload_bytes`` is
+raised to admit the largest), the server process's VmHWM is reset (``/proc/<pid>/clear_refs``), the file is
+uploaded, and the VmHWM growth is printed with the encoded matrix's size n·(d + 1)·8 and their ratio. The goal
+(issue 20) is growth ≤ 3 × encoded + 256 MiB.
+
+Run: ``.venv/bin/python benchmarks/upload_memory.py [--sizes 8 64 256]`` (SQLite, a temporary directory).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+from services import owner_headers, schema, server
+
+MiB = 1024 * 1024
+
+
+def csv_of(target_bytes: int, columns: int = 10) -> tuple[bytes, int]:
+    """About ``target_bytes`` of CSV in the layout of :func:`services.schema` (x0..x9, y); (bytes, rows)."""
+    header = ",".join(f"x{i}" for i in range(columns)) + ",y\n"
+    row = ",".join("0.123456" if i % 2 else "-0.65432" for i in range(columns)) + ",yes\n"
+    rows = max(1, (target_bytes - len(header)) // len(row))
+    return (header + row * rows).encode(), rows
+
+
+def listening_pid(base: str) -> int:
+    """The pid of the process listening on ``base``'s port (uvicorn runs in the ``privfit serve`` process)."""
+    port = int(base.rsplit(":", 1)[1])
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if int(fields[1].split(":")[1], 16) == port and fields[3] == "0A":
+                inodes.add(fields[9])
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                for fd in (proc / "fd").iterdir():
+                    target = str(fd.readlink())
+                    if target.startswith("socket:[") and target[8:-1] in inodes:
+                        return int(proc.name)
+            except OSError:
+                continue
+    raise RuntimeError(f"no process listens on port {port}")
+
+
+def kib(pid: int, field: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise RuntimeError(f"{field} not in /proc/{pid}/status")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[8, 64, 256], help="CSV sizes in MiB")
+    args = parser.parse_args()
+    largest = max(args.sizes) * MiB + MiB
+    with tempfile.TemporaryDirectory() as tmp:
+        workdir = Path(tmp)
+        url = f"sqlite:///{workdir / 'privfit.db'}"
+        headers = owner_headers(url)
+        with server(url, workdir, PRIVFIT_MAX_UPLOAD_BYTES=str(largest), PRIVFIT_WORKERS="1") as base:
+            pid = listening_pid(base)
+            print(f"{'CSV MiB':>8} {'rows':>10} {'encoded MiB':>12} {'peak growth MiB':>16} {'ratio':>7} "
+                  f"{'goal MiB':>9} {'seconds':>8}")  # fmt: skip
+            for size in args.sizes:
+                content, rows = csv_of(size * MiB)
+                encoded = rows * 11 * 8
+                Path(f"/proc/{pid}/clear_refs").write_text("5")  # VmHWM := current RSS
+                before = kib(pid, "VmHWM") * 1024
+                started = time.perf_counter()
+                response = httpx.post(f"{base}/v1/datasets", headers=headers, files={"file": ("d.csv", content)},
+                                      data={"schema": json.dumps(schema())}, timeout=600)  # fmt: skip
+                seconds = time.perf_counter() - started
+                response.raise_for_status()
+                growth = kib(pid, "VmHWM") * 1024 - before
+                goal = 3 * encoded + 256 * MiB
+                print(f"{len(content) / MiB:8.1f} {rows:10d} {encoded / MiB:12.1f} {growth / MiB:16.1f} "
+                      f"{growth / encoded:7.2f} {goal / MiB:9.0f} {seconds:8.2f}")  # fmt: skip
+                del content
+
+
+if __name__ == "__main__":
+    main()
