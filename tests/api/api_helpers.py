@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 
 from privfit.api.app import create_app
 from privfit.settings import Settings
+from privfit.solvers.base import REGRESSION_MODELS
 
 SMALL_SCHEMA: dict[str, Any] = {
     "label": {"name": "y", "type": "binary", "positive": "yes", "negative": "no"},
@@ -26,13 +27,27 @@ SMALL_SCHEMA: dict[str, Any] = {
 }
 
 
-def small_csv(n: int = 4000, seed: int = 0) -> bytes:
+#: The same features with a numeric label y ∈ [−4, 4], for the regression models (a model must match its label).
+NUMERIC_LABEL_SCHEMA: dict[str, Any] = {
+    **SMALL_SCHEMA,
+    "label": {"name": "y", "type": "numeric", "lower": -4, "upper": 4},
+}
+
+
+def label_kind(model: str) -> str:
+    """``"numeric"`` for a regression model, else ``"binary"``: which small dataset a fit of ``model`` needs."""
+    return "numeric" if model in REGRESSION_MODELS else "binary"
+
+
+def small_csv(n: int = 4000, seed: int = 0, label: str = "binary") -> bytes:
     """A public synthetic dataset: y = sign(2·x1 − x2 + noise); n = 4000 keeps fits at ε = 0.5 far from the
-    boundary (0 of 200 simulated fits misclassify the test points or flip a coefficient sign)."""
+    boundary (0 of 200 simulated fits misclassify the test points or flip a coefficient sign). With
+    ``label="numeric"`` y is the score 2·x1 − x2 + noise itself (for :data:`NUMERIC_LABEL_SCHEMA`)."""
     rng = np.random.default_rng(seed)
     x = rng.uniform(-1, 1, size=(n, 2))
     colors = rng.choice(["red", "green", "blue"], size=n)
-    labels = np.where(2 * x[:, 0] - x[:, 1] + 0.3 * rng.standard_normal(n) > 0, "yes", "no")
+    score = 2 * x[:, 0] - x[:, 1] + 0.3 * rng.standard_normal(n)
+    labels = [f"{v:.4f}" for v in score] if label == "numeric" else np.where(score > 0, "yes", "no")
     lines = ["x1,x2,color,y"] + [f"{a:.4f},{b:.4f},{c},{y}" for (a, b), c, y in zip(x, colors, labels, strict=True)]
     return ("\n".join(lines) + "\n").encode()
 
@@ -63,9 +78,13 @@ def make_client(database_url: str, tmp_path: Path, *, workers: bool = True, **ov
 
 
 def upload(test_client: TestClient, keys: Keys, *, csv: bytes | None = None, schema: dict | None = None,
-           epsilon: float = 2.0, grant: bool = True, allow_duplicate: bool = True) -> str:  # fmt: skip
-    """Upload (the small dataset by default) as the owner and grant it to the analyst; its id. Tests upload the same
-    content many times, so ``allow_duplicate`` is on unless a test checks the duplicate refusal."""
+           epsilon: float = 2.0, grant: bool = True, allow_duplicate: bool = True,
+           label: str = "binary") -> str:  # fmt: skip
+    """Upload (the small dataset by default, with a ``label`` kind from :func:`label_kind`) as the owner and grant it
+    to the analyst; its id. Tests upload the same content many times, so ``allow_duplicate`` is on unless a test
+    checks the duplicate refusal."""
+    if csv is None and schema is None and label == "numeric":
+        csv, schema = small_csv(label="numeric"), NUMERIC_LABEL_SCHEMA
     declared = json.loads(json.dumps(schema or SMALL_SCHEMA))
     declared["budget"]["epsilon"] = epsilon
     response = test_client.post(
@@ -133,8 +152,8 @@ def check_bad_params_refused(
     test_client: TestClient, keys: Keys, solver: str, params: dict[str, Any], field: str, *, model: str = "logistic"
 ) -> None:
     """A fit of ``solver`` with bad ``params`` on a fresh dataset: a problem+json 422 that names ``field``, and
-    nothing written to the dataset's ledger."""
-    dataset_id = upload(test_client, keys)
+    nothing written to the dataset's ledger. The dataset's label matches ``model`` (see :func:`label_kind`)."""
+    dataset_id = upload(test_client, keys, label=label_kind(model))
     request = {"dataset_id": dataset_id, "solver": solver, "model": model, "privacy": {"epsilon": 0.5},
                "params": params}  # fmt: skip
     refused = test_client.post("/v1/fits", headers=keys.analyst, json=request)

@@ -11,6 +11,7 @@ from api_helpers import (
     cancel_running_fit_and_check_charge_kept,
     check_bad_params_refused,
     fit_and_wait,
+    label_kind,
     small_csv,
     upload,
 )
@@ -31,8 +32,11 @@ CASES = [
 
 @pytest.mark.parametrize("params", CASES, ids=lambda p: f"{p.get('topology', 'ring')}-{p.get('algorithm', 'mb')}")
 def test_fits_end_to_end_and_is_charged_the_laplace_curve(client, keys, params: dict[str, object]) -> None:
-    dataset_id = upload(client, keys, epsilon=1.0)
-    request = {"dataset_id": dataset_id, "solver": "dp_distributed", "privacy": {"epsilon": 0.8}, "params": params}
+    params = dict(params)
+    model = str(params.pop("model", "logistic"))
+    dataset_id = upload(client, keys, epsilon=1.0, label=label_kind(model))
+    request = {"dataset_id": dataset_id, "solver": "dp_distributed", "model": model, "privacy": {"epsilon": 0.8},
+               "params": params}  # fmt: skip
     cost, done = fit_and_wait(client, keys, request)
     settings = done["settings"]
     assert settings["n_learners"] == params["n_learners"]

@@ -69,7 +69,7 @@ def test_glm_models_and_bad_params_are_a_422_that_charges_nothing(client, keys) 
     check_bad_params_refused(client, keys, "dp_lazy_oco", {}, "model", model="logistic")
     check_bad_params_refused(client, keys, "dp_lazy_oco", {"fit_intercept": True}, "fit_intercept", model="mean")
     check_bad_params_refused(client, keys, "dp_lazy_oco", {"z": "y"}, "z", model="mean")
-    dataset_id = upload(client, keys)
+    dataset_id = upload(client, keys, label="numeric")
     request = {"dataset_id": dataset_id, "solver": "dp_lazy_oco", "model": "huber", "privacy": {"epsilon": 0.5}}
     refused = client.post("/v1/fits/estimate", headers=keys.analyst, json=request)
     assert refused.status_code == 422 and "dp_otb" in refused.json()["detail"]

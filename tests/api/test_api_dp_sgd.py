@@ -11,6 +11,7 @@ from api_helpers import (
     cancel_running_fit_and_check_charge_kept,
     check_bad_params_refused,
     fit_and_wait,
+    label_kind,
     small_csv,
     upload,
 )
@@ -32,8 +33,11 @@ CASES = [
 
 @pytest.mark.parametrize("params", CASES, ids=lambda p: f"{p.get('sampling', 'default')}-{p.get('model', 'logistic')}")
 def test_fits_end_to_end_and_is_charged_exactly_the_solver_cost(client, keys, params: dict[str, object]) -> None:
-    dataset_id = upload(client, keys, epsilon=1.0)
-    request = {"dataset_id": dataset_id, "solver": "dp_sgd", "privacy": {"epsilon": 0.8}, "params": params}
+    params = dict(params)
+    model = str(params.pop("model", "logistic"))
+    dataset_id = upload(client, keys, epsilon=1.0, label=label_kind(model))
+    request = {"dataset_id": dataset_id, "solver": "dp_sgd", "model": model, "privacy": {"epsilon": 0.8},
+               "params": params}  # fmt: skip
     cost, done = fit_and_wait(client, keys, request)
     settings = done["settings"]
     assert settings["sampling"] == params.get("sampling", "poisson") and settings["n"] == 4000

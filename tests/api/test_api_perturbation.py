@@ -12,6 +12,7 @@ from api_helpers import (
     cancel_running_fit_and_check_charge_kept,
     check_bad_params_refused,
     fit_and_wait,
+    label_kind,
     small_csv,
     upload,
 )
@@ -32,9 +33,9 @@ CASES = [
 
 @pytest.mark.parametrize(("solver", "params"), CASES, ids=lambda value: str(value))
 def test_fits_end_to_end_and_the_ledger_holds_the_solver_cost(client, keys, solver: str, params: dict) -> None:
-    dataset_id = upload(client, keys, epsilon=1.0)
     params = dict(params)
     model = params.pop("model", "logistic")
+    dataset_id = upload(client, keys, epsilon=1.0, label=label_kind(model))
     request = {
         "dataset_id": dataset_id,
         "solver": solver,

@@ -11,6 +11,7 @@ from api_helpers import (
     cancel_running_fit_and_check_charge_kept,
     check_bad_params_refused,
     fit_and_wait,
+    label_kind,
     small_csv,
     upload,
 )
@@ -27,7 +28,7 @@ SOLVER = get_solver("resque_dpsgd")
     [("svm", {}), ("absolute", {"sampling": "fixed_size"}), ("quantile", {"quantile_tau": 0.8, "block_length": 4})],
 )
 def test_fits_end_to_end_and_the_ledger_holds_the_solver_cost(client, keys, model: str, params: dict) -> None:
-    dataset_id = upload(client, keys, epsilon=1.0)
+    dataset_id = upload(client, keys, epsilon=1.0, label=label_kind(model))
     request = {"dataset_id": dataset_id, "solver": "resque_dpsgd", "model": model, "privacy": {"epsilon": 0.8},
                "params": params}  # fmt: skip
     cost, done = fit_and_wait(client, keys, request)

@@ -157,3 +157,9 @@ def test_numeric_label_scale_and_decode_are_inverse() -> None:
     scaled = lab.scale(raw)
     assert np.allclose(scaled, [-1.0, -0.5, 0.0, 1.0, 1.0, -1.0])
     assert np.allclose(lab.decode(scaled[:4]), raw[:4])
+
+
+def test_numeric_label_decode_never_leaves_the_declared_range() -> None:
+    """A linear model extrapolates; its decoded predictions are clipped to [lower, upper] (issue 21 §6)."""
+    lab = NumericLabel(name="income", type="numeric", lower=0.0, upper=250_000.0)
+    assert lab.decode(np.array([-1.3, -1.0, 0.0, 1.0, 2.5])).tolist() == [0.0, 0.0, 125_000.0, 250_000.0, 250_000.0]

@@ -10,7 +10,9 @@ JSON format (every object forbids unknown keys)::
       "label":    {"name": str, "type": "binary", "positive": str, "negative": str}
                 | {"name": str, "type": "numeric", "lower": float, "upper": float},
       "features": [                                     # ordered; at least one non-"ignore" entry
-                    {"name": str, "type": "numeric", "lower": float, "upper": float, "fill": float?}
+                    {"name": str, "type": "numeric", "lower": float, "upper": float, "fill": float?,
+                     "transform": {"clip": [a, b]?, "log": bool?,
+                                   "standardize": {"mean": float, "std": float, "clip_at": float?}?}?}
                   | {"name": str, "type": "categorical", "levels": [str, ...]}
                   | {"name": str, "type": "ignore"}     # present in the file, not used
                   ],
@@ -22,7 +24,9 @@ JSON format (every object forbids unknown keys)::
 
 Encoding rules fixed by the schema (implemented in :mod:`privfit.datasets.encoding`):
 
-* numeric feature ``x`` → ``(2x − lower − upper) / (upper − lower)`` clipped to [−1, 1];
+* numeric feature ``x`` → ``(2x − lower − upper) / (upper − lower)`` clipped to [−1, 1]; with a declared
+  ``transform`` (:class:`NumericTransform`): clipped to ``clip``, then log1p, then standardized or scaled from
+  the transformed range;
 * categorical feature → one-hot over ``levels`` in declared order (columns named ``name=level``);
 * binary label → +1 for ``positive``, −1 for ``negative``;
 * numeric label → scaled like a numeric feature and clipped to [−1, 1] (see :meth:`NumericLabel.decode`);
@@ -64,6 +68,8 @@ __all__ = [
     "Label",
     "NumericFeature",
     "NumericLabel",
+    "NumericTransform",
+    "Standardize",
 ]
 
 _CONFIG = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
@@ -108,8 +114,58 @@ class _Model(BaseModel):
     model_config = _CONFIG
 
 
+class Standardize(_Model):
+    """A public centre and spread for a numeric feature (e.g. from a census table or a codebook).
+
+    In the units after ``clip`` and ``log``: the encoded value is ``(t − mean) / (clip_at · std)`` clipped to
+    [−1, 1], i.e. the feature is centred and values beyond ``clip_at`` public standard deviations are clipped.
+    """
+
+    mean: float
+    std: float = Field(gt=0)
+    clip_at: float = Field(default=3.0, gt=0, le=1e6)
+
+    @model_validator(mode="after")
+    def _validate(self) -> Standardize:
+        if not math.isfinite(self.clip_at * self.std):
+            raise ValueError("standardize: clip_at × std overflows; declare a smaller spread")
+        return self
+
+
+class NumericTransform(_Model):
+    """Owner-declared, public transforms of a numeric feature, applied in this order before encoding:
+
+    1. ``clip``: a range [a, b] inside [lower, upper] (original units); values beyond it are clipped to it.
+       Bounds still validate the file; ``clip`` only narrows what the model sees.
+    2. ``log``: t = log1p(v) for a non-negative amount, duration or count (requires the clip range, or the
+       bounds, to start at ≥ 0); the bounds and ``clip`` stay in the original units.
+    3. ``standardize``: see :class:`Standardize`; without it, t is scaled affinely from the transformed range
+       [t(a), t(b)] onto [−1, 1].
+
+    Every step is a fixed function of one cell and public constants, so it adds nothing to the privacy cost
+    (DESIGN §1.2); predictions apply the same steps to the rows they are given.
+    """
+
+    clip: list[float] | None = Field(default=None, min_length=2, max_length=2)
+    log: bool = False
+    standardize: Standardize | None = None
+
+
+def _clip_range(what: str, lower: float, upper: float, transform: NumericTransform | None) -> tuple[float, float]:
+    if transform is None or transform.clip is None:
+        return lower, upper
+    a, b = transform.clip
+    _check_bounds(f"{what}: transform.clip", a, b)
+    if not lower <= a < b <= upper:
+        raise ValueError(f"{what}: transform.clip [{a!r}, {b!r}] must lie within [lower, upper]")
+    return a, b
+
+
 class NumericFeature(_Model):
-    """A numeric feature with public bounds; values are scaled to [−1, 1] and clipped outside the bounds."""
+    """A numeric feature with public bounds; values are scaled to [−1, 1] and clipped outside the bounds.
+
+    An optional :class:`NumericTransform` (clip, log1p, standardize) is applied before the scaling.
+    """
 
     name: Name
     type: Literal["numeric"]
@@ -118,18 +174,35 @@ class NumericFeature(_Model):
     fill: float | None = Field(
         default=None, description="Public value replacing a missing cell; required iff missing == 'impute'."
     )
+    transform: NumericTransform | None = Field(
+        default=None, description="Public transforms applied before scaling: clip, log (log1p), standardize."
+    )
 
     @model_validator(mode="after")
     def _validate(self) -> NumericFeature:
         _check_name(self.name)
-        _check_bounds(f"feature {self.name!r}", self.lower, self.upper)
+        what = f"feature {self.name!r}"
+        _check_bounds(what, self.lower, self.upper)
         if self.fill is not None and not self.lower <= self.fill <= self.upper:
-            raise ValueError(f"feature {self.name!r}: fill ({self.fill!r}) must lie within [lower, upper]")
+            raise ValueError(f"{what}: fill ({self.fill!r}) must lie within [lower, upper]")
+        a, _ = _clip_range(what, self.lower, self.upper, self.transform)
+        if self.transform is not None and self.transform.log and a < 0:
+            raise ValueError(f"{what}: transform.log needs a non-negative range (lower or clip ≥ 0), got {a!r}")
         return self
 
     def scale(self, values: np.ndarray) -> np.ndarray:
-        """Scale raw values to [−1, 1] by the declared bounds, clipping values outside them."""
-        return _scale(np.asarray(values, dtype=np.float64), self.lower, self.upper)
+        """Apply the declared transform, then map to [−1, 1] (clipping): see :class:`NumericTransform`."""
+        t = self.transform
+        a, b = _clip_range(self.name, self.lower, self.upper, t)
+        v = np.clip(np.asarray(values, dtype=np.float64), a, b)
+        if t is None:
+            return _scale(v, a, b)
+        if t.log:
+            v, a, b = np.log1p(v), math.log1p(a), math.log1p(b)
+        if t.standardize is None:
+            return _scale(v, a, b)
+        s = t.standardize
+        return np.clip((v - s.mean) / (s.clip_at * s.std), -1.0, 1.0) + 0.0
 
 
 class CategoricalFeature(_Model):
@@ -206,12 +279,11 @@ class NumericLabel(_Model):
         return _scale(np.asarray(values, dtype=np.float64), self.lower, self.upper)
 
     def decode(self, y: np.ndarray) -> np.ndarray:
-        """Map encoded labels or predictions back: y = (y'(upper − lower) + lower + upper) / 2.
-
-        Not clipped, so a prediction outside [−1, 1] maps outside [lower, upper].
-        """
-        y = np.asarray(y, dtype=np.float64)
-        return (y * (self.upper - self.lower) + self.lower + self.upper) / 2.0
+        """Map encoded labels or predictions back: y = (y'(upper − lower) + lower + upper) / 2, clipped to
+        [lower, upper]: a prediction never leaves the label's declared range (a linear model extrapolates; the
+        label cannot)."""
+        y = np.clip(np.asarray(y, dtype=np.float64), -1.0, 1.0)
+        return np.clip((y * (self.upper - self.lower) + self.lower + self.upper) / 2.0, self.lower, self.upper)
 
 
 Label = Annotated[BinaryLabel | NumericLabel, Field(discriminator="type")]
@@ -371,4 +443,8 @@ class DatasetSchema(_Model):
 
     def canonical_json(self) -> str:
         """Canonical JSON of the schema (sorted keys, no whitespace), used in content hashes."""
-        return json.dumps(self.model_dump(mode="json"), sort_keys=True, separators=(",", ":"), allow_nan=False)
+        document = self.model_dump(mode="json")
+        for feature in document["features"]:  # schemas without transforms hash as they did before transforms
+            if feature.get("transform", "absent") is None:
+                del feature["transform"]
+        return json.dumps(document, sort_keys=True, separators=(",", ":"), allow_nan=False)

@@ -65,6 +65,7 @@ from .losses import GLMLoss, available_models, make_loss
 __all__ = [
     "CLASSIFICATION_MODELS",
     "DEFAULT_RADIUS",
+    "REGRESSION_MODELS",
     "AnySolver",
     "FitCancelled",
     "FitPlan",
@@ -94,6 +95,7 @@ __all__ = [
     "fits_intercept",
     "glm_fit_result",
     "glm_resolved_fields",
+    "label_mismatch",
     "metadata_fields",
     "validation_error_to_parameter_error",
 ]
@@ -109,6 +111,23 @@ StopCallback = Callable[[], bool]
 ModelName = Literal["logistic", "linear", "huber", "svm"]
 #: Models whose predictions are sign(⟨θ, x⟩ + b): the margin losses and ``dp_lazy_oco``'s linear loss −y⟨x, θ⟩.
 CLASSIFICATION_MODELS = ("logistic", "svm", "linear_loss")
+#: Models that predict a real value ⟨θ, x⟩ + b of a numeric label.
+REGRESSION_MODELS = ("linear", "huber", "absolute", "quantile")
+
+
+def label_mismatch(model: str, label_name: str, label_type: str) -> str | None:
+    """Why ``model`` cannot be fitted to a label of the declared (public) type, or None when it can.
+
+    A classifier needs a binary label and a regression model a numeric one; ``dp_lazy_oco``'s ``mean`` ignores
+    the label. Issue 21 §6: a logistic fit on a numeric label used to predict 0.0 everywhere.
+    """
+    if model in CLASSIFICATION_MODELS and label_type != "binary":
+        return (f"model {model!r} is a classifier but the dataset's label {label_name!r} is {label_type}; "
+                f"use a regression model ({', '.join(REGRESSION_MODELS)})")  # fmt: skip
+    if model in REGRESSION_MODELS and label_type != "numeric":
+        return (f"model {model!r} predicts a numeric label but the dataset's label {label_name!r} is "
+                f"{label_type}; use a classifier ({', '.join(CLASSIFICATION_MODELS[:2])})")  # fmt: skip
+    return None
 
 
 class SolverParameterError(ParameterError):

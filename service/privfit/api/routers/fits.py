@@ -20,7 +20,7 @@ from privfit.db import Budget, Database, Dataset, Job
 from privfit.jobs import cancel
 from privfit.ledger import budget_filter, delta_allowance, estimate, reserve
 from privfit.privacy import curve_to_json, get_grid, pure_epsilon_to_json
-from privfit.solvers.base import FitPlan, FitResult, PublicMetadata, SolverParameterError
+from privfit.solvers.base import FitPlan, FitResult, PublicMetadata, SolverParameterError, label_mismatch
 from privfit.solvers.registry import get_solver
 
 from ..auth import Principal, require_role, usable_dataset, visible_dataset
@@ -67,6 +67,12 @@ def _plan(request: Request, body: FitRequest, principal: Principal) -> tuple[Dat
         message = (f"solver {body.solver!r} is experimental and disabled on this server (an operator can enable it "
                    "with PRIVFIT_ENABLE_EXPERIMENTAL_SOLVERS=true)")  # fmt: skip
         raise SolverParameterError("solver", message)
+    if "model" in body.params:  # it used to be silently replaced by the request's top-level model
+        raise SolverParameterError("params.model", "give the model as the request's top-level 'model', not in params")
+    label = dataset.schema_json["label"]
+    mismatch = label_mismatch(body.model, label["name"], label["type"])
+    if mismatch is not None:
+        raise SolverParameterError("model", mismatch)
     solver = solver.with_operator_limits({"resque_localized_max_steps": settings.resque_localized_max_steps})
     params = {**body.params, "model": body.model}
     plan = solver.plan(params, _meta(dataset), target_epsilon=body.privacy.epsilon, delta=budget.delta_max,
@@ -222,6 +228,11 @@ class PredictRequest(BaseModel):
 @router.post("/{job_id}/predict", summary="Predict on client-supplied rows with a finished fit")
 def predict(job_id: str, body: PredictRequest, request: Request,
             principal: Principal = Depends(require_role("owner", "analyst", "admin"))) -> dict[str, Any]:  # noqa: B008  # fmt: skip
+    """Encode the rows with the dataset's schema (its transforms included) and apply the fit's model.
+
+    ``scores`` are the raw ⟨θ, x⟩ + b; ``predictions`` are class names for a binary label, and for a numeric
+    label values in the label's units clipped to its declared [lower, upper].
+    """
     job = _visible_job(request, job_id, principal)
     if job.status != "succeeded" or job.result is None:
         raise Problem(409, "Fit not finished", f"fit {job_id} is {job.status}; predictions need a succeeded fit")
