@@ -6,9 +6,9 @@ Counts the fits admitted one after another into (ε_max, δ_max) for several wor
 real solver's cost function on UCI Adult's public metadata (n = 30162 rows, d = 104 encoded columns, declared
 row-norm bound): ``dp_gd`` and ``dp_sgd`` calibrated to ε = 0.1·ε_max (at δ_max), Laplace fits at ε₀ = 0.1·ε_max
 (``dp_distributed`` with explicit noise), pure ε₀ = 0.1·ε_max fits (``output_perturbation`` with Laplace noise),
-``objective_perturbation`` (Gaussian variant: pure parts, a δ part within the dataset's δ allowance and a small
-Gaussian output step) at 0.1·ε_max and 0.5·ε_max, and a mixed workload cycling through dp_gd, dp_sgd, Laplace and
-pure fits. Rules, measured in the same run:
+``objective_perturbation`` (Gaussian variant: its RDP curve, formula v2, and a small Gaussian output step) at
+0.1·ε_max and 0.5·ε_max, and a mixed workload cycling through dp_gd, dp_sgd, Laplace and pure fits. Rules,
+measured in the same run:
 
 * ``previous``: admit while the committed curve converts to ≤ ε_max at δ_max at SOME order (no proof under
   adaptivity; what privfit did before #18);

@@ -16,10 +16,17 @@ from scipy import stats
 from sklearn.linear_model import LogisticRegression
 
 import privfit.solvers.baselines.erm as erm_module
-from privfit.privacy import DEFAULT_GRID, PrivacyCost, gaussian_rdp, gaussian_sigma, make_generator, pure_dp_rdp
+from privfit.privacy import (
+    DEFAULT_GRID,
+    gaussian_rdp,
+    gaussian_sigma,
+    make_generator,
+    objective_perturbation_rdp,
+    pure_dp_rdp,
+)
 from privfit.solvers import FitCancelled, PublicMetadata, SolverParameterError, get_solver
 from privfit.solvers.baselines.erm import FLOOR_FACTOR, MinimiserProblem, minimize_regularized_glm
-from privfit.solvers.baselines.objective_perturbation import amp_objective_sigma, jacobian_epsilon, minimum_l2
+from privfit.solvers.baselines.objective_perturbation import jacobian_epsilon, minimum_l2
 from privfit.solvers.baselines.perturbation import default_l2, sample_l2_laplace
 from privfit.solvers.losses import make_loss
 
@@ -78,25 +85,6 @@ def test_cms_jacobian_term_and_minimum_lambda_by_hand() -> None:
     assert jacobian_epsilon(0.25, 2.0, 1000, 0.01) == pytest.approx(2 * math.log1p(0.1), rel=1e-14)
 
 
-def test_amp_gaussian_objective_noise_by_hand() -> None:
-    # Iyengar et al. 2019, Alg. 1: σ = (2L/n)(1 + sqrt(2 log(1/δ)))/ε on the 1/n objective = 2G(1 + …)/ε on the sum.
-    assert amp_objective_sigma(1.0, 0.5, 1e-6) == pytest.approx(4.0 * (1.0 + math.sqrt(2 * math.log(1e6))), rel=1e-14)
-    assert amp_objective_sigma(1.0, 0.5, 1e-6) == pytest.approx(25.026087, rel=1e-6)
-
-
-@pytest.mark.parametrize("epsilon", [0.05, 0.5, 1.0, 3.0, 9.0])
-@pytest.mark.parametrize("delta", [1e-3, 1e-6, 1e-10])
-def test_amp_noise_bounds_the_privacy_loss_of_the_glm_plane(epsilon: float, delta: float) -> None:
-    """The module's proof: with r = 2G/σ and t = sqrt(2 log(1/δ)), the loss r·t + r²/2 ≤ ε when ε ≤ 2(1 + t)."""
-    t = math.sqrt(2 * math.log(1 / delta))
-    if epsilon > 2 * (1 + t):
-        pytest.skip("outside the proven range (refused by resolve)")
-    r = 2.0 / amp_objective_sigma(1.0, epsilon, delta)
-    assert r * t + r * r / 2 <= epsilon * (1 + 1e-12)
-    # ... and the χ₂ tail used: P(‖N(0, I₂)‖ > t) = e^{−t²/2} = δ.
-    assert stats.chi2.sf(t * t, df=2) == pytest.approx(delta, rel=1e-9)
-
-
 def test_objective_laplace_split_and_noise_scale() -> None:
     meta = PublicMetadata(n=5000, d=4, row_norm_bound=1.0)
     r = OBJECTIVE.resolve({"noise": "laplace", "l2": 0.01}, meta, target_epsilon=1.0, delta=1e-6)
@@ -106,7 +94,6 @@ def test_objective_laplace_split_and_noise_scale() -> None:
     assert r.objective_noise_scale * r.noise_epsilon == pytest.approx(2 * r.lipschitz, rel=1e-14)  # ∝ e^{−ε‖b‖/2G}
     assert r.output_epsilon == pytest.approx(0.01)
     assert r.output_noise_scale == pytest.approx(r.output_sensitivity / 0.01, rel=1e-12)
-    assert r.noise_delta == 0.0
     expected = pure_dp_rdp(DEFAULT_GRID, epsilon=r.jacobian_epsilon + r.noise_epsilon) + pure_dp_rdp(
         DEFAULT_GRID, epsilon=0.01
     )
@@ -116,21 +103,24 @@ def test_objective_laplace_split_and_noise_scale() -> None:
     assert r.epsilon <= 1.0 and r.epsilon == pytest.approx(1.0, rel=1e-4)
 
 
-def test_objective_gaussian_cost_has_the_approximate_dp_part() -> None:
+def test_objective_gaussian_cost_is_the_rdp_curve_without_a_delta_part() -> None:
+    """Formula v2: the Gaussian variant is charged the RDP curve of objective_perturbation_rdp (issue 21 §3)."""
     meta = PublicMetadata(n=20000, d=10, row_norm_bound=1.0)
     r = OBJECTIVE.resolve({}, meta, target_epsilon=2.0, delta=1e-6)
-    assert r.noise == "gaussian" and r.noise_delta == 5e-7
-    assert r.objective_noise_scale == pytest.approx(amp_objective_sigma(r.lipschitz, r.noise_epsilon, 5e-7), rel=1e-14)
+    assert r.noise == "gaussian" and r.formula_version.endswith("/v2")
+    kappa = r.curvature_bound * r.design_norm_bound**2 / (r.n * r.l2)
+    assert r.jacobian_epsilon == pytest.approx(math.log1p(kappa), rel=1e-14)
+    assert r.noise_epsilon == pytest.approx(2 * r.lipschitz / r.objective_noise_scale, rel=1e-14)
     assert r.output_sensitivity == pytest.approx(2 * r.gradient_tolerance / r.l2, rel=1e-14)
     cost = OBJECTIVE.cost(r, meta)
-    expected = PrivacyCost.approximate_dp(r.jacobian_epsilon + r.noise_epsilon, 5e-7) + PrivacyCost(
-        gaussian_rdp(DEFAULT_GRID, sigma=r.output_noise_scale, sensitivity=r.output_sensitivity)
-    )
-    np.testing.assert_allclose(cost.rdp, expected.rdp, rtol=1e-12)
-    assert cost.extra_delta == 5e-7
+    expected = objective_perturbation_rdp(
+        DEFAULT_GRID, noise_multiplier=r.objective_noise_scale / (2 * r.lipschitz), jacobian_ratio=kappa
+    ) + gaussian_rdp(DEFAULT_GRID, sigma=r.output_noise_scale, sensitivity=r.output_sensitivity)
+    np.testing.assert_allclose(cost.rdp, expected, rtol=1e-12)
+    assert cost.extra_delta == 0.0
     assert r.epsilon <= 2.0 and r.epsilon == pytest.approx(2.0, rel=1e-4)
-    # Default λ: at least the CMS minimum (Jacobian ≤ half of the objective ε).
-    assert r.jacobian_epsilon <= (r.jacobian_epsilon + r.noise_epsilon) / 2 * (1 + 1e-12)
+    # Default λ: the Jacobian constant log(1 + κ) takes at most half of the target.
+    assert r.jacobian_epsilon <= 1.0 * (1 + 1e-12)
 
 
 @pytest.mark.parametrize("solver", [OUTPUT, OBJECTIVE], ids=lambda s: s.name)
@@ -162,14 +152,13 @@ def test_objective_refuses_a_lambda_whose_jacobian_term_uses_the_budget() -> Non
     assert match is not None
     recommended = float(match.group(1)) * 1.001  # the message prints 4 significant digits
     r = OBJECTIVE.resolve({"l2": recommended}, meta, target_epsilon=1.0, delta=1e-6)
-    assert r.jacobian_epsilon <= (r.jacobian_epsilon + r.noise_epsilon) / 2
+    assert r.jacobian_epsilon <= 0.5  # the Gaussian variant's constant log(1 + κ) at half the target
 
 
-def test_objective_refuses_gaussian_noise_outside_its_proven_range_and_needs_a_target() -> None:
-    with pytest.raises(SolverParameterError) as info:
-        OBJECTIVE.resolve({}, META, target_epsilon=40.0, delta=1e-3)
-    assert info.value.parameter == "epsilon" and "noise='laplace'" in str(info.value)
-    OBJECTIVE.resolve({"noise": "laplace"}, META, target_epsilon=40.0, delta=1e-3)  # pure ε has no such limit
+def test_objective_gaussian_has_no_range_limit_and_needs_a_target() -> None:
+    """Formula v1's AMP noise was proven only for ε_b ≤ 2(1 + sqrt(2 log(1/δ_b))); the RDP curve has no limit."""
+    r = OBJECTIVE.resolve({}, META, target_epsilon=40.0, delta=1e-3)
+    assert OBJECTIVE.cost(r, META).epsilon(1e-3).epsilon <= 40.0
     with pytest.raises(SolverParameterError) as info:
         OBJECTIVE.resolve({}, META)
     assert info.value.parameter == "epsilon"

@@ -25,18 +25,17 @@ Replacing z_k by z'_k:
 * *Noise part.* b_D'(θ) = b_D(θ) + u(θ) with u = ∇ℓ(θ; z_k) − ∇ℓ(θ; z'_k), ‖u‖ ≤ 2G. For the L2-Laplace
   density of (1) the ratio is ≤ e^{ε_b} (CMS). For the Gaussian, log ν(b)/ν(b + u) = (2⟨b, u⟩ + ‖u‖²)/(2σ_b²),
   and for a GLM u = φ'_k x_k − φ'_k' x'_k lies in the FIXED plane S = span(x_k, x'_k) (KST's rank argument), so
-  ⟨b, u⟩ ≤ 2G‖P_S b‖ with ‖P_S b‖/σ_b distributed as χ with ≤ 2 degrees of freedom, P(χ > t) ≤ e^{−t²/2}.
-  With r = 2G/σ_b and t = sqrt(2 log(1/δ_b)) the privacy loss is ≤ r·t + r²/2 outside an event of
-  probability δ_b. The noise of AMP (Iyengar et al. 2019, Alg. 1, in the sum normalisation)
+  ⟨b, u⟩ ≤ 2G‖P_S b‖ with ‖P_S b‖/σ_b distributed as χ with ≤ 2 degrees of freedom. Taking the moment
+  generating function of that χ instead of its tail gives a Rényi-DP curve without any δ
+  (:func:`~privfit.privacy.objective_perturbation_rdp`, which states and proves it):
 
-      σ_b = 2G (1 + sqrt(2 log(1/δ_b))) / ε_b                                                           (5)
+      ε(α) = log(1 + cB²/(nλ)) + r²/2 + log M((α − 1) r)/(α − 1),   r = 2G/σ_b,  M(t) = E e^{tχ₂}.      (5)
 
-  gives r·t + r²/2 = ε_b (t/(1 + t) + ε_b/(2(1 + t)²)) ≤ ε_b exactly when ε_b ≤ 2(1 + t), which resolve
-  checks (a larger ε_b is refused with a clear message).
-
-So θ_b is (ε_J + ε_b)-DP (laplace) or (ε_J + ε_b, δ_b)-DP (gaussian). The loss must be twice differentiable
-almost everywhere with bounded φ'' (the change of variables holds for the Lipschitz map b(θ)) and globally
-Lipschitz: logistic, Huber and the smoothed hinge qualify; the squared loss is NOT globally Lipschitz (‖u‖ is
+So θ_b is (ε_J + ε_b)-DP (laplace) or has the RDP curve (5) (gaussian). (Until formula v2 the Gaussian variant
+was charged as (ε_J + ε_b, δ_b)-DP with AMP's σ_b = 2G(1 + sqrt(2 log(1/δ_b)))/ε_b and δ_b = δ/2 of the dataset's
+δ pot: every fit spent half of what was left of it, so a dataset admitted few such fits whatever its ε budget.)
+The loss must be twice differentiable almost everywhere with bounded φ'' (the change of variables holds for the
+Lipschitz map b(θ)) and globally Lipschitz: logistic, Huber and the smoothed hinge qualify; the squared loss is NOT globally Lipschitz (‖u‖ is
 unbounded over R^d) and is refused — use ``output_perturbation``, ``dp_gd`` or ``dp_sgd`` for it.
 
 **The approximate minimiser** (AMP's output step, with a conservative sensitivity). Given θ_b = t, the noise is
@@ -50,8 +49,7 @@ small.
 
 **Cost** (:meth:`ObjectivePerturbation.cost`):
 * laplace: ``pure_dp_rdp(ε_J + ε_b) + pure_dp_rdp(ε_out)`` — pure DP, no δ;
-* gaussian: ``pure_dp_rdp(ε_J + ε_b) + gaussian_rdp(σ_out, Δ_out)`` with approximate-DP part δ_b
-  (:meth:`PrivacyCost.approximate_dp` semantics).
+* gaussian: the curve (5) ``+ gaussian_rdp(σ_out, Δ_out)`` — an RDP curve, no δ part.
 
 **Data-independent observables** (DESIGN §4; issue 18). After b is drawn (d normals, or d normals and one
 Gamma variate), θ̂ comes from :mod:`privfit.solvers.baselines.erm`, which **runs a public number of iterations**: N =
@@ -63,13 +61,15 @@ the certificate ‖∇J(θ̂)‖ ≤ γ holds for every dataset within the decla
 case that proof excludes (a floating-point failure of the certificate): the release is 0 + v with the same
 output noise v — data-independent, with the same status, progress and metadata as a success.
 
-**Calibration** to a target (ε, δ): ε_out = 1% of the target (AMP's split) for the pure version; for the
-Gaussian, σ_out gets 1% of the target's zCDP ρ (:func:`output_noise_multiplier`) and δ_b = δ/2 (on a dataset, at
-most the allowance of its filter's δ pot: :mod:`privfit.privacy.filter`). Then ε_J + ε_b
-is the largest pure ε whose composition with the output part converts to ≤ the target at δ. λ (default: the
-larger of the λ that keeps ε_J ≤ (ε_J + ε_b)/2, CMS's choice when it adds regularisation, and the bias–noise
-balance of :func:`~privfit.solvers.baselines.perturbation.default_l2_second_order`) fixes ε_J by (4), and ε_b is the
-rest. A user λ too small to leave ε_b > 0 is refused with the minimum λ in the message.
+**Calibration** to a target (ε, δ). Laplace: ε_out = 1% of the target (AMP's split); ε_J + ε_b is the largest
+pure ε whose composition with the output part converts to ≤ the target at δ; λ (default: the larger of the λ
+that keeps ε_J ≤ (ε_J + ε_b)/2, CMS's choice when it adds regularisation, and the bias–noise balance of
+:func:`~privfit.solvers.baselines.perturbation.default_l2_second_order`) fixes ε_J by (4), and ε_b is the rest.
+Gaussian: σ_out gets 1% of the target's zCDP ρ (:func:`output_noise_multiplier`); λ defaults to the larger of
+the λ that keeps the Jacobian constant log(1 + cB²/(nλ)) ≤ ε/2 and the same bias–noise balance (evaluated at
+the σ_b calibrated for that minimum λ); then σ_b is the smallest noise (:func:`~privfit.privacy.calibrate_noise`)
+whose curve (5) composed with the output step converts to ≤ the target at δ. A user λ too small to leave room
+for the noise is refused with the minimum λ in the message.
 """
 
 from __future__ import annotations
@@ -81,7 +81,16 @@ from typing import Any, ClassVar, Literal
 import numpy as np
 from pydantic import Field
 
-from privfit.privacy import OrderGrid, PrivacyCost, gaussian_rdp, pure_dp_rdp, pure_epsilon_for_target
+from privfit.privacy import (
+    OrderGrid,
+    PrivacyCost,
+    PrivacyParameterError,
+    calibrate_noise,
+    gaussian_rdp,
+    objective_perturbation_rdp,
+    pure_dp_rdp,
+    pure_epsilon_for_target,
+)
 from privfit.solvers.base import (
     FitRun,
     FloatArray,
@@ -91,7 +100,6 @@ from privfit.solvers.base import (
     Solver,
     SolverParameterError,
     SolverParams,
-    delta_part,
     design_bound,
     glm_loss,
     glm_resolved_fields,
@@ -113,7 +121,7 @@ __all__ = [
     "ObjectivePerturbation",
     "ObjectivePerturbationParams",
     "ObjectivePerturbationResolved",
-    "amp_objective_sigma",
+    "gaussian_objective_cost",
     "jacobian_epsilon",
     "minimum_l2",
     "objective_minimiser_problem",
@@ -136,15 +144,19 @@ class ObjectivePerturbationResolved(GLMResolved):
     """Fully resolved ``objective_perturbation`` settings (public, data-independent)."""
 
     solver: Literal["objective_perturbation"] = "objective_perturbation"
-    formula_version: Literal["objective_perturbation/cms-kst-amp/v1"] = "objective_perturbation/cms-kst-amp/v1"
+    formula_version: Literal["objective_perturbation/cms-kst-amp-rdp/v2"] = "objective_perturbation/cms-kst-amp-rdp/v2"
     l2: float = Field(gt=0.0, description="λ of the objective (2).")
     lipschitz: float = Field(gt=0.0, description="G = a·B: global gradient bound of the loss.")
     curvature_bound: float = Field(gt=0.0, description="c: bound on φ''.")
     smoothness: float = Field(gt=0.0, description="β = c·B².")
     noise: NoiseKind
-    jacobian_epsilon: float = Field(ge=0.0, description="ε_J = 2 log(1 + cB²/(nλ)), eq. (4).")
-    noise_epsilon: float = Field(gt=0.0, description="ε_b of the objective noise.")
-    noise_delta: float = Field(ge=0.0, description="δ_b of the Gaussian objective noise (0 for laplace).")
+    jacobian_epsilon: float = Field(
+        ge=0.0,
+        description="laplace: ε_J = 2 log(1 + cB²/(nλ)), eq. (4); gaussian: the constant log(1 + cB²/(nλ)) of (5).",
+    )
+    noise_epsilon: float = Field(
+        gt=0.0, description="laplace: ε_b of the objective noise; gaussian: 2G/σ_b (r of eq. (5))."
+    )
     objective_noise_scale: float = Field(gt=0.0, description="σ_b (eq. (5)) or the L2-Laplace scale 2G/ε_b.")
     gradient_tolerance: float = Field(gt=0.0, description="γ: certified ‖∇J(θ̂)‖ bound.")
     gradient_tolerance_floor: float = Field(gt=0.0, description="The public floor on γ (erm module docstring).")
@@ -196,9 +208,10 @@ def objective_minimiser_problem(
     )  # fmt: skip
 
 
-def amp_objective_sigma(lipschitz: float, noise_epsilon: float, noise_delta: float) -> float:
-    """σ_b = 2G(1 + sqrt(2 log(1/δ_b)))/ε_b, eq. (5) (Iyengar et al. 2019, Alg. 1, sum normalisation)."""
-    return 2.0 * lipschitz * (1.0 + math.sqrt(2.0 * math.log(1.0 / noise_delta))) / noise_epsilon
+def gaussian_objective_cost(noise_multiplier: float, jacobian_ratio: float, output: PrivacyCost) -> PrivacyCost:
+    """Curve (5) of θ_b for σ_b = ``noise_multiplier``·2G and κ = cB²/(nλ), composed with the output step."""
+    curve = objective_perturbation_rdp(output.grid, noise_multiplier=noise_multiplier, jacobian_ratio=jacobian_ratio)
+    return PrivacyCost(curve, output.grid) + output
 
 
 class ObjectivePerturbation(Solver[ObjectivePerturbationParams, ObjectivePerturbationResolved]):
@@ -211,7 +224,6 @@ class ObjectivePerturbation(Solver[ObjectivePerturbationParams, ObjectivePerturb
         "approximate minimiser. Smooth, Lipschitz losses only (logistic, huber, svm); needs λ > 0."
     )
     target_required: ClassVar[str] = "objective perturbation is calibrated to a target: give both epsilon and delta"
-    uses_delta_parts: ClassVar[bool] = True
 
     def parse_params(self, params: Mapping[str, Any] | SolverParams | None = None) -> ObjectivePerturbationParams:
         """As :meth:`Solver.parse_params`; the squared loss gets a message naming the solvers that take it."""
@@ -226,8 +238,8 @@ class ObjectivePerturbation(Solver[ObjectivePerturbationParams, ObjectivePerturb
     def _resolve(
         self, p: ObjectivePerturbationParams, meta: PublicMetadata, privacy: PrivacyRequest
     ) -> ObjectivePerturbationResolved:
-        """The ε split of the module docstring, λ, and the noise scales (5), from public inputs only. The Gaussian
-        variant's δ_b is δ/2, or less on a dataset: at most its filter's δ allowance."""
+        """The ε split (laplace) or the σ_b calibration (gaussian) of the module docstring, λ, and the noise
+        scales, from public inputs only."""
         target_epsilon, delta = privacy.required_target()
         grid = privacy.grid
         loss = glm_loss(p)
@@ -235,59 +247,58 @@ class ObjectivePerturbation(Solver[ObjectivePerturbationParams, ObjectivePerturb
         dimension = meta.d + int(p.fit_intercept)
         lipschitz = loss.lipschitz(bound, meta.label_bound)
         curvature = loss.second_derivative_bound()
-        noise_delta = 0.0
-        if p.noise == "gaussian":
-            allowance = None if privacy.delta_allowance is None else privacy.delta_allowance.delta
-            noise_delta = delta_part(delta / 2.0, allowance, "noise", "the Gaussian objective noise",
-                                     "; use noise='laplace' (pure ε, no δ)")  # fmt: skip
 
-        # The output step, as a noise per unit sensitivity (independent of λ): pure ε_out = 1% of the target, or
-        # a Gaussian with 1% of the zCDP ρ that the target corresponds to.
         if p.noise == "gaussian":
+            # The output step, a noise per unit sensitivity (independent of λ): 1% of the target's zCDP ρ.
             output_multiplier = output_noise_multiplier(target_epsilon, delta)
-            output_curve = gaussian_rdp(grid, sigma=output_multiplier)
+            output = PrivacyCost(gaussian_rdp(grid, sigma=output_multiplier), grid)
+
+            def calibrated(l2: float) -> float:  # σ_b/(2G) for this λ
+                kappa = curvature * bound**2 / (meta.n * l2)
+                return calibrate_noise(
+                    lambda z: gaussian_objective_cost(z, kappa, output), target_epsilon=target_epsilon,
+                    delta=delta, parameter="the objective noise",
+                ).noise  # fmt: skip
+
+            # log(1 + κ) ≤ ε/2 ⟺ 2·log(1 + κ) ≤ ε: minimum_l2 at the whole target.
+            minimum = minimum_l2(curvature, bound, meta.n, target_epsilon)
+            if p.l2 is None:
+                # The bias–noise balance at the σ_b of the minimum λ (a larger λ only lowers σ_b).
+                expected_b_norm = 2.0 * lipschitz * calibrated(minimum) * math.sqrt(dimension)
+                l2 = max(minimum, default_l2_second_order(expected_b_norm / meta.n, p.effective_radius()))
+            else:
+                l2 = p.l2
+            jacobian = math.log1p(curvature * bound**2 / (meta.n * l2))
+            too_small = _l2_too_small(l2, target_epsilon, meta.n, f"log(1 + c·B²/(n·l2)) = {jacobian:.4g}", minimum)
+            if not jacobian < target_epsilon:
+                raise too_small
+            try:
+                multiplier = calibrated(l2)
+            except PrivacyParameterError as error:
+                raise too_small from error
+            objective_scale = 2.0 * lipschitz * multiplier
+            noise_epsilon = 1.0 / multiplier
         else:
             output_epsilon = OUTPUT_SHARE * target_epsilon
             output_multiplier = 1.0 / output_epsilon
-            output_curve = pure_dp_rdp(grid, epsilon=output_epsilon)
-        objective_epsilon = pure_epsilon_for_target(
-            target_epsilon, delta, grid, PrivacyCost(output_curve, grid, noise_delta)
-        )
-
-        if p.l2 is None:
-            half = objective_epsilon / 2.0
-            expected_b_norm = (
-                amp_objective_sigma(lipschitz, half, noise_delta) * math.sqrt(dimension)
-                if p.noise == "gaussian"
-                else dimension * 2.0 * lipschitz / half
+            objective_epsilon = pure_epsilon_for_target(
+                target_epsilon, delta, grid, PrivacyCost(pure_dp_rdp(grid, epsilon=output_epsilon), grid)
             )
-            l2 = max(
-                minimum_l2(curvature, bound, meta.n, half),
-                default_l2_second_order(expected_b_norm / meta.n, p.effective_radius()),
-            )
-        else:
-            l2 = p.l2
-        jacobian = jacobian_epsilon(curvature, bound, meta.n, l2)
-        noise_epsilon = objective_epsilon - jacobian
-        if not noise_epsilon > 0.0:
-            recommended = minimum_l2(curvature, bound, meta.n, objective_epsilon / 2.0)
-            raise SolverParameterError(
-                "l2",
-                f"l2 = {l2:g} is too small for objective perturbation at epsilon = {target_epsilon:g} with n = "
-                f"{meta.n}: the Jacobian term 2·log(1 + c·B²/(n·l2)) = {jacobian:.4g} uses the whole "
-                f"ε = {objective_epsilon:.4g}; use l2 ≥ {recommended:.4g} (half the budget) or omit l2",
-            )
-        if p.noise == "gaussian":
-            t = math.sqrt(2.0 * math.log(1.0 / noise_delta))
-            if noise_epsilon > 2.0 * (1.0 + t):
-                raise SolverParameterError(
-                    "epsilon",
-                    f"the Gaussian objective noise (5) is proven for ε_b ≤ 2(1 + sqrt(2 log(1/δ_b))) = "
-                    f"{2.0 * (1.0 + t):.4g}; this request needs ε_b = {noise_epsilon:.4g}: lower epsilon or use "
-                    "noise='laplace'",
+            if p.l2 is None:
+                half = objective_epsilon / 2.0
+                expected_b_norm = dimension * 2.0 * lipschitz / half
+                l2 = max(
+                    minimum_l2(curvature, bound, meta.n, half),
+                    default_l2_second_order(expected_b_norm / meta.n, p.effective_radius()),
                 )
-            objective_scale = amp_objective_sigma(lipschitz, noise_epsilon, noise_delta)
-        else:
+            else:
+                l2 = p.l2
+            jacobian = jacobian_epsilon(curvature, bound, meta.n, l2)
+            noise_epsilon = objective_epsilon - jacobian
+            if not noise_epsilon > 0.0:
+                recommended = minimum_l2(curvature, bound, meta.n, objective_epsilon / 2.0)
+                term = f"2·log(1 + c·B²/(n·l2)) = {jacobian:.4g}"
+                raise _l2_too_small(l2, target_epsilon, meta.n, term, recommended)
             objective_scale = 2.0 * lipschitz / noise_epsilon
         problem = objective_minimiser_problem(
             p.model, p.loss_params(), meta.n, dimension, l2, bound, meta.label_bound, p.noise, objective_scale
@@ -303,7 +314,6 @@ class ObjectivePerturbation(Solver[ObjectivePerturbationParams, ObjectivePerturb
             noise=p.noise,
             jacobian_epsilon=jacobian,
             noise_epsilon=noise_epsilon,
-            noise_delta=noise_delta,
             objective_noise_scale=objective_scale,
             gradient_tolerance=tolerance,
             gradient_tolerance_floor=floor,
@@ -316,12 +326,12 @@ class ObjectivePerturbation(Solver[ObjectivePerturbationParams, ObjectivePerturb
     def _cost(self, r: ObjectivePerturbationResolved, meta: PublicMetadata, grid: OrderGrid) -> PrivacyCost:
         """The curve of the module docstring: θ_b's pure ε_J + ε_b (with δ_b for the Gaussian) plus the output
         step (Gaussian RDP of sensitivity Δ_out, or pure ε_out); reads no row."""
-        objective = PrivacyCost.approximate_dp(r.jacobian_epsilon + r.noise_epsilon, r.noise_delta, grid)
         if r.noise == "gaussian":
             output = PrivacyCost(gaussian_rdp(grid, sigma=r.output_noise_scale, sensitivity=r.output_sensitivity), grid)
-        else:
-            output = PrivacyCost.pure_dp(r.output_sensitivity / r.output_noise_scale, grid)
-        return objective + output
+            kappa = r.curvature_bound * r.design_norm_bound**2 / (r.n * r.l2)
+            return gaussian_objective_cost(r.objective_noise_scale / (2.0 * r.lipschitz), kappa, output)
+        objective = PrivacyCost.pure_dp(r.jacobian_epsilon + r.noise_epsilon, grid)
+        return objective + PrivacyCost.pure_dp(r.output_sensitivity / r.output_noise_scale, grid)
 
     def _progress_steps(self, r: ObjectivePerturbationResolved) -> int:
         return r.minimiser_steps + 1
@@ -339,3 +349,12 @@ class ObjectivePerturbation(Solver[ObjectivePerturbationParams, ObjectivePerturb
         centre = solution.theta if solution.certified else np.zeros(dimension)
         theta: FloatArray = centre + sample_noise(r.noise, dimension, r.output_noise_scale, run.rng)[0]
         return theta
+
+
+def _l2_too_small(l2: float, target_epsilon: float, n: int, term: str, recommended: float) -> SolverParameterError:
+    return SolverParameterError(
+        "l2",
+        f"l2 = {l2:g} is too small for objective perturbation at epsilon = {target_epsilon:g} with n = {n}: the "
+        f"Jacobian term {term} leaves no room for the noise; use l2 ≥ {recommended:.4g} (half the budget) or "
+        "omit l2",
+    )
