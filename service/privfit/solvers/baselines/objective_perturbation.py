@@ -36,7 +36,8 @@ was charged as (ε_J + ε_b, δ_b)-DP with AMP's σ_b = 2G(1 + sqrt(2 log(1/δ_b
 δ pot: every fit spent half of what was left of it, so a dataset admitted few such fits whatever its ε budget.)
 The loss must be twice differentiable almost everywhere with bounded φ'' (the change of variables holds for the
 Lipschitz map b(θ)) and globally Lipschitz: logistic, Huber and the smoothed hinge qualify; the squared loss is
-NOT globally Lipschitz (‖u‖ is unbounded over R^d) and is refused — use ``output_perturbation``, ``dp_gd`` or ``dp_sgd`` for it.
+NOT globally Lipschitz (‖u‖ is unbounded over R^d) and is refused — use ``output_perturbation``, ``dp_gd`` or
+``dp_sgd`` for it.
 
 **The approximate minimiser** (AMP's output step, with a conservative sensitivity). Given θ_b = t, the noise is
 determined, b = −Σ_i∇ℓ(t; z_i) − nλt, so the solver's output θ̂ = g(D, t) is a function of (D, t) with
