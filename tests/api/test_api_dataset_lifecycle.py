@@ -22,6 +22,7 @@ from sqlalchemy import select
 
 from privfit.api.auth import create_api_key
 from privfit.db import DatasetBlob, Job
+from privfit.db.models import DatasetUpload
 from privfit.jobs import claim
 
 FIT = {"model": "logistic", "solver": "dp_gd", "privacy": {"epsilon": 0.5}}
@@ -173,6 +174,34 @@ def test_a_duplicate_upload_is_a_409_naming_the_existing_dataset_unless_allowed(
     for dataset_id in (first.json()["id"], allowed.json()["id"]):
         assert idle_client.delete(f"/v1/datasets/{dataset_id}", headers=idle_keys.owner).status_code == 204
     assert post_csv(idle_client, idle_keys.owner).status_code == 201
+
+
+def test_two_identical_uploads_racing_each_other_register_once(database_store_apps):
+    """Both uploads pass the duplicate check when they begin; the one that registers second must see the first
+    (the check is repeated under the key's lock at registration) and get the 409, leaving no pending upload."""
+    first, second = database_store_apps
+    keys = make_keys(first)
+    store = first.app.state.store
+    original_put = store.put
+    racing: list = []
+
+    def put_then_let_the_other_upload_finish(encoded):  # type: ignore[no-untyped-def]
+        key = original_put(encoded)
+        racing.append(post_csv(second, keys.owner))
+        return key
+
+    store.put = put_then_let_the_other_upload_finish
+    try:
+        late = post_csv(first, keys.owner)
+    finally:
+        del store.put
+    [early] = racing
+    assert early.status_code == 201, early.text
+    assert late.status_code == 409 and late.json()["existing_dataset_id"] == early.json()["id"], late.text
+    assert [d["id"] for d in first.get("/v1/datasets", headers=keys.owner).json()] == [early.json()["id"]]
+    with first.app.state.db.read() as session:
+        assert list(session.scalars(select(DatasetUpload.id))) == []  # the loser's pending upload is gone
+        assert len(list(session.scalars(select(DatasetBlob.key)))) == 1  # the winner's data stays
 
 
 def test_owners_and_admins_list_duplicates(idle_client: TestClient, idle_keys: Keys):

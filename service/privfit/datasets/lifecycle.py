@@ -46,6 +46,7 @@ __all__ = [
     "check_store",
     "finish_upload",
     "lock_key",
+    "refuse_duplicate",
     "release_key",
     "store_mismatch",
     "sweep_orphans",
@@ -91,15 +92,22 @@ def begin_upload(db: Database, upload_id: str, key: str, *, owner_key_id: str, a
     with db.write() as session:
         lock_key(session, key)
         if not allow_duplicate:
-            existing = session.scalar(
-                select(Dataset.id)
-                .where(Dataset.owner_key_id == owner_key_id, Dataset.storage_key == key, Dataset.deleted_at.is_(None))
-                .order_by(Dataset.created_at)
-                .limit(1)
-            )
-            if existing is not None:
-                raise DuplicateDatasetError(existing)
+            refuse_duplicate(session, owner_key_id, key)
         session.add(DatasetUpload(id=upload_id, storage_key=key, created_at=utcnow()))
+
+
+def refuse_duplicate(session: Session, owner_key_id: str, key: str) -> None:
+    """Raise :class:`DuplicateDatasetError` if ``owner_key_id`` has a live dataset stored under ``key``. Called under
+    the key's lock when an upload begins and again when it registers, so two identical uploads racing each other
+    cannot both register (the second sees the first's dataset)."""
+    existing = session.scalar(
+        select(Dataset.id)
+        .where(Dataset.owner_key_id == owner_key_id, Dataset.storage_key == key, Dataset.deleted_at.is_(None))
+        .order_by(Dataset.created_at)
+        .limit(1)
+    )
+    if existing is not None:
+        raise DuplicateDatasetError(existing)
 
 
 def finish_upload(session: Session, upload_id: str, key: str) -> bool:

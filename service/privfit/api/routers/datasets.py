@@ -28,6 +28,7 @@ from privfit.datasets.lifecycle import (
     abandon_upload,
     begin_upload,
     finish_upload,
+    refuse_duplicate,
     release_key,
 )
 from privfit.datasets.store import DatasetStore
@@ -188,6 +189,18 @@ def _store_and_register(
     dataset_id = str(uuid.uuid4())
     try:
         begin_upload(db, dataset_id, storage_key, owner_key_id=principal.key_id, allow_duplicate=allow_duplicate)
+        try:
+            crash_point("upload:pending")  # test-only fault injection (privfit.faults)
+            store.put(encoded)  # stores under store.key_of(encoded) == storage_key
+            crash_point("upload:stored")
+            return _register(db, dataset_id, principal, name, declared, encoded, storage_key, store.identity, grid,
+                             allow_duplicate)  # fmt: skip
+        except BaseException:
+            try:
+                abandon_upload(db, store, dataset_id, storage_key)  # nothing half-written: no orphan data
+            except Exception as cleanup:  # e.g. the database is down: the orphan sweep removes it later
+                log.warning("abandoned upload left for the orphan sweep", extra={"error_type": type(cleanup).__name__})
+            raise
     except DuplicateDatasetError as duplicate:
         raise Problem(
             409, "Duplicate dataset",
@@ -195,17 +208,6 @@ def _store_and_register(
             "separate, fresh budget. Use the existing dataset, or send allow_duplicate=true to register it anyway.",
             existing_dataset_id=duplicate.existing_id, field="allow_duplicate",
         ) from None  # fmt: skip
-    try:
-        crash_point("upload:pending")  # test-only fault injection (privfit.faults)
-        store.put(encoded)  # stores under store.key_of(encoded) == storage_key
-        crash_point("upload:stored")
-        return _register(db, dataset_id, principal, name, declared, encoded, storage_key, store.identity, grid)
-    except BaseException:
-        try:
-            abandon_upload(db, store, dataset_id, storage_key)  # nothing half-written: no orphan data
-        except Exception as cleanup:  # e.g. the database is down: the orphan sweep removes it later
-            log.warning("abandoned upload left for the orphan sweep", extra={"error_type": type(cleanup).__name__})
-        raise
 
 
 def _register(
@@ -218,10 +220,12 @@ def _register(
     storage_key: str,
     store_id: str,
     grid: OrderGrid,
+    allow_duplicate: bool,
 ) -> Dataset:
     """Insert the dataset's public metadata and its budget, and remove its pending upload, in one transaction.
 
-    503 (retry) if the pending upload is gone — the orphan sweep judged it abandoned, so its data may be purged."""
+    503 (retry) if the pending upload is gone — the orphan sweep judged it abandoned, so its data may be purged;
+    :class:`DuplicateDatasetError` if an identical upload of the same owner registered meanwhile."""
     with db.write() as session:
         if not finish_upload(session, dataset_id, storage_key):
             raise HTTPException(
@@ -229,6 +233,8 @@ def _register(
                 "the upload took longer than PRIVFIT_UPLOAD_GRACE_SECONDS and its stored data was swept; upload again",
                 headers={"Retry-After": "1"},
             )  # problem+json (problems.py)
+        if not allow_duplicate:
+            refuse_duplicate(session, principal.key_id, storage_key)  # under the key's lock (finish_upload)
         dataset = Dataset(
             id=dataset_id, owner_key_id=principal.key_id, name=name,
             schema_json=json.loads(declared.canonical_json()), feature_names=list(encoded.feature_names),
