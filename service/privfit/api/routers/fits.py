@@ -20,7 +20,7 @@ from privfit.db import Budget, Database, Dataset, Job
 from privfit.jobs import cancel
 from privfit.ledger import budget_filter, delta_allowance, estimate, reserve
 from privfit.privacy import curve_to_json, get_grid, pure_epsilon_to_json
-from privfit.solvers.base import FitPlan, FitResult, PublicMetadata, SolverParameterError
+from privfit.solvers.base import MIN_EPSILON, FitPlan, FitResult, PublicMetadata, SolverParameterError
 from privfit.solvers.registry import get_solver
 
 from ..auth import Principal, require_role, usable_dataset, visible_dataset
@@ -34,7 +34,9 @@ class Privacy(BaseModel):
     """Either a target ε for this fit (calibrated at the dataset's δ) or nothing (explicit noise in params)."""
 
     model_config = {"extra": "forbid"}
-    epsilon: float | None = Field(None, gt=0, le=100, description="Target ε of this fit at the dataset's δ.")
+    epsilon: float | None = Field(
+        None, ge=MIN_EPSILON, le=100, description="Target ε ∈ [1e-6, 100] of this fit at the dataset's δ."
+    )
 
 
 class FitRequest(BaseModel):
