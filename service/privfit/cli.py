@@ -50,7 +50,7 @@ def _worker(args: argparse.Namespace) -> int:
     pool = WorkerPool(
         db, store, size=args.concurrency or settings.workers,
         lease_seconds=settings.lease_seconds, heartbeat_seconds=settings.heartbeat_seconds,
-        poll_seconds=settings.poll_seconds,
+        poll_seconds=settings.poll_seconds, cancel_poll_seconds=settings.cancel_poll_seconds,
     )  # fmt: skip
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):

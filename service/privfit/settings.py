@@ -89,6 +89,14 @@ class Settings(BaseSettings):
     lease_seconds: float = Field(60.0, gt=0, description="A running job whose lease is older is a lost job.")
     heartbeat_seconds: float = Field(5.0, gt=0, description="How often a worker renews its lease and progress.")
     poll_seconds: float = Field(0.5, gt=0, description="How often idle workers look for queued jobs.")
+    cancel_poll_seconds: float = Field(
+        0.2,
+        gt=0,
+        le=60,
+        description="A running fit reads its cancel flag from the database at most this often (from its solver's "
+        "step callback), so a cancel sent to another process's API reaches it within this time; a cancel sent to "
+        "the API process that runs the fit reaches it at its next step.",
+    )
     grid: str = Field("dp-accounting-156/v1", description="RDP order grid of new datasets.")
     enable_experimental_solvers: bool = Field(
         False,

@@ -59,6 +59,7 @@ def create_app(settings: Settings | None = None, *, run_workers: bool | None = N
             app.state.workers = WorkerPool(
                 db, app.state.store, size=settings.workers, lease_seconds=settings.lease_seconds,
                 heartbeat_seconds=settings.heartbeat_seconds, poll_seconds=settings.poll_seconds,
+                cancel_poll_seconds=settings.cancel_poll_seconds,
             )  # fmt: skip
             app.state.workers.start()
             app.state.dispatcher = PollingDispatcher(app.state.workers)

@@ -4,10 +4,12 @@ Order of events, each step a separate commit:
 1. :func:`~privfit.jobs.states.claim` — queued → running and reservation → charge, before any row is read;
 2. the dataset's matrix is loaded from the store (integrity-checked);
 3. :func:`~privfit.jobs.states.mark_reading` — ``data_read_at`` is committed, then the solver runs on the rows with
-   an OS-seeded generator, while a heartbeat thread renews the lease, publishes data-independent progress and
-   relays cancellation requests;
-4. the result is written once by the lease owner (a worker that lost its lease discards its result, so one
-   charge never releases two outputs).
+   an OS-seeded generator, while a heartbeat thread renews the lease and publishes data-independent progress; the
+   solver's stop callback, polled once per step, sees a cancel at once (from this process) or within
+   ``cancel_poll_seconds`` (from another: :mod:`privfit.jobs.cancellation`);
+4. the result is written once by the lease owner, unless a cancel committed first (checked in the same
+   transaction: the fit ends cancelled and releases nothing); a worker that lost its lease discards its result, so
+   one charge never releases two outputs.
 
 Before step 1, a worker whose dataset store is not the one holding the job's dataset (two processes with
 different ``PRIVFIT_DATA_DIR`` on one database) refuses the job before charging it: failed with
@@ -36,6 +38,7 @@ from privfit.privacy import secure_generator
 from privfit.solvers.base import FitCancelled, PublicMetadata
 from privfit.solvers.registry import get_solver
 
+from .cancellation import StopCheck, watching
 from .states import (
     ClaimedJob,
     LeaseLostError,
@@ -46,6 +49,7 @@ from .states import (
     heartbeat,
     mark_reading,
     refuse_queued,
+    stop_state,
 )
 
 log = logging.getLogger("privfit.jobs")
@@ -75,25 +79,37 @@ def _heartbeat_loop(db: Database, job: ClaimedJob, worker: str, lease: float, ev
 
 
 def run_job(
-    db: Database, store: DatasetStore, job_id: str, worker: str, *, lease_seconds: float, heartbeat_seconds: float
+    db: Database,
+    store: DatasetStore,
+    job_id: str,
+    worker: str,
+    *,
+    lease_seconds: float,
+    heartbeat_seconds: float,
+    cancel_poll_seconds: float = 0.2,
 ) -> str | None:
-    """Claim and run ``job_id``; returns its final status, or None if another worker had it or it was not queued."""
+    """Claim and run ``job_id``; returns its final status, or None if another worker had it or it was not queued.
+
+    A cancel reaches the running fit at its next step (:mod:`privfit.jobs.cancellation`): at once from this
+    process (its stop event is registered before the claim), within ``cancel_poll_seconds`` from another."""
     if _refused_for_store(db, store, job_id):
         return "failed"
-    job = claim(db, job_id, worker, lease_seconds)
-    if job is None:
-        return None
-    log.info("job started", extra={"job_id": job.id, "solver": job.solver, "attempt": job.attempt})
     monitor = _Monitor()
-    beat = threading.Thread(
-        target=_heartbeat_loop, args=(db, job, worker, lease_seconds, heartbeat_seconds, monitor), daemon=True
-    )
-    beat.start()
-    try:
-        return _execute(db, store, job, worker, monitor)
-    finally:
-        monitor.done.set()
-        beat.join()
+    with watching(job_id, monitor.cancel):
+        job = claim(db, job_id, worker, lease_seconds)
+        if job is None:
+            return None
+        log.info("job started", extra={"job_id": job.id, "solver": job.solver, "attempt": job.attempt})
+        beat = threading.Thread(
+            target=_heartbeat_loop, args=(db, job, worker, lease_seconds, heartbeat_seconds, monitor), daemon=True
+        )
+        beat.start()
+        stop = StopCheck(monitor.cancel, lambda: stop_state(db, job_id, worker), cancel_poll_seconds, monitor.lost.set)
+        try:
+            return _execute(db, store, job, worker, monitor, stop)
+        finally:
+            monitor.done.set()
+            beat.join()
 
 
 STORE_MISMATCH = {
@@ -123,7 +139,9 @@ FAILED_AFTER_READING = {
 }
 
 
-def _execute(db: Database, store: DatasetStore, job: ClaimedJob, worker: str, monitor: _Monitor) -> str | None:
+def _execute(
+    db: Database, store: DatasetStore, job: ClaimedJob, worker: str, monitor: _Monitor, stop: StopCheck
+) -> str | None:
     reading = False
     try:
         solver = get_solver(job.solver)
@@ -141,7 +159,7 @@ def _execute(db: Database, store: DatasetStore, job: ClaimedJob, worker: str, mo
                                       "ran; its privacy charge was refunded"})  # fmt: skip
             return "failed"
         X, y = store.get(storage_key)
-        if monitor.cancel.is_set():
+        if stop():
             raise FitCancelled(0, 1)
         if not mark_reading(db, job.id, worker):
             monitor.lost.set()
@@ -151,7 +169,7 @@ def _execute(db: Database, store: DatasetStore, job: ClaimedJob, worker: str, mo
         def progress(fraction: float) -> None:
             monitor.progress = float(fraction)
 
-        result = solver.fit(X, y, meta, resolved, secure_generator(), progress, monitor.cancel.is_set)
+        result = solver.fit(X, y, meta, resolved, secure_generator(), progress, stop)
     except FitCancelled:
         if monitor.lost.is_set():
             return None
@@ -172,8 +190,11 @@ def _execute(db: Database, store: DatasetStore, job: ClaimedJob, worker: str, mo
             fail(db, job.id, worker, {"type": "fit_failed_before_reading", "detail": "the fit failed before reading "
                                       "the data; its privacy charge was refunded"})  # fmt: skip
         return "failed"
-    if monitor.lost.is_set() or not finish(db, job.id, worker, result.to_dict()):
+    status = None if monitor.lost.is_set() else finish(db, job.id, worker, result.to_dict())
+    if status is None:
         log.warning("job result discarded: lease lost", extra={"job_id": job.id})
-        return None
-    log.info("job succeeded", extra={"job_id": job.id})
-    return "succeeded"
+    elif status == "cancelled":  # the cancel committed before the result: nothing is released, the charge is kept
+        log.info("job cancelled before its result was written", extra={"job_id": job.id})
+    else:
+        log.info("job succeeded", extra={"job_id": job.id})
+    return status

@@ -7,13 +7,16 @@ whether it won. The ledger moves in the same transactions:
 - ``claim``: queued → running **and** the reservation becomes a charge, in one transaction, before any row of
   the dataset is read. A job is charged at most once (``UNIQUE(job_id, kind)``).
 - ``mark_reading``: committed just before the solver is given the dataset's rows (``data_read_at``).
-- ``finish``: running → succeeded with the result, only by the lease owner; the result is written once.
+- ``finish``: running → succeeded with the result, only by the lease owner and only if no cancel was requested
+  (checked in the same UPDATE); the result is written once. A fit whose cancel committed first ends cancelled there
+  (charge kept: it read rows).
 - ``fail`` / ``end_cancelled``: running → failed / cancelled. **Refunds**: if the job never read a row
   (``data_read_at`` is NULL, checked in the same UPDATE), its charge is released in the same transaction — it
   released nothing that depends on the data (dataset deleted while queued, store unreachable, a transient error,
   a cancel before the rows were read); a job that read rows keeps its charge.
 - ``cancel``: queued → cancelled with the reservation released (a re-queued job, charged when first claimed and
-  never having read a row, is refunded too); running → ``cancel_requested`` (the solver stops at its next step).
+  never having read a row, is refunded too); running → ``cancel_requested`` (the solver stops at its next step:
+  :mod:`privfit.jobs.cancellation`).
 - ``recover_lost``: running jobs whose lease expired (their worker died) → failed, charge kept, no result; or, if
   the job never read its dataset, back to queued with its charge (a later claim finds the charge and does not make
   a second one: ``charge`` is idempotent per job) — or cancelled and refunded if a cancel was requested meanwhile.
@@ -26,10 +29,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import select, update
+from sqlalchemy.orm import Session
 
 from privfit.db import Database, Job, LedgerEntry
 from privfit.db.models import utcnow
 from privfit.ledger import charge, refund, release
+
+from .cancellation import notify_cancel
 
 
 @dataclass(frozen=True)
@@ -101,26 +107,45 @@ class LeaseLostError(Exception):
 REFUND_NOTE = "refunded: the fit ended before reading any row, so nothing it released depends on the data"
 
 
+def _end_in(session: Session, job_id: str, worker: str, status: str, *conditions: Any, **values: Any) -> bool:
+    """End the running job of ``worker`` in ``session``'s transaction (if ``conditions`` also hold); a failed or
+    cancelled job that never read a row is refunded in the same transaction (module docstring)."""
+    row = session.execute(
+        update(Job)
+        .where(Job.id == job_id, Job.status == "running", Job.lease_owner == worker, *conditions)
+        .values(status=status, finished_at=utcnow(), lease_expires_at=None, **values)
+        .returning(Job.dataset_id, Job.data_read_at)
+    ).one_or_none()
+    if row is None:
+        return False
+    if status != "succeeded" and row.data_read_at is None:
+        refund(session, row.dataset_id, job_id, REFUND_NOTE)
+    return True
+
+
 def _end(db: Database, job_id: str, worker: str, status: str, **values: Any) -> bool:
-    """End the running job of ``worker``; a failed or cancelled job that never read a row is refunded in the same
-    transaction (module docstring)."""
+    """:func:`_end_in` in a transaction of its own."""
     with db.write() as session:
-        row = session.execute(
-            update(Job)
-            .where(Job.id == job_id, Job.status == "running", Job.lease_owner == worker)
-            .values(status=status, finished_at=utcnow(), lease_expires_at=None, **values)
-            .returning(Job.dataset_id, Job.data_read_at)
-        ).one_or_none()
-        if row is None:
-            return False
-        if status != "succeeded" and row.data_read_at is None:
-            refund(session, row.dataset_id, job_id, REFUND_NOTE)
-        return True
+        return _end_in(session, job_id, worker, status, **values)
 
 
-def finish(db: Database, job_id: str, worker: str, result: dict[str, Any]) -> bool:
-    """Write the result once and mark the job succeeded; False if this worker lost the job meanwhile."""
-    return _end(db, job_id, worker, "succeeded", result=result, progress=1.0)
+CANCELLED_RUNNING = {"type": "cancelled", "detail": "cancelled while running"}
+
+
+def finish(db: Database, job_id: str, worker: str, result: dict[str, Any]) -> str | None:
+    """Write the result once and mark the job succeeded — unless a cancel was requested: the flag is re-checked in
+    the same transaction, and a fit whose cancel committed first ends ``cancelled`` without its result (charge kept:
+    it read rows). Returns the final status, or None if this worker lost the job meanwhile (nothing written).
+
+    Idempotent under retries: a second attempt after a commit whose answer was lost finds the job no longer
+    running under this worker and writes nothing; :func:`final_status` then tells what the first one did."""
+    with db.write() as session:
+        if _end_in(session, job_id, worker, "succeeded", Job.cancel_requested.is_(False), result=result,
+                   progress=1.0):  # fmt: skip
+            return "succeeded"
+        if _end_in(session, job_id, worker, "cancelled", Job.cancel_requested.is_(True), error=CANCELLED_RUNNING):
+            return "cancelled"
+        return None
 
 
 def fail(db: Database, job_id: str, worker: str, error: dict[str, Any]) -> bool:
@@ -131,11 +156,35 @@ def fail(db: Database, job_id: str, worker: str, error: dict[str, Any]) -> bool:
 
 def end_cancelled(db: Database, job_id: str, worker: str) -> bool:
     """A running job stopped on request: cancelled, no result; refunded if it never read a row."""
-    return _end(db, job_id, worker, "cancelled", error={"type": "cancelled", "detail": "cancelled while running"})
+    return _end(db, job_id, worker, "cancelled", error=CANCELLED_RUNNING)
+
+
+def final_status(db: Database, job_id: str, worker: str) -> str | None:
+    """The job's status if it has ended while ``worker`` held it (its lease owner), else None: what a retried
+    transition whose first commit went through (its answer lost with the connection) reads back."""
+    with db.read() as session:
+        row = session.execute(select(Job.status, Job.lease_owner).where(Job.id == job_id)).one_or_none()
+    if row is None or row.lease_owner != worker or row.status not in ("succeeded", "failed", "cancelled"):
+        return None
+    return str(row.status)
+
+
+def stop_state(db: Database, job_id: str, worker: str) -> str | None:
+    """What a running fit's stop callback polls (:class:`~privfit.jobs.cancellation.StopCheck`): ``"cancel"`` if
+    a cancel was requested, ``"lost"`` if ``worker`` no longer runs the job, else None (one primary-key read)."""
+    with db.read() as session:
+        row = session.execute(
+            select(Job.status, Job.lease_owner, Job.cancel_requested).where(Job.id == job_id)
+        ).one_or_none()
+    if row is None or row.status != "running" or row.lease_owner != worker:
+        return "lost"
+    return "cancel" if row.cancel_requested else None
 
 
 def cancel(db: Database, job_id: str) -> str:
-    """Cancel a job: queued → cancelled with its reservation released; running → cancel requested.
+    """Cancel a job: queued → cancelled with its reservation released; running → cancel requested, and the runner
+    of the job in this process (if any) is told at once (:func:`~privfit.jobs.cancellation.notify_cancel`); other
+    processes' runners poll the flag (:class:`~privfit.jobs.cancellation.StopCheck`).
 
     Returns the job's status after the call.
     """
@@ -155,7 +204,10 @@ def cancel(db: Database, job_id: str) -> str:
                 refund(session, job.dataset_id, job.id, REFUND_NOTE)
         elif job.status == "running":
             job.cancel_requested = True
-        return job.status
+        status = job.status
+    if status == "running":  # committed: tell this process's runner of the job at once (cancellation module)
+        notify_cancel(job_id)
+    return status
 
 
 def mark_reading(db: Database, job_id: str, worker: str) -> bool:
