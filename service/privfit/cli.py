@@ -44,7 +44,11 @@ def _worker(args: argparse.Namespace) -> int:
 
         run_worker(settings, args.concurrency or settings.workers)
         return 0
-    db = make_database(settings.database_url)
+    db = make_database(
+        settings.database_url,
+        retry_attempts=settings.db_retry_attempts,
+        retry_backoff=settings.db_retry_backoff_seconds,
+    )
     store = make_store(settings, db)
     check_store(db, store)  # a data directory that holds none of the live datasets: refuse to start
     pool = WorkerPool(

@@ -38,7 +38,11 @@ def create_app(settings: Settings | None = None, *, run_workers: bool | None = N
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        db = make_database(settings.database_url)
+        db = make_database(
+            settings.database_url,
+            retry_attempts=settings.db_retry_attempts,
+            retry_backoff=settings.db_retry_backoff_seconds,
+        )
         if db.is_sqlite:
             upgrade(settings.database_url)
         app.state.db = db

@@ -68,7 +68,11 @@ def _worker_context(settings_json: str) -> tuple[Any, Any, Settings]:
     from privfit.db import make_database
 
     settings = Settings.model_validate_json(settings_json)
-    db = make_database(settings.database_url)
+    db = make_database(
+        settings.database_url,
+        retry_attempts=settings.db_retry_attempts,
+        retry_backoff=settings.db_retry_backoff_seconds,
+    )
     return db, make_store(settings, db), settings
 
 

@@ -16,9 +16,12 @@ different ``PRIVFIT_DATA_DIR`` on one database) refuses the job before charging 
 ``dataset_store_mismatch``, its reservation released, and the operator told in the log
 (:func:`privfit.datasets.lifecycle.store_mismatch`).
 
-A fit that ends before step 3 (dataset deleted while queued, store unreachable or corrupt, a transient database
-error, a cancel) released nothing that depends on the data: it fails or is cancelled and its charge is refunded in
-the same transaction (:mod:`privfit.jobs.states`). A fit that fails after step 3 keeps its charge and shows the
+A fit that ends before step 3 (dataset deleted while queued, store unreachable or corrupt, a cancel) released
+nothing that depends on the data: it fails or is cancelled and its charge is refunded in the same transaction
+(:mod:`privfit.jobs.states`). Every database step is retried on transient faults
+(:meth:`~privfit.db.Database.retrying`; each transition is idempotent); a transient database fault that outlives the
+retries before step 3 is no failure of the fit: it goes back to the queue with its charge, as a lost worker's unread
+fit does (:func:`_database_fault_before_reading`). A fit that fails after step 3 keeps its charge and shows the
 analyst one fixed, data-free error — never the exception's type or message, which may depend on the rows; those go
 to the server log for owners and operators.
 """
@@ -34,6 +37,7 @@ from sqlalchemy import select
 from privfit.datasets.lifecycle import store_mismatch
 from privfit.datasets.store import DatasetStore, DatasetStoreError
 from privfit.db import Database, Dataset, Job
+from privfit.db.engine import is_transient
 from privfit.privacy import secure_generator
 from privfit.solvers.base import FitCancelled, PublicMetadata
 from privfit.solvers.registry import get_solver
@@ -49,6 +53,7 @@ from .states import (
     heartbeat,
     mark_reading,
     refuse_queued,
+    requeue_unread,
     stop_state,
 )
 
@@ -122,15 +127,59 @@ STORE_MISMATCH = {
 def _refused_for_store(db: Database, store: DatasetStore, job_id: str) -> bool:
     """Whether the queued job's dataset lives in another store than this worker's; if so the job is refused before
     it is claimed or charged, and the operator is told why (the analyst gets :data:`STORE_MISMATCH`)."""
-    with db.read() as session:
-        store_id = session.scalar(
-            select(Dataset.store_id).join(Job, Job.dataset_id == Dataset.id).where(Job.id == job_id)
-        )
-    reason = store_mismatch(store_id, store)
+
+    def read() -> str | None:
+        with db.read() as session:
+            return session.scalar(
+                select(Dataset.store_id).join(Job, Job.dataset_id == Dataset.id).where(Job.id == job_id)
+            )
+
+    reason = store_mismatch(db.retrying(read, what="dataset store id"), store)
     if reason is None or not refuse_queued(db, job_id, STORE_MISMATCH):
         return False
     log.error("fit refused before charging: %s", reason, extra={"job_id": job_id})
     return True
+
+
+def _dataset_of(db: Database, dataset_id: str) -> tuple[str | None, PublicMetadata | None]:
+    """The dataset's storage key (None once deleted) and public metadata (None if the row is gone)."""
+    with db.read() as session:
+        dataset = session.get(Dataset, dataset_id)
+        if dataset is None:
+            return None, None
+        meta = PublicMetadata(
+            n=dataset.n, d=dataset.d, row_norm_bound=dataset.row_norm_bound, label_bound=dataset.label_bound,
+            feature_names=tuple(dataset.feature_names),
+        )  # fmt: skip
+        return dataset.storage_key, meta
+
+
+#: A fit that met transient database faults before reading a row this many times (claims) fails, refunded
+MAX_FAULTED_ATTEMPTS = 5
+
+DATABASE_UNAVAILABLE = {
+    "type": "database_unavailable",
+    "detail": "the database was unavailable each time this fit was about to start; it did not read the data and its "
+    "privacy charge was refunded",
+}
+
+
+def _database_fault_before_reading(db: Database, job: ClaimedJob, worker: str, error: Exception) -> str | None:
+    """A transient database fault outlived the retries before the fit read a row: nothing depends on the data and
+    the solver never ran, so this is no solver failure. The fit goes back to the queue with its charge (the next
+    claim finds it), as a lost worker's unread fit does; after :data:`MAX_FAULTED_ATTEMPTS` claims it fails with
+    ``database_unavailable`` and is refunded (the existing rule for a fit that ends before reading); one whose cancel
+    was requested meanwhile ends cancelled. If even that write fails, the job keeps its lease until it expires and the
+    sweep re-queues it (:func:`~privfit.jobs.states.recover_lost`)."""
+    log.warning("transient database fault before reading", extra={"job_id": job.id,
+                "error_type": type(error).__name__, "attempt": job.attempt})  # fmt: skip
+    try:
+        if job.attempt >= MAX_FAULTED_ATTEMPTS:
+            return "failed" if fail(db, job.id, worker, DATABASE_UNAVAILABLE) else None
+        return requeue_unread(db, job.id, worker)
+    except Exception as again:
+        log.warning("job left to lease expiry", extra={"job_id": job.id, "error_type": type(again).__name__})
+        return None
 
 
 FAILED_AFTER_READING = {
@@ -146,19 +195,13 @@ def _execute(
     try:
         solver = get_solver(job.solver)
         resolved = solver.load_resolved(job.params)
-        with db.read() as session:
-            dataset = session.get(Dataset, job.dataset_id)
-            storage_key = None if dataset is None else dataset.storage_key
-            if dataset is not None:
-                meta = PublicMetadata(
-                    n=dataset.n, d=dataset.d, row_norm_bound=dataset.row_norm_bound,
-                    label_bound=dataset.label_bound, feature_names=tuple(dataset.feature_names),
-                )  # fmt: skip
-        if storage_key is None:
+        storage_key, meta = db.retrying(lambda: _dataset_of(db, job.dataset_id), what="dataset of a job")
+        if storage_key is None or meta is None:
             fail(db, job.id, worker, {"type": "dataset_deleted", "detail": "the dataset was deleted before the fit "
                                       "ran; its privacy charge was refunded"})  # fmt: skip
             return "failed"
-        X, y = store.get(storage_key)
+        key = storage_key
+        X, y = db.retrying(lambda: store.get(key), what="dataset matrix")  # a database store reads the database
         if stop():
             raise FitCancelled(0, 1)
         if not mark_reading(db, job.id, worker):
@@ -182,6 +225,8 @@ def _execute(
                                   "data and its privacy charge was refunded"})  # fmt: skip
         return "failed"
     except Exception as error:
+        if not reading and is_transient(error):
+            return _database_fault_before_reading(db, job, worker, error)
         # Owners and operators read the type in the server log; the analyst's record must not depend on the rows.
         log.error("job failed", extra={"job_id": job.id, "error_type": type(error).__name__, "reading": reading})
         if reading:
@@ -191,7 +236,7 @@ def _execute(
                                       "the data; its privacy charge was refunded"})  # fmt: skip
         return "failed"
     status = None if monitor.lost.is_set() else finish(db, job.id, worker, result.to_dict())
-    if status is None:
+    if status not in ("succeeded", "cancelled"):  # None, or "failed" if recovered as lost meanwhile
         log.warning("job result discarded: lease lost", extra={"job_id": job.id})
     elif status == "cancelled":  # the cancel committed before the result: nothing is released, the charge is kept
         log.info("job cancelled before its result was written", extra={"job_id": job.id})
