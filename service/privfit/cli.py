@@ -44,13 +44,17 @@ def _worker(args: argparse.Namespace) -> int:
 
         run_worker(settings, args.concurrency or settings.workers)
         return 0
-    db = make_database(settings.database_url)
+    db = make_database(
+        settings.database_url,
+        retry_attempts=settings.db_retry_attempts,
+        retry_backoff=settings.db_retry_backoff_seconds,
+    )
     store = make_store(settings, db)
     check_store(db, store)  # a data directory that holds none of the live datasets: refuse to start
     pool = WorkerPool(
         db, store, size=args.concurrency or settings.workers,
         lease_seconds=settings.lease_seconds, heartbeat_seconds=settings.heartbeat_seconds,
-        poll_seconds=settings.poll_seconds,
+        poll_seconds=settings.poll_seconds, cancel_poll_seconds=settings.cancel_poll_seconds,
     )  # fmt: skip
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):

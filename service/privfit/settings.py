@@ -89,6 +89,28 @@ class Settings(BaseSettings):
     lease_seconds: float = Field(60.0, gt=0, description="A running job whose lease is older is a lost job.")
     heartbeat_seconds: float = Field(5.0, gt=0, description="How often a worker renews its lease and progress.")
     poll_seconds: float = Field(0.5, gt=0, description="How often idle workers look for queued jobs.")
+    cancel_poll_seconds: float = Field(
+        0.2,
+        gt=0,
+        le=60,
+        description="A running fit reads its cancel flag from the database at most this often (from its solver's "
+        "step callback), so a cancel sent to another process's API reaches it within this time; a cancel sent to "
+        "the API process that runs the fit reaches it at its next step.",
+    )
+    db_retry_attempts: int = Field(
+        5,
+        ge=1,
+        le=100,
+        description="Tries in all of an idempotent database operation that fails with a transient fault (a dropped "
+        "connection, a server restart, a serialization failure, SQLite busy): reads, job claims, heartbeats, status "
+        "changes, fit admission (keyed by the new fit's id); past them the API answers 503 with Retry-After.",
+    )
+    db_retry_backoff_seconds: float = Field(
+        0.05,
+        ge=0,
+        le=10,
+        description="First pause between two tries; it doubles at each try (jittered ×0.5–1.5, at most 2 s).",
+    )
     grid: str = Field("dp-accounting-156/v1", description="RDP order grid of new datasets.")
     enable_experimental_solvers: bool = Field(
         False,

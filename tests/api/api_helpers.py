@@ -69,12 +69,12 @@ def bearer(key: str) -> dict[str, str]:
 
 def make_client(database_url: str, tmp_path: Path, *, workers: bool = True, **overrides: Any) -> TestClient:
     """A test client of an app on ``database_url`` with its data_dir under ``tmp_path``; ``overrides`` are further
-    :class:`Settings` fields (e.g. ``store="database"``)."""
-    settings = Settings(
-        database_url=database_url, data_dir=tmp_path / "store", workers=2, poll_seconds=0.05,
-        heartbeat_seconds=0.2, max_upload_bytes=8 * 1024 * 1024, **overrides,
-    )  # fmt: skip
-    return TestClient(create_app(settings, run_workers=workers))
+    :class:`Settings` fields or replace the defaults here (e.g. ``store="database"``, ``heartbeat_seconds=5``)."""
+    fields: dict[str, Any] = {
+        "database_url": database_url, "data_dir": tmp_path / "store", "workers": 2, "poll_seconds": 0.05,
+        "heartbeat_seconds": 0.2, "max_upload_bytes": 8 * 1024 * 1024, **overrides,
+    }  # fmt: skip
+    return TestClient(create_app(Settings(**fields), run_workers=workers))
 
 
 def upload(test_client: TestClient, keys: Keys, *, csv: bytes | None = None, schema: dict | None = None,

@@ -38,7 +38,11 @@ def create_app(settings: Settings | None = None, *, run_workers: bool | None = N
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        db = make_database(settings.database_url)
+        db = make_database(
+            settings.database_url,
+            retry_attempts=settings.db_retry_attempts,
+            retry_backoff=settings.db_retry_backoff_seconds,
+        )
         if db.is_sqlite:
             upgrade(settings.database_url)
         app.state.db = db
@@ -59,6 +63,7 @@ def create_app(settings: Settings | None = None, *, run_workers: bool | None = N
             app.state.workers = WorkerPool(
                 db, app.state.store, size=settings.workers, lease_seconds=settings.lease_seconds,
                 heartbeat_seconds=settings.heartbeat_seconds, poll_seconds=settings.poll_seconds,
+                cancel_poll_seconds=settings.cancel_poll_seconds,
             )  # fmt: skip
             app.state.workers.start()
             app.state.dispatcher = PollingDispatcher(app.state.workers)

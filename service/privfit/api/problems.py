@@ -2,20 +2,26 @@
 
 Messages are written for the client and never quote private row values (DESIGN §1.3): dataset validation
 errors name the column and line only, solver failures say that the fit failed, not why in data terms.
+
+A transient database fault (:func:`privfit.db.engine.is_transient`) that outlived the retries of the idempotent
+operations is a 503 with ``Retry-After: 1``; a value the database refuses (``DataError``) is a 422.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import DataError, SQLAlchemyError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from privfit.datasets import DatasetValidationError
+from privfit.db.engine import is_transient
 from privfit.errors import ParameterError
 from privfit.ledger import BudgetExceededError
 
@@ -23,6 +29,15 @@ from .encoding import public_json
 from .limits import JsonLimitError, loads_limited
 
 PROBLEM_JSON = "application/problem+json"
+
+log = logging.getLogger("privfit.api")
+
+#: ``Retry-After`` of a 503 for a transient database fault (the request changed nothing, or is safe to repeat)
+RETRY_AFTER_SECONDS = "1"
+DATABASE_UNAVAILABLE = (
+    "the database is unavailable for a moment (a dropped connection or a restart); the request was not completed "
+    "and can be sent again (with the same Idempotency-Key for a fit)"
+)
 
 
 class Problem(Exception):
@@ -79,6 +94,18 @@ def install_problem_handlers(app: FastAPI) -> None:
     async def _budget(request: Request, error: BudgetExceededError) -> JSONResponse:
         fields = public_json(error.problem_fields())
         return problem_response(409, "Privacy budget exceeded", str(error), request.url.path, **fields)
+
+    @app.exception_handler(SQLAlchemyError)
+    async def _database(request: Request, error: SQLAlchemyError) -> JSONResponse:
+        if isinstance(error, DataError):  # a value the database refuses (e.g. a NUL character, a number overflow)
+            return problem_response(422, "Invalid value", "a value of the request cannot be stored (e.g. a NUL "
+                                    "character in a string, or a number out of range)", request.url.path)  # fmt: skip
+        if is_transient(error):  # after the retries of the idempotent operations: the client may try again
+            log.warning("database unavailable", extra={"path": request.url.path, "error_type": type(error).__name__})
+            response = problem_response(503, "Service Unavailable", DATABASE_UNAVAILABLE, request.url.path)
+            response.headers["Retry-After"] = RETRY_AFTER_SECONDS
+            return response
+        raise error  # anything else is unexpected: the 500 below, logged with its traceback
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, error: Exception) -> JSONResponse:

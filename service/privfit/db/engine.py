@@ -3,30 +3,85 @@
 SQLite: WAL, foreign keys, a busy timeout, and Python's sqlite3 driver put in autocommit mode so SQLAlchemy emits
 the ``BEGIN`` itself — ``BEGIN IMMEDIATE`` for write transactions (a deferred BEGIN that reads then writes can
 fail with SQLITE_BUSY), following the SQLAlchemy documentation's pysqlite transaction recipe. PostgreSQL: READ
-COMMITTED, and write transactions lock the rows they decide on with ``SELECT … FOR UPDATE``.
+COMMITTED, connections pinged before use, and write transactions lock the rows they decide on with
+``SELECT … FOR UPDATE``.
+
+Transient faults (a dropped connection, a server restart, a serialization failure, SQLite busy: :func:`is_transient`)
+are retried by :meth:`Database.retrying` around idempotent operations; the API answers what still fails with 503.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import logging
+import random
+import sqlite3
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session, sessionmaker
 
 _IMMEDIATE = "privfit_sqlite_immediate"
 
+log = logging.getLogger("privfit.db")
+
+T = TypeVar("T")
+
+#: SQLite's messages for a lock another connection holds past the busy timeout (retrying may succeed)
+_SQLITE_BUSY = ("database is locked", "database table is locked", "database schema is locked")
+
+
+def is_transient(error: BaseException) -> bool:
+    """Whether ``error`` is a database fault a retry may cure, not a fault of the request or of the code.
+
+    Transient: the connection was lost or refused (SQLAlchemy's ``connection_invalidated``, a DB-API error it
+    classified as a disconnect, ``DisconnectionError``), every error psycopg classes as operational (server shutdown or
+    restart — ``pg_terminate_backend`` is ``AdminShutdown`` —, a dropped connection, too many connections,
+    serialization failures and deadlocks, a lock or statement timeout), a pool exhausted for longer than its timeout,
+    and SQLite's "database is locked". Not transient: constraint violations, bad data (``DataError``), programming
+    errors, SQLite's other operational errors ("no such table"). The chain of causes is searched (a psycopg error
+    wrapped by SQLAlchemy, re-raised by a layer above).
+    """
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, sa_exc.DBAPIError) and current.connection_invalidated:
+            return True
+        if isinstance(current, sa_exc.DisconnectionError | sa_exc.TimeoutError):
+            return True
+        if _is_psycopg_operational(current):
+            return True
+        if isinstance(current, sqlite3.OperationalError) and any(m in str(current).lower() for m in _SQLITE_BUSY):
+            return True
+        orig = getattr(current, "orig", None) if isinstance(current, sa_exc.DBAPIError) else None
+        current = orig if isinstance(orig, BaseException) else (current.__cause__ or current.__context__)
+    return False
+
+
+def _is_psycopg_operational(error: BaseException) -> bool:
+    try:
+        import psycopg
+    except ImportError:  # pragma: no cover - psycopg is a dependency; SQLite-only installs may lack it
+        return False
+    return isinstance(error, psycopg.OperationalError | psycopg.InterfaceError)
+
 
 @dataclass
 class Database:
-    """An engine plus two session factories: ``read()`` and ``write()`` (``BEGIN IMMEDIATE`` on SQLite)."""
+    """An engine plus two session factories: ``read()`` and ``write()`` (``BEGIN IMMEDIATE`` on SQLite), and the
+    retry policy of :meth:`retrying` (``retry_attempts`` tries in all, backoff from ``retry_backoff`` seconds)."""
 
     engine: Engine
     _reader: sessionmaker[Session]
     _writer: sessionmaker[Session]
+    retry_attempts: int = 5
+    retry_backoff: float = 0.05
 
     @property
     def is_sqlite(self) -> bool:
@@ -43,6 +98,40 @@ class Database:
         """A session whose transaction commits at the end (or rolls back on error); SQLite begins IMMEDIATE."""
         with self._writer() as session, session.begin():
             yield session
+
+    def retrying(
+        self,
+        operation: Callable[[], T],
+        *,
+        attempts: int | None = None,
+        backoff: float | None = None,
+        what: str = "database operation",
+    ) -> T:
+        """``operation()``, called again while it fails with a transient database fault (:func:`is_transient`).
+
+        Only for IDEMPOTENT operations: reads, and transactions whose second run after a first one that committed
+        (its answer lost with the connection) changes nothing — a conditional UPDATE whose WHERE no longer matches, an
+        insert keyed by an id the first run wrote and the second checks for. Each call must open its own session
+        (``with db.write()`` inside ``operation``), so a retry starts a fresh transaction on a fresh connection (the
+        pool drops the dead ones: pre-ping on PostgreSQL). At most ``attempts`` calls (default
+        :attr:`retry_attempts`), sleeping a jittered, doubling backoff between them (``backoff`` · 2^k · U(0.5, 1.5),
+        capped at 2 s); the last transient error is re-raised, and the API answers it 503 with Retry-After.
+        """
+        attempts = max(1, self.retry_attempts if attempts is None else attempts)
+        delay = self.retry_backoff if backoff is None else backoff
+        for attempt in range(1, attempts + 1):
+            try:
+                return operation()
+            except Exception as error:
+                if attempt >= attempts or not is_transient(error):
+                    raise
+                pause = min(2.0, delay * 2 ** (attempt - 1)) * random.uniform(0.5, 1.5)
+                log.warning(
+                    "transient database error, retrying",
+                    extra={"what": what, "attempt": attempt, "error_type": type(error).__name__},
+                )
+                time.sleep(pause)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def dispose(self) -> None:
         self.engine.dispose()
@@ -66,8 +155,13 @@ def _configure_sqlite(engine: Engine) -> None:
         connection.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
 
-def make_database(url: str, *, pool_size: int = 10) -> Database:
-    """Create the engine for ``url`` (``sqlite:///path`` or ``postgresql+psycopg://…``) and its session factories."""
+def make_database(url: str, *, pool_size: int = 10, retry_attempts: int = 5, retry_backoff: float = 0.05) -> Database:
+    """Create the engine for ``url`` (``sqlite:///path`` or ``postgresql+psycopg://…``) and its session factories.
+
+    PostgreSQL connections are pinged when taken from the pool (``pool_pre_ping``): a connection the server dropped
+    meanwhile (restart, failover, ``pg_terminate_backend``) is replaced before it is used; a disconnect seen during a
+    statement invalidates the pool's older connections. ``retry_attempts`` and ``retry_backoff`` set
+    :meth:`Database.retrying`'s policy (``PRIVFIT_DB_RETRY_ATTEMPTS``, ``PRIVFIT_DB_RETRY_BACKOFF_SECONDS``)."""
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 60})
@@ -79,4 +173,4 @@ def make_database(url: str, *, pool_size: int = 10) -> Database:
                                isolation_level="READ COMMITTED")  # fmt: skip
     reader = sessionmaker(engine, expire_on_commit=False)
     writer = sessionmaker(engine.execution_options(**{_IMMEDIATE: True}), expire_on_commit=False)
-    return Database(engine, reader, writer)
+    return Database(engine, reader, writer, retry_attempts=retry_attempts, retry_backoff=retry_backoff)

@@ -16,7 +16,8 @@ conditional UPDATE (queued → running, reservation → charge, in one transacti
 * messages lost by the broker (Redis restarted without persistence) are published again by the sweeper for jobs
   still queued after ``redispatch_seconds``.
 
-Cancellation and progress go through the database, as in the embedded backend (the same runner).
+Cancellation and progress go through the database, as in the embedded backend (the same runner): a running fit
+polls its cancel flag every ``cancel_poll_seconds`` from its solver's step callback (:mod:`.cancellation`).
 """
 
 from __future__ import annotations
@@ -67,7 +68,11 @@ def _worker_context(settings_json: str) -> tuple[Any, Any, Settings]:
     from privfit.db import make_database
 
     settings = Settings.model_validate_json(settings_json)
-    db = make_database(settings.database_url)
+    db = make_database(
+        settings.database_url,
+        retry_attempts=settings.db_retry_attempts,
+        retry_backoff=settings.db_retry_backoff_seconds,
+    )
     return db, make_store(settings, db), settings
 
 
@@ -82,7 +87,8 @@ def _run_job_task(job_id: str) -> str | None:
     db, store, settings = _worker_context(_CURRENT_SETTINGS["json"])
     worker = f"{socket.gethostname()}:{os.getpid()}:celery:{uuid.uuid4().hex[:8]}"
     status = run_job(db, store, str(job_id), worker, lease_seconds=settings.lease_seconds,
-                     heartbeat_seconds=settings.heartbeat_seconds)  # fmt: skip
+                     heartbeat_seconds=settings.heartbeat_seconds,
+                     cancel_poll_seconds=settings.cancel_poll_seconds)  # fmt: skip
     if status is None:
         log.info("job message ignored: not queued", extra={"job_id": str(job_id)})
     return status

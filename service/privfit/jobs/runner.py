@@ -4,19 +4,24 @@ Order of events, each step a separate commit:
 1. :func:`~privfit.jobs.states.claim` — queued → running and reservation → charge, before any row is read;
 2. the dataset's matrix is loaded from the store (integrity-checked);
 3. :func:`~privfit.jobs.states.mark_reading` — ``data_read_at`` is committed, then the solver runs on the rows with
-   an OS-seeded generator, while a heartbeat thread renews the lease, publishes data-independent progress and
-   relays cancellation requests;
-4. the result is written once by the lease owner (a worker that lost its lease discards its result, so one
-   charge never releases two outputs).
+   an OS-seeded generator, while a heartbeat thread renews the lease and publishes data-independent progress; the
+   solver's stop callback, polled once per step, sees a cancel at once (from this process) or within
+   ``cancel_poll_seconds`` (from another: :mod:`privfit.jobs.cancellation`);
+4. the result is written once by the lease owner, unless a cancel committed first (checked in the same
+   transaction: the fit ends cancelled and releases nothing); a worker that lost its lease discards its result, so
+   one charge never releases two outputs.
 
 Before step 1, a worker whose dataset store is not the one holding the job's dataset (two processes with
 different ``PRIVFIT_DATA_DIR`` on one database) refuses the job before charging it: failed with
 ``dataset_store_mismatch``, its reservation released, and the operator told in the log
 (:func:`privfit.datasets.lifecycle.store_mismatch`).
 
-A fit that ends before step 3 (dataset deleted while queued, store unreachable or corrupt, a transient database
-error, a cancel) released nothing that depends on the data: it fails or is cancelled and its charge is refunded in
-the same transaction (:mod:`privfit.jobs.states`). A fit that fails after step 3 keeps its charge and shows the
+A fit that ends before step 3 (dataset deleted while queued, store unreachable or corrupt, a cancel) released
+nothing that depends on the data: it fails or is cancelled and its charge is refunded in the same transaction
+(:mod:`privfit.jobs.states`). Every database step is retried on transient faults
+(:meth:`~privfit.db.Database.retrying`; each transition is idempotent); a transient database fault that outlives the
+retries before step 3 is no failure of the fit: it goes back to the queue with its charge, as a lost worker's unread
+fit does (:func:`_database_fault_before_reading`). A fit that fails after step 3 keeps its charge and shows the
 analyst one fixed, data-free error — never the exception's type or message, which may depend on the rows; those go
 to the server log for owners and operators.
 """
@@ -32,10 +37,12 @@ from sqlalchemy import select
 from privfit.datasets.lifecycle import store_mismatch
 from privfit.datasets.store import DatasetStore, DatasetStoreError
 from privfit.db import Database, Dataset, Job
+from privfit.db.engine import is_transient
 from privfit.privacy import secure_generator
 from privfit.solvers.base import FitCancelled, PublicMetadata
 from privfit.solvers.registry import get_solver
 
+from .cancellation import StopCheck, watching
 from .states import (
     ClaimedJob,
     LeaseLostError,
@@ -46,6 +53,8 @@ from .states import (
     heartbeat,
     mark_reading,
     refuse_queued,
+    requeue_unread,
+    stop_state,
 )
 
 log = logging.getLogger("privfit.jobs")
@@ -75,25 +84,37 @@ def _heartbeat_loop(db: Database, job: ClaimedJob, worker: str, lease: float, ev
 
 
 def run_job(
-    db: Database, store: DatasetStore, job_id: str, worker: str, *, lease_seconds: float, heartbeat_seconds: float
+    db: Database,
+    store: DatasetStore,
+    job_id: str,
+    worker: str,
+    *,
+    lease_seconds: float,
+    heartbeat_seconds: float,
+    cancel_poll_seconds: float = 0.2,
 ) -> str | None:
-    """Claim and run ``job_id``; returns its final status, or None if another worker had it or it was not queued."""
+    """Claim and run ``job_id``; returns its final status, or None if another worker had it or it was not queued.
+
+    A cancel reaches the running fit at its next step (:mod:`privfit.jobs.cancellation`): at once from this
+    process (its stop event is registered before the claim), within ``cancel_poll_seconds`` from another."""
     if _refused_for_store(db, store, job_id):
         return "failed"
-    job = claim(db, job_id, worker, lease_seconds)
-    if job is None:
-        return None
-    log.info("job started", extra={"job_id": job.id, "solver": job.solver, "attempt": job.attempt})
     monitor = _Monitor()
-    beat = threading.Thread(
-        target=_heartbeat_loop, args=(db, job, worker, lease_seconds, heartbeat_seconds, monitor), daemon=True
-    )
-    beat.start()
-    try:
-        return _execute(db, store, job, worker, monitor)
-    finally:
-        monitor.done.set()
-        beat.join()
+    with watching(job_id, monitor.cancel):
+        job = claim(db, job_id, worker, lease_seconds)
+        if job is None:
+            return None
+        log.info("job started", extra={"job_id": job.id, "solver": job.solver, "attempt": job.attempt})
+        beat = threading.Thread(
+            target=_heartbeat_loop, args=(db, job, worker, lease_seconds, heartbeat_seconds, monitor), daemon=True
+        )
+        beat.start()
+        stop = StopCheck(monitor.cancel, lambda: stop_state(db, job_id, worker), cancel_poll_seconds, monitor.lost.set)
+        try:
+            return _execute(db, store, job, worker, monitor, stop)
+        finally:
+            monitor.done.set()
+            beat.join()
 
 
 STORE_MISMATCH = {
@@ -106,15 +127,59 @@ STORE_MISMATCH = {
 def _refused_for_store(db: Database, store: DatasetStore, job_id: str) -> bool:
     """Whether the queued job's dataset lives in another store than this worker's; if so the job is refused before
     it is claimed or charged, and the operator is told why (the analyst gets :data:`STORE_MISMATCH`)."""
-    with db.read() as session:
-        store_id = session.scalar(
-            select(Dataset.store_id).join(Job, Job.dataset_id == Dataset.id).where(Job.id == job_id)
-        )
-    reason = store_mismatch(store_id, store)
+
+    def read() -> str | None:
+        with db.read() as session:
+            return session.scalar(
+                select(Dataset.store_id).join(Job, Job.dataset_id == Dataset.id).where(Job.id == job_id)
+            )
+
+    reason = store_mismatch(db.retrying(read, what="dataset store id"), store)
     if reason is None or not refuse_queued(db, job_id, STORE_MISMATCH):
         return False
     log.error("fit refused before charging: %s", reason, extra={"job_id": job_id})
     return True
+
+
+def _dataset_of(db: Database, dataset_id: str) -> tuple[str | None, PublicMetadata | None]:
+    """The dataset's storage key (None once deleted) and public metadata (None if the row is gone)."""
+    with db.read() as session:
+        dataset = session.get(Dataset, dataset_id)
+        if dataset is None:
+            return None, None
+        meta = PublicMetadata(
+            n=dataset.n, d=dataset.d, row_norm_bound=dataset.row_norm_bound, label_bound=dataset.label_bound,
+            feature_names=tuple(dataset.feature_names),
+        )  # fmt: skip
+        return dataset.storage_key, meta
+
+
+#: A fit that met transient database faults before reading a row this many times (claims) fails, refunded
+MAX_FAULTED_ATTEMPTS = 5
+
+DATABASE_UNAVAILABLE = {
+    "type": "database_unavailable",
+    "detail": "the database was unavailable each time this fit was about to start; it did not read the data and its "
+    "privacy charge was refunded",
+}
+
+
+def _database_fault_before_reading(db: Database, job: ClaimedJob, worker: str, error: Exception) -> str | None:
+    """A transient database fault outlived the retries before the fit read a row: nothing depends on the data and
+    the solver never ran, so this is no solver failure. The fit goes back to the queue with its charge (the next
+    claim finds it), as a lost worker's unread fit does; after :data:`MAX_FAULTED_ATTEMPTS` claims it fails with
+    ``database_unavailable`` and is refunded (the existing rule for a fit that ends before reading); one whose cancel
+    was requested meanwhile ends cancelled. If even that write fails, the job keeps its lease until it expires and the
+    sweep re-queues it (:func:`~privfit.jobs.states.recover_lost`)."""
+    log.warning("transient database fault before reading", extra={"job_id": job.id,
+                "error_type": type(error).__name__, "attempt": job.attempt})  # fmt: skip
+    try:
+        if job.attempt >= MAX_FAULTED_ATTEMPTS:
+            return "failed" if fail(db, job.id, worker, DATABASE_UNAVAILABLE) else None
+        return requeue_unread(db, job.id, worker)
+    except Exception as again:
+        log.warning("job left to lease expiry", extra={"job_id": job.id, "error_type": type(again).__name__})
+        return None
 
 
 FAILED_AFTER_READING = {
@@ -123,25 +188,21 @@ FAILED_AFTER_READING = {
 }
 
 
-def _execute(db: Database, store: DatasetStore, job: ClaimedJob, worker: str, monitor: _Monitor) -> str | None:
+def _execute(
+    db: Database, store: DatasetStore, job: ClaimedJob, worker: str, monitor: _Monitor, stop: StopCheck
+) -> str | None:
     reading = False
     try:
         solver = get_solver(job.solver)
         resolved = solver.load_resolved(job.params)
-        with db.read() as session:
-            dataset = session.get(Dataset, job.dataset_id)
-            storage_key = None if dataset is None else dataset.storage_key
-            if dataset is not None:
-                meta = PublicMetadata(
-                    n=dataset.n, d=dataset.d, row_norm_bound=dataset.row_norm_bound,
-                    label_bound=dataset.label_bound, feature_names=tuple(dataset.feature_names),
-                )  # fmt: skip
-        if storage_key is None:
+        storage_key, meta = db.retrying(lambda: _dataset_of(db, job.dataset_id), what="dataset of a job")
+        if storage_key is None or meta is None:
             fail(db, job.id, worker, {"type": "dataset_deleted", "detail": "the dataset was deleted before the fit "
                                       "ran; its privacy charge was refunded"})  # fmt: skip
             return "failed"
-        X, y = store.get(storage_key)
-        if monitor.cancel.is_set():
+        key = storage_key
+        X, y = db.retrying(lambda: store.get(key), what="dataset matrix")  # a database store reads the database
+        if stop():
             raise FitCancelled(0, 1)
         if not mark_reading(db, job.id, worker):
             monitor.lost.set()
@@ -151,7 +212,7 @@ def _execute(db: Database, store: DatasetStore, job: ClaimedJob, worker: str, mo
         def progress(fraction: float) -> None:
             monitor.progress = float(fraction)
 
-        result = solver.fit(X, y, meta, resolved, secure_generator(), progress, monitor.cancel.is_set)
+        result = solver.fit(X, y, meta, resolved, secure_generator(), progress, stop)
     except FitCancelled:
         if monitor.lost.is_set():
             return None
@@ -164,6 +225,8 @@ def _execute(db: Database, store: DatasetStore, job: ClaimedJob, worker: str, mo
                                   "data and its privacy charge was refunded"})  # fmt: skip
         return "failed"
     except Exception as error:
+        if not reading and is_transient(error):
+            return _database_fault_before_reading(db, job, worker, error)
         # Owners and operators read the type in the server log; the analyst's record must not depend on the rows.
         log.error("job failed", extra={"job_id": job.id, "error_type": type(error).__name__, "reading": reading})
         if reading:
@@ -172,8 +235,11 @@ def _execute(db: Database, store: DatasetStore, job: ClaimedJob, worker: str, mo
             fail(db, job.id, worker, {"type": "fit_failed_before_reading", "detail": "the fit failed before reading "
                                       "the data; its privacy charge was refunded"})  # fmt: skip
         return "failed"
-    if monitor.lost.is_set() or not finish(db, job.id, worker, result.to_dict()):
+    status = None if monitor.lost.is_set() else finish(db, job.id, worker, result.to_dict())
+    if status not in ("succeeded", "cancelled"):  # None, or "failed" if recovered as lost meanwhile
         log.warning("job result discarded: lease lost", extra={"job_id": job.id})
-        return None
-    log.info("job succeeded", extra={"job_id": job.id})
-    return "succeeded"
+    elif status == "cancelled":  # the cancel committed before the result: nothing is released, the charge is kept
+        log.info("job cancelled before its result was written", extra={"job_id": job.id})
+    else:
+        log.info("job succeeded", extra={"job_id": job.id})
+    return status

@@ -7,16 +7,26 @@ whether it won. The ledger moves in the same transactions:
 - ``claim``: queued → running **and** the reservation becomes a charge, in one transaction, before any row of
   the dataset is read. A job is charged at most once (``UNIQUE(job_id, kind)``).
 - ``mark_reading``: committed just before the solver is given the dataset's rows (``data_read_at``).
-- ``finish``: running → succeeded with the result, only by the lease owner; the result is written once.
+- ``finish``: running → succeeded with the result, only by the lease owner and only if no cancel was requested
+  (checked in the same UPDATE); the result is written once. A fit whose cancel committed first ends cancelled there
+  (charge kept: it read rows).
 - ``fail`` / ``end_cancelled``: running → failed / cancelled. **Refunds**: if the job never read a row
   (``data_read_at`` is NULL, checked in the same UPDATE), its charge is released in the same transaction — it
   released nothing that depends on the data (dataset deleted while queued, store unreachable, a transient error,
   a cancel before the rows were read); a job that read rows keeps its charge.
 - ``cancel``: queued → cancelled with the reservation released (a re-queued job, charged when first claimed and
-  never having read a row, is refunded too); running → ``cancel_requested`` (the solver stops at its next step).
+  never having read a row, is refunded too); running → ``cancel_requested`` (the solver stops at its next step:
+  :mod:`privfit.jobs.cancellation`).
 - ``recover_lost``: running jobs whose lease expired (their worker died) → failed, charge kept, no result; or, if
   the job never read its dataset, back to queued with its charge (a later claim finds the charge and does not make
   a second one: ``charge`` is idempotent per job) — or cancelled and refunded if a cancel was requested meanwhile.
+- ``requeue_unread``: running → queued with its charge, for a fit whose worker met a transient database fault before
+  reading a row (as ``recover_lost`` does for a lost worker).
+
+**Transient database faults.** Every function here runs its transaction through :meth:`Database.retrying`, and
+every one is idempotent when repeated after a try whose commit went through but whose answer was lost: the
+transitions are conditional UPDATEs that match once, and where the caller needs to know what the first try did it
+is read back (a claim finds the job running under its worker; a result write or re-queue reads the final status).
 """
 
 from __future__ import annotations
@@ -26,10 +36,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import select, update
+from sqlalchemy.orm import Session
 
 from privfit.db import Database, Job, LedgerEntry
 from privfit.db.models import utcnow
 from privfit.ledger import charge, refund, release
+
+from .cancellation import notify_cancel
 
 
 @dataclass(frozen=True)
@@ -45,7 +58,35 @@ class ClaimedJob:
 
 
 def claim(db: Database, job_id: str, worker: str, lease_seconds: float) -> ClaimedJob | None:
-    """Move ``job_id`` from queued to running for ``worker`` and charge its reservation; None if not queued."""
+    """Move ``job_id`` from queued to running for ``worker`` and charge its reservation; None if not queued.
+
+    Retried on transient faults: a retry first looks whether an earlier try committed (the job is running under
+    ``worker``: claimed and charged in one transaction) and then returns that claim, so a lost answer neither loses
+    the job nor charges it twice (``charge`` is idempotent per job anyway)."""
+    tries = 0
+
+    def attempt() -> ClaimedJob | None:
+        nonlocal tries
+        tries += 1
+        if tries > 1:
+            mine = _running_under(db, job_id, worker)
+            if mine is not None:
+                return mine
+        return _claim(db, job_id, worker, lease_seconds)
+
+    return db.retrying(attempt, what="claim")
+
+
+def _running_under(db: Database, job_id: str, worker: str) -> ClaimedJob | None:
+    with db.read() as session:
+        row = session.execute(
+            select(Job.id, Job.dataset_id, Job.solver, Job.model, Job.params, Job.attempt)
+            .where(Job.id == job_id, Job.status == "running", Job.lease_owner == worker)
+        ).one_or_none()  # fmt: skip
+    return None if row is None else ClaimedJob(row.id, row.dataset_id, row.solver, row.model, row.params, row.attempt)
+
+
+def _claim(db: Database, job_id: str, worker: str, lease_seconds: float) -> ClaimedJob | None:
     now = utcnow()
     with db.write() as session:
         claimed = session.execute(
@@ -68,27 +109,36 @@ def claim(db: Database, job_id: str, worker: str, lease_seconds: float) -> Claim
 
 def next_queued(db: Database) -> list[str]:
     """Ids of the oldest queued jobs (candidates; each must still be won with :func:`claim`)."""
-    with db.read() as session:
-        return list(
-            session.execute(
-                select(Job.id).where(Job.status == "queued", Job.cancel_requested.is_(False))
-                .order_by(Job.created_at).limit(16)
-            ).scalars()
-        )  # fmt: skip
+
+    def read() -> list[str]:
+        with db.read() as session:
+            return list(
+                session.execute(
+                    select(Job.id).where(Job.status == "queued", Job.cancel_requested.is_(False))
+                    .order_by(Job.created_at).limit(16)
+                ).scalars()
+            )  # fmt: skip
+
+    return db.retrying(read, what="next_queued")
 
 
 def heartbeat(db: Database, job_id: str, worker: str, lease_seconds: float, progress: float) -> bool:
     """Renew the lease and record data-independent progress; returns whether a cancel was requested.
 
     Raises :class:`LeaseLostError` if the worker no longer owns the running job (it must stop without a result).
+    Retried on transient faults (renewing a lease twice is harmless).
     """
-    with db.write() as session:
-        row = session.execute(
-            update(Job)
-            .where(Job.id == job_id, Job.status == "running", Job.lease_owner == worker)
-            .values(lease_expires_at=utcnow() + timedelta(seconds=lease_seconds), progress=progress)
-            .returning(Job.cancel_requested)
-        ).one_or_none()
+
+    def beat() -> Any:
+        with db.write() as session:
+            return session.execute(
+                update(Job)
+                .where(Job.id == job_id, Job.status == "running", Job.lease_owner == worker)
+                .values(lease_expires_at=utcnow() + timedelta(seconds=lease_seconds), progress=progress)
+                .returning(Job.cancel_requested)
+            ).one_or_none()
+
+    row = db.retrying(beat, what="heartbeat")
     if row is None:
         raise LeaseLostError(job_id)
     return bool(row.cancel_requested)
@@ -101,26 +151,62 @@ class LeaseLostError(Exception):
 REFUND_NOTE = "refunded: the fit ended before reading any row, so nothing it released depends on the data"
 
 
+def _end_in(session: Session, job_id: str, worker: str, status: str, *conditions: Any, **values: Any) -> bool:
+    """End the running job of ``worker`` in ``session``'s transaction (if ``conditions`` also hold); a failed or
+    cancelled job that never read a row is refunded in the same transaction (module docstring)."""
+    row = session.execute(
+        update(Job)
+        .where(Job.id == job_id, Job.status == "running", Job.lease_owner == worker, *conditions)
+        .values(status=status, finished_at=utcnow(), lease_expires_at=None, **values)
+        .returning(Job.dataset_id, Job.data_read_at)
+    ).one_or_none()
+    if row is None:
+        return False
+    if status != "succeeded" and row.data_read_at is None:
+        refund(session, row.dataset_id, job_id, REFUND_NOTE)
+    return True
+
+
 def _end(db: Database, job_id: str, worker: str, status: str, **values: Any) -> bool:
-    """End the running job of ``worker``; a failed or cancelled job that never read a row is refunded in the same
-    transaction (module docstring)."""
-    with db.write() as session:
-        row = session.execute(
-            update(Job)
-            .where(Job.id == job_id, Job.status == "running", Job.lease_owner == worker)
-            .values(status=status, finished_at=utcnow(), lease_expires_at=None, **values)
-            .returning(Job.dataset_id, Job.data_read_at)
-        ).one_or_none()
-        if row is None:
-            return False
-        if status != "succeeded" and row.data_read_at is None:
-            refund(session, row.dataset_id, job_id, REFUND_NOTE)
-        return True
+    """:func:`_end_in` in a transaction of its own, retried on transient faults (a second try after a first that
+    committed finds the job no longer running and changes nothing)."""
+
+    def end() -> bool:
+        with db.write() as session:
+            return _end_in(session, job_id, worker, status, **values)
+
+    return db.retrying(end, what=f"end {status}")
 
 
-def finish(db: Database, job_id: str, worker: str, result: dict[str, Any]) -> bool:
-    """Write the result once and mark the job succeeded; False if this worker lost the job meanwhile."""
-    return _end(db, job_id, worker, "succeeded", result=result, progress=1.0)
+CANCELLED_RUNNING = {"type": "cancelled", "detail": "cancelled while running"}
+
+
+def finish(db: Database, job_id: str, worker: str, result: dict[str, Any]) -> str | None:
+    """Write the result once and mark the job succeeded — unless a cancel was requested: the flag is re-checked in
+    the same transaction, and a fit whose cancel committed first ends ``cancelled`` without its result (charge kept:
+    it read rows). Returns the final status, or None if this worker lost the job meanwhile (nothing written).
+
+    Idempotent under retries: a second attempt after a commit whose answer was lost finds the job no longer
+    running under this worker and writes nothing; :func:`final_status` then tells what the first one did."""
+    tries = 0
+
+    def write() -> str | None:
+        nonlocal tries
+        tries += 1
+        with db.write() as session:
+            if _end_in(session, job_id, worker, "succeeded", Job.cancel_requested.is_(False), result=result,
+                       progress=1.0):  # fmt: skip
+                return "succeeded"
+            if _end_in(session, job_id, worker, "cancelled", Job.cancel_requested.is_(True), error=CANCELLED_RUNNING):
+                return "cancelled"
+        return final_status(db, job_id, worker) if tries > 1 else None
+
+    # the fit has paid for its result: keep trying for longer than other writes (the lease is still renewed)
+    return db.retrying(write, attempts=max(db.retry_attempts, FINISH_ATTEMPTS), what="finish")
+
+
+#: Tries of the result write (:func:`finish`): with the doubling backoff capped at 2 s, about 20 s in all
+FINISH_ATTEMPTS = 15
 
 
 def fail(db: Database, job_id: str, worker: str, error: dict[str, Any]) -> bool:
@@ -131,14 +217,46 @@ def fail(db: Database, job_id: str, worker: str, error: dict[str, Any]) -> bool:
 
 def end_cancelled(db: Database, job_id: str, worker: str) -> bool:
     """A running job stopped on request: cancelled, no result; refunded if it never read a row."""
-    return _end(db, job_id, worker, "cancelled", error={"type": "cancelled", "detail": "cancelled while running"})
+    return _end(db, job_id, worker, "cancelled", error=CANCELLED_RUNNING)
+
+
+def final_status(db: Database, job_id: str, worker: str) -> str | None:
+    """The job's status if it has ended while ``worker`` held it (its lease owner), else None: what a retried
+    transition whose first commit went through (its answer lost with the connection) reads back."""
+    with db.read() as session:
+        row = session.execute(select(Job.status, Job.lease_owner).where(Job.id == job_id)).one_or_none()
+    if row is None or row.lease_owner != worker or row.status not in ("succeeded", "failed", "cancelled"):
+        return None
+    return str(row.status)
+
+
+def stop_state(db: Database, job_id: str, worker: str) -> str | None:
+    """What a running fit's stop callback polls (:class:`~privfit.jobs.cancellation.StopCheck`): ``"cancel"`` if
+    a cancel was requested, ``"lost"`` if ``worker`` no longer runs the job, else None (one primary-key read)."""
+    with db.read() as session:
+        row = session.execute(
+            select(Job.status, Job.lease_owner, Job.cancel_requested).where(Job.id == job_id)
+        ).one_or_none()
+    if row is None or row.status != "running" or row.lease_owner != worker:
+        return "lost"
+    return "cancel" if row.cancel_requested else None
 
 
 def cancel(db: Database, job_id: str) -> str:
-    """Cancel a job: queued → cancelled with its reservation released; running → cancel requested.
+    """Cancel a job: queued → cancelled with its reservation released; running → cancel requested, and the runner
+    of the job in this process (if any) is told at once (:func:`~privfit.jobs.cancellation.notify_cancel`); other
+    processes' runners poll the flag (:class:`~privfit.jobs.cancellation.StopCheck`).
 
-    Returns the job's status after the call.
+    Returns the job's status after the call. Retried on transient faults: a second try after a first that committed
+    finds the job cancelled (or its cancel requested) and changes nothing.
     """
+    status = db.retrying(lambda: _cancel(db, job_id), what="cancel")
+    if status == "running":  # committed: tell this process's runner of the job at once (cancellation module)
+        notify_cancel(job_id)
+    return status
+
+
+def _cancel(db: Database, job_id: str) -> str:
     with db.write() as session:
         job = session.execute(select(Job).where(Job.id == job_id).with_for_update()).scalar_one()
         if job.status == "queued":
@@ -155,37 +273,84 @@ def cancel(db: Database, job_id: str) -> str:
                 refund(session, job.dataset_id, job.id, REFUND_NOTE)
         elif job.status == "running":
             job.cancel_requested = True
-        return job.status
+        return str(job.status)
 
 
 def mark_reading(db: Database, job_id: str, worker: str) -> bool:
     """Record that ``worker`` is about to give the job's rows to the solver; False if it no longer owns the running
-    job. From here on a failure keeps the charge."""
-    with db.write() as session:
-        marked = session.execute(
-            update(Job)
-            .where(Job.id == job_id, Job.status == "running", Job.lease_owner == worker)
-            .values(data_read_at=utcnow())
-            .returning(Job.id)
-        ).first()
-        return marked is not None
+    job. From here on a failure keeps the charge. Retried on transient faults (setting the mark again is harmless:
+    only whether it is set matters)."""
+
+    def mark() -> bool:
+        with db.write() as session:
+            marked = session.execute(
+                update(Job)
+                .where(Job.id == job_id, Job.status == "running", Job.lease_owner == worker)
+                .values(data_read_at=utcnow())
+                .returning(Job.id)
+            ).first()
+            return marked is not None
+
+    return db.retrying(mark, what="mark_reading")
+
+
+def requeue_unread(db: Database, job_id: str, worker: str) -> str | None:
+    """Put back in the queue a running job of ``worker`` that never read a row (a transient database fault before
+    its rows were given to the solver): its charge is kept and found by the next claim (``charge`` is idempotent per
+    job), exactly as :func:`recover_lost` re-queues the job of a lost worker. A job whose cancel was requested
+    meanwhile is cancelled instead (refunded if it never read a row, as :func:`end_cancelled`). Returns "queued",
+    "cancelled", or None if the job is no longer running under ``worker`` (or was marked reading: left to its
+    lease). Retried on transient faults: a second try after a first that committed changes nothing and reads back
+    what the first did."""
+    tries = 0
+
+    def requeue() -> str | None:
+        nonlocal tries
+        tries += 1
+        with db.write() as session:
+            row = session.execute(
+                update(Job)
+                .where(Job.id == job_id, Job.status == "running", Job.lease_owner == worker,
+                       Job.data_read_at.is_(None), Job.cancel_requested.is_(False))
+                .values(status="queued", lease_owner=None, lease_expires_at=None, started_at=None, progress=0.0)
+                .returning(Job.id)
+            ).first()  # fmt: skip
+            if row is not None:
+                return "queued"
+            if _end_in(session, job_id, worker, "cancelled", Job.cancel_requested.is_(True), error=CANCELLED_RUNNING):
+                return "cancelled"
+            if tries == 1:
+                return None
+            now = session.execute(select(Job.status).where(Job.id == job_id)).scalar_one_or_none()
+        return "queued" if now == "queued" else final_status(db, job_id, worker)
+
+    return db.retrying(requeue, what="requeue")
 
 
 def queued_before(db: Database, cutoff: datetime, limit: int = 1000) -> list[str]:
     """Ids of jobs queued (and not being cancelled) since before ``cutoff``, oldest first."""
-    with db.read() as session:
-        return list(
-            session.execute(
-                select(Job.id).where(Job.status == "queued", Job.cancel_requested.is_(False), Job.created_at < cutoff)
-                .order_by(Job.created_at).limit(limit)
-            ).scalars()
-        )  # fmt: skip
+
+    def read() -> list[str]:
+        with db.read() as session:
+            return list(
+                session.execute(
+                    select(Job.id)
+                    .where(Job.status == "queued", Job.cancel_requested.is_(False), Job.created_at < cutoff)
+                    .order_by(Job.created_at).limit(limit)
+                ).scalars()
+            )  # fmt: skip
+
+    return db.retrying(read, what="queued_before")
 
 
 def recover_lost(db: Database, now: datetime | None = None) -> list[str]:
     """Running jobs whose lease has expired (their worker died): re-queued if they never started reading their
-    dataset (charge kept, no second charge later), else failed with the charge kept and no result."""
-    now = now or utcnow()
+    dataset (charge kept, no second charge later), else failed with the charge kept and no result. Retried on
+    transient faults (a second pass finds nothing left to recover)."""
+    return db.retrying(lambda: _recover_lost(db, now or utcnow()), what="recover_lost")
+
+
+def _recover_lost(db: Database, now: datetime) -> list[str]:
     with db.write() as session:
         requeued = session.execute(
             update(Job)
@@ -217,7 +382,12 @@ def recover_lost(db: Database, now: datetime | None = None) -> list[str]:
 def refuse_queued(db: Database, job_id: str, error: dict[str, Any]) -> bool:
     """A worker that cannot serve a queued job (e.g. its dataset store is not this worker's) ends it *before*
     claiming it: queued → failed with ``error``, the reservation released in the same transaction (refunded if an
-    earlier attempt had charged it — it never read a row). False if the job was no longer queued."""
+    earlier attempt had charged it — it never read a row). False if the job was no longer queued. Retried on
+    transient faults (a second try finds the job no longer queued)."""
+    return db.retrying(lambda: _refuse_queued(db, job_id, error), what="refuse_queued")
+
+
+def _refuse_queued(db: Database, job_id: str, error: dict[str, Any]) -> bool:
     with db.write() as session:
         row = session.execute(
             update(Job)

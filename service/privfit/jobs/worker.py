@@ -29,9 +29,11 @@ class WorkerPool:
         lease_seconds: float,
         heartbeat_seconds: float,
         poll_seconds: float,
+        cancel_poll_seconds: float = 0.2,
     ) -> None:
         self.db, self.store, self.size = db, store, size
         self.lease_seconds, self.heartbeat_seconds, self.poll_seconds = lease_seconds, heartbeat_seconds, poll_seconds
+        self.cancel_poll_seconds = cancel_poll_seconds
         self.name = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._stop = threading.Event()
         self._wake = threading.Event()
@@ -65,7 +67,8 @@ class WorkerPool:
                     if self._stop.is_set():
                         return
                     if run_job(self.db, self.store, job_id, worker, lease_seconds=self.lease_seconds,
-                               heartbeat_seconds=self.heartbeat_seconds) is not None:  # fmt: skip
+                               heartbeat_seconds=self.heartbeat_seconds,
+                               cancel_poll_seconds=self.cancel_poll_seconds) is not None:  # fmt: skip
                         ran = True
                         break
                 since_recovery += self.poll_seconds

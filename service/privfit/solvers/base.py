@@ -48,7 +48,8 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, Literal, NamedTuple, TypeVar, get_args, get_origin
 
@@ -65,6 +66,10 @@ from .losses import GLMLoss, available_models, make_loss
 __all__ = [
     "CLASSIFICATION_MODELS",
     "DEFAULT_RADIUS",
+    "MAX_SCALE",
+    "MIN_EPSILON",
+    "MIN_L2",
+    "MIN_SCALE",
     "REGRESSION_MODELS",
     "AnySolver",
     "FitCancelled",
@@ -87,9 +92,11 @@ __all__ = [
     "SolverParams",
     "StopCallback",
     "Target",
+    "check_finite_cost",
     "check_fit_inputs",
     "check_privacy_source",
     "check_resolved_metadata",
+    "check_target_epsilon",
     "delta_part",
     "enforce_declared_bounds",
     "fits_intercept",
@@ -97,6 +104,7 @@ __all__ = [
     "glm_resolved_fields",
     "label_mismatch",
     "metadata_fields",
+    "numeric_guard",
     "validation_error_to_parameter_error",
 ]
 
@@ -253,6 +261,17 @@ class SolverParams(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
 
 
+#: Public bounds of the solvers' parameters (docs/solvers.md, "Parameter bounds"). Features are scaled to [−1, 1]
+#: and labels to ±1 / [−1, 1], so every length-like scale of a fit (radius, clipping norm, Huber threshold, hinge
+#: smoothing, step sizes, smoothing radius, learning-rate factors) is a multiple of 1; below :data:`MIN_SCALE` times
+#: that unit a scale changes nothing useful but makes the public constants derived from it (smoothness 1/h, steps
+#: 1/λ, sensitivities 1/(nλ)) overflow or divide by zero. A positive L2 strength λ is likewise at least
+#: :data:`MIN_L2` (0 stays allowed where the solver accepts it), and a target ε at least :data:`MIN_EPSILON`.
+MIN_SCALE = 1e-6
+MAX_SCALE = 1e6
+MIN_L2 = 1e-6
+MIN_EPSILON = 1e-6
+
 #: Default radius R of the parameter ball per model when ``radius`` is not given. Features are scaled to
 #: [−1, 1] (one-hot blocks have norm ≤ 1), labels to ±1 / [−1, 1]. For the classification losses and Huber,
 #: whose Lipschitz constant does not depend on R, R = 10 allows margins up to 10·B_x (probabilities within
@@ -275,9 +294,9 @@ class GLMParams(SolverParams):
     l2: float = Field(
         0.0,
         ge=0.0,
-        le=1e6,
-        description="L2 regularisation strength λ ≥ 0: the objective is mean loss + (λ/2)‖θ‖². Default 0: the "
-        "radius constraint already regularises.",
+        le=MAX_SCALE,
+        description="L2 regularisation strength λ: 0 or in [1e-6, 1e6]; the objective is mean loss + (λ/2)‖θ‖². "
+        "Default 0: the radius constraint already regularises.",
     )
     fit_intercept: bool = Field(
         True,
@@ -286,24 +305,32 @@ class GLMParams(SolverParams):
     )
     radius: float | None = Field(
         None,
-        gt=0.0,
-        le=1e6,
-        description="Public radius R of the L2 ball the parameters (with intercept) are constrained to. "
+        ge=MIN_SCALE,
+        le=MAX_SCALE,
+        description="Public radius R ∈ [1e-6, 1e6] of the L2 ball the parameters (with intercept) are constrained to. "
         "Default: 10 for logistic, svm and huber; 1 for linear (its Lipschitz constant, hence its noise, "
         "grows with R).",
     )
     huber_delta: float | None = Field(
         None,
-        gt=0.0,
-        le=1e6,
-        description="Huber threshold δ > 0 on the residual (model 'huber' only; default 1).",
+        ge=MIN_SCALE,
+        le=MAX_SCALE,
+        description="Huber threshold δ ∈ [1e-6, 1e6] on the residual (model 'huber' only; default 1).",
     )
     hinge_smoothing: float | None = Field(
         None,
-        gt=0.0,
+        ge=MIN_SCALE,
         le=1.0,
-        description="Width h ∈ (0, 1] of the quadratic smoothing of the hinge (model 'svm' only; default 1).",
+        description="Width h ∈ [1e-6, 1] of the quadratic smoothing of the hinge (model 'svm' only; default 1).",
     )
+
+    @field_validator("l2")
+    @classmethod
+    def _l2_zero_or_scale(cls, value: float | None) -> float | None:
+        if value is not None and 0.0 < value < MIN_L2:
+            raise ValueError(f"must be 0 or at least {MIN_L2:g} (a smaller positive strength only overflows the "
+                             "constants derived from 1/λ)")  # fmt: skip
+        return value
 
     @field_validator("huber_delta")
     @classmethod
@@ -730,6 +757,7 @@ class Solver(ABC, Generic[ParamsT, ResolvedT]):
         :attr:`uses_delta_parts`.
         """
         p = self.parse_params(params)
+        check_target_epsilon(target_epsilon)
         if self.explicit_noise is None:
             explicit = None
             if target_epsilon is None or delta is None:
@@ -745,7 +773,8 @@ class Solver(ABC, Generic[ParamsT, ResolvedT]):
             grid=grid,
             delta_allowance=delta_allowance if self.uses_delta_parts else None,
         )
-        return self.with_reported_epsilon(self._resolve(p, meta, privacy), meta, grid)
+        with numeric_guard(p, target_epsilon):
+            return self.with_reported_epsilon(self._resolve(p, meta, privacy), meta, grid)
 
     @abstractmethod
     def _resolve(self, p: ParamsT, meta: PublicMetadata, privacy: PrivacyRequest) -> ResolvedT:
@@ -816,12 +845,19 @@ class Solver(ABC, Generic[ParamsT, ResolvedT]):
         delta_allowance: DeltaAllowance | None = None,
     ) -> FitPlan:
         """Validate, resolve and cost in one call (dry-run estimates and admission). ``delta_allowance`` reaches
-        the resolution only for solvers with :attr:`uses_delta_parts`."""
+        the resolution only for solvers with :attr:`uses_delta_parts`.
+
+        Whatever the parameters, this raises :class:`SolverParameterError` or returns a plan with finite settings
+        and a cost without NaN: a resolution or cost that divides by zero, overflows or produces a non-finite
+        setting is refused naming the parameter responsible (:func:`numeric_guard`)."""
         parsed = self.parse_params(params)
         resolved = self.resolve(
             parsed, meta, target_epsilon=target_epsilon, delta=delta, grid=grid, delta_allowance=delta_allowance
         )
-        return FitPlan(parsed, resolved, self.cost(resolved, meta, grid))
+        with numeric_guard(parsed, target_epsilon):
+            cost = self.cost(resolved, meta, grid)
+            check_finite_cost(cost)
+        return FitPlan(parsed, resolved, cost)
 
     # --- step 4 -----------------------------------------------------------------------------------
     def fit(
@@ -883,6 +919,93 @@ def check_model_supported(solver: AnySolver, model: str) -> None:
     if model not in solver.models:
         known = ", ".join(repr(m) for m in solver.models)
         raise SolverParameterError("model", f"solver {solver.name!r} does not support model {model!r}; use {known}")
+
+
+def check_target_epsilon(target_epsilon: float | None) -> None:
+    """A target ε must be finite and at least :data:`MIN_EPSILON` (docs/solvers.md, "Parameter bounds")."""
+    if target_epsilon is None:
+        return
+    if isinstance(target_epsilon, bool) or not isinstance(target_epsilon, int | float | np.floating | np.integer):
+        raise SolverParameterError("epsilon", f"must be a real number, got {type(target_epsilon).__name__}")
+    value = float(target_epsilon)
+    if not (math.isfinite(value) and value >= MIN_EPSILON):
+        raise SolverParameterError("epsilon", f"must be finite and at least {MIN_EPSILON:g}, got {value!r}")
+
+
+#: Exceptions of the numerics of a resolution or cost at extreme settings (turned into a 422 by the guard)
+_NUMERIC_FAILURES: tuple[type[BaseException], ...] = (ZeroDivisionError, OverflowError, FloatingPointError)
+
+
+@contextmanager
+def numeric_guard(params: SolverParams, target_epsilon: float | None) -> Iterator[None]:
+    """Turn a numeric failure of a resolution or cost from public settings into a :class:`SolverParameterError`.
+
+    The declared bounds (:data:`MIN_SCALE` …) keep every setting within what the solvers compute with; this is the
+    backstop for a combination of in-bounds values that still divides by zero or overflows
+    (``ZeroDivisionError``, ``OverflowError``, ``FloatingPointError``, a ``math domain error``) or derives a
+    non-finite setting (the resolved model refuses it: a pydantic ``ValidationError``). The error names the
+    parameter responsible where it can tell (:func:`_culprit`): the field named by the failure if the request set
+    it, else the most extreme number the request set (ε included). A :class:`SolverParameterError` passes through,
+    as does another layer's :class:`~privfit.errors.ParameterError` naming a field of the request; one naming an
+    internal quantity (the privacy layer's "rdp", "sigma", …) is named after the request's field instead.
+    """
+    try:
+        yield
+    except SolverParameterError:
+        raise
+    except ParameterError as error:  # the privacy layer's, e.g. on "rdp" or "sigma": named after the request's field
+        if error.parameter in params.model_fields or error.parameter in ("epsilon", "delta"):
+            raise
+        raise _out_of_range(params, target_epsilon, [], f"{error}") from None
+    except ValidationError as error:
+        fields = [str(e["loc"][0]) for e in error.errors(include_url=False, include_input=False) if e.get("loc")]
+        raise _out_of_range(params, target_epsilon, fields) from None
+    except _NUMERIC_FAILURES:
+        raise _out_of_range(params, target_epsilon, []) from None
+    except ValueError as error:
+        if "math domain error" not in str(error):
+            raise
+        raise _out_of_range(params, target_epsilon, []) from None
+
+
+def _out_of_range(
+    params: SolverParams, target_epsilon: float | None, hints: Sequence[str], cause: str | None = None
+) -> SolverParameterError:
+    name = _culprit(params, target_epsilon, hints)
+    why = cause or "a constant derived from them divides by zero, overflows or is not finite"
+    message = f"these settings are outside the range the solver can compute with ({why}); see 'Parameter bounds' in "
+    return SolverParameterError(name, message + "docs/solvers.md")
+
+
+def _culprit(params: SolverParams, target_epsilon: float | None, hints: Sequence[str]) -> str:
+    """The parameter to name for a numeric failure: a hinted field the request set, else the request's number
+    farthest from 1 in orders of magnitude (``epsilon`` for the target ε), else ``params``."""
+    given = params.model_fields_set
+    for hint in hints:
+        if hint in given:
+            return hint
+    candidates: list[tuple[float, str]] = []
+    if target_epsilon is not None:
+        candidates.append((float(target_epsilon), "epsilon"))
+    for name in sorted(given):
+        value = getattr(params, name, None)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            candidates.append((float(value), name))
+    best, best_spread = "params", -1.0
+    for value, name in candidates:
+        magnitude = abs(value)
+        spread = math.inf if magnitude == 0.0 or not math.isfinite(magnitude) else abs(math.log10(magnitude))
+        if spread > best_spread:
+            best, best_spread = name, spread
+    return best
+
+
+def check_finite_cost(cost: PrivacyCost) -> None:
+    """A cost whose curve or δ parts are NaN cannot be admitted or compared (+∞ is a legitimate RDP value)."""
+    values = np.asarray(cost.rdp, dtype=np.float64)
+    parts = (cost.extra_delta, cost.approx_delta, cost.pure_epsilon)
+    if np.isnan(values).any() or any(math.isnan(float(x)) for x in parts):
+        raise FloatingPointError("the privacy cost is not a number")
 
 
 def check_privacy_source(

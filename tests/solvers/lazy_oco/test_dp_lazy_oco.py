@@ -83,7 +83,7 @@ def test_public_constants_follow_the_declared_bounds():
         ({"model": "logistic"}, {}, "model", "dp_otb"),
         ({"model": "linear"}, {}, "model", "dp_sgd"),
         ({"model": "mean", "fit_intercept": True}, {}, "fit_intercept", "z = 'yx'"),
-        ({"model": "mean", "radius": 0.0}, {}, "radius", "greater than 0"),
+        ({"model": "mean", "radius": 0.0}, {}, "radius", "greater than or equal to 0.000001"),
         ({"model": "mean", "seed": 3}, {}, "seed", "not a parameter"),
         ({"model": "mean"}, {"target_epsilon": None}, "epsilon", "target epsilon"),
         ({"model": "mean"}, {"n": 100}, "n", "12 log(1/δ_cal)"),

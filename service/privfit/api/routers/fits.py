@@ -1,4 +1,10 @@
-"""Fits: admission through the ledger (202 or 409), estimates, status and results, cancel, predict."""
+"""Fits: admission through the ledger (202 or 409), estimates, status and results, cancel, predict.
+
+Every database access here is retried on transient faults (:meth:`privfit.db.Database.retrying`): reads, and the
+admission transaction, which writes the job and its reservation together and is keyed by the new job's id (a retry
+after a commit whose answer was lost finds the job and writes nothing). What still fails is a 503 with Retry-After
+(:mod:`privfit.api.problems`); a client re-sends a fit with the same Idempotency-Key and gets the one fit.
+"""
 
 from __future__ import annotations
 
@@ -19,8 +25,15 @@ from privfit.datasets import DatasetSchema, encode_rows
 from privfit.db import Budget, Database, Dataset, Job
 from privfit.jobs import cancel
 from privfit.ledger import budget_filter, delta_allowance, estimate, reserve
-from privfit.privacy import curve_to_json, get_grid, pure_epsilon_to_json
-from privfit.solvers.base import FitPlan, FitResult, PublicMetadata, SolverParameterError, label_mismatch
+from privfit.privacy import DeltaAllowance, curve_to_json, get_grid, pure_epsilon_to_json
+from privfit.solvers.base import (
+    MIN_EPSILON,
+    FitPlan,
+    FitResult,
+    PublicMetadata,
+    SolverParameterError,
+    label_mismatch,
+)
 from privfit.solvers.registry import get_solver
 
 from ..auth import Principal, require_role, usable_dataset, visible_dataset
@@ -34,7 +47,9 @@ class Privacy(BaseModel):
     """Either a target ε for this fit (calibrated at the dataset's δ) or nothing (explicit noise in params)."""
 
     model_config = {"extra": "forbid"}
-    epsilon: float | None = Field(None, gt=0, le=100, description="Target ε of this fit at the dataset's δ.")
+    epsilon: float | None = Field(
+        None, ge=MIN_EPSILON, le=100, description="Target ε ∈ [1e-6, 100] of this fit at the dataset's δ."
+    )
 
 
 class FitRequest(BaseModel):
@@ -55,12 +70,19 @@ def _meta(dataset: Dataset) -> PublicMetadata:
                           label_bound=dataset.label_bound, feature_names=tuple(dataset.feature_names))  # fmt: skip
 
 
-def _plan(request: Request, body: FitRequest, principal: Principal) -> tuple[Dataset, Budget, FitPlan]:
-    db = request.app.state.db
-    dataset = usable_dataset(db, body.dataset_id, principal)  # 410 for a deleted dataset
+def _admission_inputs(db: Database, dataset_id: str, principal: Principal) -> tuple[Dataset, Budget, DeltaAllowance]:
+    dataset = usable_dataset(db, dataset_id, principal)  # 410 for a deleted dataset
     with db.read() as session:
-        budget = session.get(Budget, dataset.id)
+        budget = session.get_one(Budget, dataset.id)
         allowance = delta_allowance(session, dataset.id)
+    return dataset, budget, allowance
+
+
+def _plan(request: Request, body: FitRequest, principal: Principal) -> tuple[Dataset, Budget, FitPlan]:
+    db: Database = request.app.state.db
+    dataset, budget, allowance = db.retrying(
+        lambda: _admission_inputs(db, body.dataset_id, principal), what="fit admission inputs"
+    )
     settings = request.app.state.settings
     solver = get_solver(body.solver)
     if solver.experimental and not settings.enable_experimental_solvers:
@@ -118,32 +140,47 @@ def create_fit(
     idempotency_key: str | None = Header(None, max_length=200),
     principal: Principal = Depends(require_role("owner", "analyst")),  # noqa: B008
 ) -> JSONResponse:
-    db = request.app.state.db
+    db: Database = request.app.state.db
     request_hash = _request_hash(body)
     if idempotency_key is not None:
-        replay = _replay(db, principal, idempotency_key, request_hash)
+        key = idempotency_key
+        replay = db.retrying(lambda: _replay(db, principal, key, request_hash), what="fit replay")
         if replay is not None:
             return replay
     dataset, budget, plan = _plan(request, body, principal)
     job_id = str(uuid.uuid4())
-    try:
+    job_row = {
+        "id": job_id, "dataset_id": dataset.id, "api_key_id": principal.key_id, "idempotency_key": idempotency_key,
+        "request_hash": request_hash, "solver": body.solver, "model": body.model,
+        "params": plan.resolved.model_dump(mode="json"), "cost": _cost_json(plan, budget), "status": "queued",
+    }  # fmt: skip
+
+    def admit() -> None:
+        """The job and its reservation, in one transaction (the ledger's admission holds the budget row lock).
+        Retried on transient faults: a try after one that committed (its answer lost with the connection) finds
+        the job by its id, written in that same transaction with its reservation, and writes nothing."""
         with db.write() as session:
-            session.add(Job(
-                id=job_id, dataset_id=dataset.id, api_key_id=principal.key_id, idempotency_key=idempotency_key,
-                request_hash=request_hash, solver=body.solver, model=body.model,
-                params=plan.resolved.model_dump(mode="json"), cost=_cost_json(plan, budget), status="queued",
-            ))  # fmt: skip
+            if session.get(Job, job_id) is not None:
+                return
+            session.add(Job(**job_row))
             session.flush()
             reserve(session, dataset.id, job_id, plan.cost, description=f"{body.solver}/{body.model}")
+
+    try:
+        db.retrying(admit, what="fit admission")
     except IntegrityError:
         replay = _replay(db, principal, idempotency_key, request_hash) if idempotency_key else None
         if replay is None:
             raise
         return replay
     request.app.state.dispatcher.job_created(job_id)  # after the commit: a worker never sees a half-written job
-    with db.read() as session:
-        job = session.get(Job, job_id)
+    job = db.retrying(lambda: _read_job(db, job_id), what="read fit")
     return JSONResponse(_jsonable(_job_json(job)), status_code=202, headers={"Location": f"/v1/fits/{job_id}"})
+
+
+def _read_job(db: Database, job_id: str) -> Job:
+    with db.read() as session:
+        return session.get_one(Job, job_id)
 
 
 def _replay(db: Database, principal: Principal, key: str, request_hash: str) -> JSONResponse | None:
@@ -169,15 +206,24 @@ def estimate_fit(
     principal: Principal = Depends(require_role("owner", "analyst")),  # noqa: B008
 ) -> dict[str, Any]:
     dataset, budget, plan = _plan(request, body, principal)
-    with request.app.state.db.read() as session:
-        dry = estimate(session, dataset.id, plan.cost)
+    db: Database = request.app.state.db
+
+    def dry_run() -> Any:
+        with db.read() as session:
+            return estimate(session, dataset.id, plan.cost)
+
+    dry = db.retrying(dry_run, what="estimate")
     settings = plan.resolved.model_dump(mode="json")
     return public_json({"dataset_id": dataset.id, "cost": _cost_json(plan, budget), "settings": settings,
                         **asdict(dry), "epsilon_max": budget.epsilon_max})  # fmt: skip
 
 
 def _visible_job(request: Request, job_id: str, principal: Principal) -> Job:
-    db = request.app.state.db
+    db: Database = request.app.state.db
+    return db.retrying(lambda: _visible_job_once(db, job_id, principal), what="read fit")
+
+
+def _visible_job_once(db: Database, job_id: str, principal: Principal) -> Job:
     with db.read() as session:
         job = session.get(Job, job_id)
     if job is None:
@@ -195,13 +241,17 @@ def list_fits(
     dataset_id: str = Query(...),
     principal: Principal = Depends(require_role("owner", "analyst", "admin")),  # noqa: B008
 ) -> list[dict[str, Any]]:
-    db = request.app.state.db
-    dataset = visible_dataset(db, dataset_id, principal, include_deleted=True)
-    query = select(Job).where(Job.dataset_id == dataset_id).order_by(Job.created_at)
-    if principal.role == "analyst" and dataset.owner_key_id != principal.key_id:
-        query = query.where(Job.api_key_id == principal.key_id)
-    with db.read() as session:
-        return _jsonable([_job_json(job) for job in session.execute(query).scalars()])
+    db: Database = request.app.state.db
+
+    def read() -> list[dict[str, Any]]:
+        dataset = visible_dataset(db, dataset_id, principal, include_deleted=True)
+        query = select(Job).where(Job.dataset_id == dataset_id).order_by(Job.created_at)
+        if principal.role == "analyst" and dataset.owner_key_id != principal.key_id:
+            query = query.where(Job.api_key_id == principal.key_id)
+        with db.read() as session:
+            return [_job_json(job) for job in session.execute(query).scalars()]
+
+    return _jsonable(db.retrying(read, what="list fits"))
 
 
 @router.get("/{job_id}", summary="Status, data-independent progress, and the result when done")
@@ -239,9 +289,14 @@ def predict(job_id: str, body: PredictRequest, request: Request,
     if not job.result.get("predictor", True):
         raise Problem(409, "Not a predictor", f"fit {job_id} estimated a statistic of the features (model "
                       f"{job.model!r}); it does not predict labels")  # fmt: skip
-    with request.app.state.db.read() as session:
-        dataset = session.get(Dataset, job.dataset_id)
-    if dataset.deleted_at is not None:
+    db: Database = request.app.state.db
+
+    def read_dataset() -> Dataset | None:
+        with db.read() as session:
+            return session.get(Dataset, job.dataset_id)
+
+    dataset = db.retrying(read_dataset, what="read dataset")
+    if dataset is None or dataset.deleted_at is not None:
         raise Problem(410, "Dataset deleted", f"fit {job_id} was trained on dataset {job.dataset_id}, which was "
                       "deleted; its model no longer serves predictions")  # fmt: skip
     schema = DatasetSchema.model_validate(dataset.schema_json)

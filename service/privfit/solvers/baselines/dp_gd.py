@@ -71,6 +71,8 @@ from pydantic import Field
 
 from privfit.privacy import OrderGrid, PrivacyCost, gaussian_rdp, gaussian_sigma
 from privfit.solvers.base import (
+    MAX_SCALE,
+    MIN_SCALE,
     FitRun,
     FloatArray,
     GLMParams,
@@ -117,14 +119,14 @@ class DPGDParams(GLMParams):
     )
     step_size: float | None = Field(
         None,
-        gt=0.0,
-        le=1e6,
+        ge=MIN_SCALE,
+        le=MAX_SCALE,
         description="Step size η. Default 1/β, with β = c·B² + λ the public smoothness of the objective "
         "(c = 1/4 logistic, 1 linear/huber, 1/h svm; B the row-norm bound, with intercept sqrt(B² + 1)).",
     )
     clip_norm: float | None = Field(
         None,
-        gt=0.0,
+        ge=MIN_SCALE,
         le=1e9,
         description="Per-example gradient clipping norm C; the gradient sum has replace-one sensitivity 2C. "
         "Default (and maximum): the loss's public Lipschitz constant G from the declared bounds, so clipping "

@@ -132,6 +132,8 @@ from privfit.privacy import (
     without_replacement_noise_multiplier,
 )
 from privfit.solvers.base import (
+    MAX_SCALE,
+    MIN_SCALE,
     FitRun,
     GLMParams,
     GLMResolved,
@@ -203,8 +205,8 @@ class DPSGDParams(GLMParams):
     )
     step_size: float | None = Field(
         None,
-        gt=0.0,
-        le=1e6,
+        ge=MIN_SCALE,
+        le=MAX_SCALE,
         description="Base step size η. Default 1/β, with β = c·B² + λ the public smoothness of the objective "
         "(c = 1/4 logistic, 1 linear/huber, 1/h svm; B the row-norm bound, with intercept sqrt(B² + 1)).",
     )
@@ -215,7 +217,7 @@ class DPSGDParams(GLMParams):
     )
     clip_norm: float | None = Field(
         None,
-        gt=0.0,
+        ge=MIN_SCALE,
         le=1e9,
         description="Per-example gradient clipping norm C; a batch sum has add/remove sensitivity C and "
         "replace-one sensitivity 2C. Default (and maximum): the loss's public Lipschitz constant G from the "

@@ -29,7 +29,7 @@ from numpy.typing import NDArray
 from pydantic import Field
 from scipy import stats
 
-from privfit.solvers.base import GLMParams, ProgressReporter, SolverParameterError
+from privfit.solvers.base import MAX_SCALE, MIN_SCALE, GLMParams, ProgressReporter, SolverParameterError
 from privfit.solvers.baselines.erm import ERMSolution, MinimiserProblem, minimize_regularized_glm
 
 __all__ = [
@@ -62,8 +62,8 @@ class PerturbationParams(GLMParams):
 
     l2: float | None = Field(  # type: ignore[assignment]
         None,
-        gt=0.0,
-        le=1e6,
+        ge=MIN_SCALE,
+        le=MAX_SCALE,
         description="L2 regularisation strength λ > 0 of the objective mean loss + (λ/2)‖θ‖² (the sensitivity "
         "of the minimiser is ∝ 1/λ). Default: sqrt(2·G·K)/R, balancing the regularisation bias against the "
         "noise (K: expected noise norm at λ = 1, R: the radius parameter, G: the loss's Lipschitz constant).",

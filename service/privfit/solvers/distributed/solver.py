@@ -67,6 +67,8 @@ from pydantic import Field
 
 from privfit.privacy import OrderGrid, PrivacyCost, laplace_scale
 from privfit.solvers.base import (
+    MAX_SCALE,
+    MIN_SCALE,
     FitRun,
     GLMParams,
     GLMResolved,
@@ -137,8 +139,8 @@ class DPDistributedParams(GLMParams):
     )
     radius: float | None = Field(
         None,
-        gt=0.0,
-        le=1e6,
+        ge=MIN_SCALE,
+        le=MAX_SCALE,
         description="Public radius R of the parameter ball W. Default sqrt(2·ℓ(0)/λ) when λ > 0 (the regularised "
         "minimiser lies inside it, spec §2.3), else the GLM default (10; 1 for linear).",
     )
@@ -147,11 +149,13 @@ class DPDistributedParams(GLMParams):
         description="Step sizes: 'strongly_convex' α_k = c/(λ(k + t0)) (Theorem 2, λ > 0) or 'convex' "
         "α_k = c/(2√(k + t0)).",
     )
-    lr_scale: float = Field(1.0, gt=0.0, le=1e6, description="Step-size factor c (does not change the cost).")
+    lr_scale: float = Field(
+        1.0, ge=MIN_SCALE, le=MAX_SCALE, description="Step-size factor c (does not change the cost)."
+    )
     lr_offset: int = Field(0, ge=0, le=10**9, description="Step-size offset t0 (does not change the cost).")
     clip_norm: float | None = Field(
         None,
-        gt=0.0,
+        ge=MIN_SCALE,
         le=1e9,
         description="Per-example gradient clipping norm C. Default and maximum: the loss's public Lipschitz "
         "constant G from the declared bounds (gradients are taken at noisy points outside the ball, so "

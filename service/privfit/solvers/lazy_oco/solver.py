@@ -79,6 +79,8 @@ from pydantic import Field
 
 from privfit.privacy import OrderGrid, PrivacyCost, pure_epsilon_for_target
 from privfit.solvers.base import (
+    MAX_SCALE,
+    MIN_SCALE,
     FitRun,
     MetadataResolved,
     PrivacyRequest,
@@ -141,12 +143,15 @@ class DPLazyOCOParams(SolverParams):
     )
     fit_intercept: bool = Field(False, description="Append a constant 1 to x (only with z = 'yx').")
     radius: float | None = Field(
-        None, gt=0.0, le=1e6, description="Radius R of the ball K = B(0, R). Default: the public bound of ‖z‖."
+        None,
+        ge=MIN_SCALE,
+        le=MAX_SCALE,
+        description="Radius R of the ball K = B(0, R). Default: the public bound of ‖z‖.",
     )
     clip_norm: float | None = Field(
         None,
-        gt=0.0,
-        le=1e6,
+        ge=MIN_SCALE,
+        le=MAX_SCALE,
         description="Rows are clipped to ‖z‖ ≤ C. Default: the public bound of ‖z‖ (clipping is then a no-op).",
     )
     report_switches: bool = Field(

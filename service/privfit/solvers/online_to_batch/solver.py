@@ -52,6 +52,8 @@ from pydantic import Field, ValidationInfo, field_validator
 
 from privfit.privacy import OrderGrid, PrivacyCost, gaussian_sigma, zcdp_rdp
 from privfit.solvers.base import (
+    MAX_SCALE,
+    MIN_SCALE,
     FitRun,
     GLMParams,
     GLMResolved,
@@ -86,8 +88,8 @@ class DPOTBParams(GLMParams):
 
     radius: float | None = Field(
         None,
-        gt=0.0,
-        le=1e6,
+        ge=MIN_SCALE,
+        le=MAX_SCALE,
         description="Public radius R of the L2 ball (with intercept); the domain diameter is D = 2R and the noise "
         "grows with G + H·D. Default 2 for logistic, svm and huber; 1 for linear.",
     )
@@ -105,8 +107,8 @@ class DPOTBParams(GLMParams):
     )
     learning_rate: float = Field(
         1.0,
-        gt=0.0,
-        le=1e6,
+        ge=MIN_SCALE,
+        le=MAX_SCALE,
         description="Scale of the learner's theory step size (OGD/AdaGrad/optimistic: D/√2 per unit gradient; "
         "strongly convex: 1/Σμ_t; parameter-free: initial wealth R).",
     )

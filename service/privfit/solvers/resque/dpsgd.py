@@ -54,6 +54,8 @@ from pydantic import Field, ValidationInfo, field_validator
 
 from privfit.privacy import OrderGrid, PrivacyCost
 from privfit.solvers.base import (
+    MAX_SCALE,
+    MIN_SCALE,
     FitRun,
     MetadataResolved,
     PrivacyRequest,
@@ -107,16 +109,18 @@ class ReSQueDPSGDParams(SolverParams):
     )
     quantile_tau: float | None = Field(None, gt=0.0, lt=1.0, description="Quantile τ ∈ (0, 1) (model 'quantile'; "
                                        "default 0.5).")  # fmt: skip
-    huber_delta: float | None = Field(None, gt=0.0, le=1e6, description="Huber threshold δ (model 'huber'; default 1).")
+    huber_delta: float | None = Field(
+        None, ge=MIN_SCALE, le=MAX_SCALE, description="Huber threshold δ (model 'huber'; default 1)."
+    )
     fit_intercept: bool = Field(True, description="Fit an intercept as an extra constant feature 1.")
     radius: float | None = Field(
-        None, gt=0.0, le=1e6, description="Radius R of the parameter ball. Default 10 (logistic, svm, huber), 1 "
-        "(absolute, quantile).",
+        None, ge=MIN_SCALE, le=MAX_SCALE, description="Radius R of the parameter ball. Default 10 (logistic, svm, "
+        "huber), 1 (absolute, quantile).",
     )  # fmt: skip
     smoothing: float | None = Field(
         None,
-        gt=0.0,
-        le=1e6,
+        ge=MIN_SCALE,
+        le=MAX_SCALE,
         description="Gaussian smoothing radius ρ of the objective E f(θ + ρZ). Default R·max(1/√n, "
         "sqrt(d log(1/δ))/(nε)) (with an explicit noise multiplier: R/√n).",
     )
@@ -135,9 +139,11 @@ class ReSQueDPSGDParams(SolverParams):
         description="'poisson' (default), 'fixed_size' or 'shuffle': as for dp_sgd, each with its accountant.",
     )
     clip_norm: float | None = Field(
-        None, gt=0.0, le=1e9, description="Clipping norm C of each weighted subgradient. Default L (m = 1) or 2L."
+        None, ge=MIN_SCALE, le=1e9, description="Clipping norm C of each weighted subgradient. Default L (m = 1) or 2L."
     )
-    step_size: float | None = Field(None, gt=0.0, le=1e6, description="Step size η. Default R/(G√T), G = L + σ√d/m_b.")
+    step_size: float | None = Field(
+        None, ge=MIN_SCALE, le=MAX_SCALE, description="Step size η. Default R/(G√T), G = L + σ√d/m_b."
+    )
     noise_multiplier: float | None = Field(
         None, gt=0.0, le=1e8, description="Explicit σ/C instead of a target ε (leave unset with a target ε)."
     )

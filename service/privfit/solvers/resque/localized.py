@@ -62,6 +62,8 @@ from scipy.special import logsumexp
 
 from privfit.privacy import OrderGrid, PrivacyCost
 from privfit.solvers.base import (
+    MAX_SCALE,
+    MIN_SCALE,
     AnySolver,
     FitRun,
     MetadataResolved,
@@ -196,10 +198,10 @@ class ReSQueLocalizedParams(SolverParams):
 
     model: ReSQueModel = Field("logistic", description="'logistic', 'svm' (hinge), 'absolute', 'quantile', 'huber'.")
     quantile_tau: float | None = Field(None, gt=0.0, lt=1.0, description="τ (model 'quantile'; default 0.5).")
-    huber_delta: float | None = Field(None, gt=0.0, le=1e6, description="δ (model 'huber'; default 1).")
+    huber_delta: float | None = Field(None, ge=MIN_SCALE, le=MAX_SCALE, description="δ (model 'huber'; default 1).")
     fit_intercept: bool = Field(True, description="Fit an intercept as an extra constant feature 1.")
-    radius: float | None = Field(None, gt=0.0, le=1e6, description="Radius R of the constraint ball.")
-    smoothing: float | None = Field(None, gt=0.0, le=1e6, description="ρ. Default ε_opt/(L√d).")
+    radius: float | None = Field(None, ge=MIN_SCALE, le=MAX_SCALE, description="Radius R of the constraint ball.")
+    smoothing: float | None = Field(None, ge=MIN_SCALE, le=MAX_SCALE, description="ρ. Default ε_opt/(L√d).")
     outer_iterations: int | None = Field(None, ge=1, description="K. Default ⌈(R/r)^{2/3}⌉·⌈log κ⌉.")
     line_search_probes: int | None = Field(None, ge=1, description="Probes per line search. Default ⌈log₂(Rκ/r)⌉.")
     steps_per_call: int | None = Field(None, ge=_MIN_STEPS, description="T of each oracle. Default 2^⌊log₂(n/240)⌋.")

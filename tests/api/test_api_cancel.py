@@ -1,0 +1,117 @@
+"""Cancel stops a running fit at its next step (issue 20), and a fit whose cancel was answered before it finished
+never releases a result.
+
+The apps here renew leases every 5 s (the default ``PRIVFIT_HEARTBEAT_SECONDS``, not the tests' usual 0.2 s): the
+heartbeat is not what carries a cancel. In-process, the cancel request sets the runner's stop event at once; from
+another process (``privfit worker``), the solver's step callback polls the job's cancel flag every
+``PRIVFIT_CANCEL_POLL_SECONDS`` (0.2 s); and the result commit re-checks the flag in its own transaction.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from api_helpers import Keys, bearer, make_client, upload, wait_for, wait_until_running
+from fastapi.testclient import TestClient
+from process_helpers import PRIVFIT, environment, process
+
+from privfit.api.auth import create_api_key
+
+LONG_FIT = {"solver": "dp_gd", "privacy": {"epsilon": 0.5}, "params": {"steps": 100_000}}  # ~1 min of steps
+SHORT_FIT = {"solver": "dp_gd", "privacy": {"epsilon": 0.05}, "params": {"steps": 300}}  # ~0.2 s
+CANCEL_WITHIN = 1.0
+
+
+def _keys(client: TestClient) -> Keys:
+    db = client.app.state.db
+    owner_id, owner = create_api_key(db, "owner", "owner")
+    analyst_id, analyst = create_api_key(db, "analyst", "analyst")
+    _, admin = create_api_key(db, "admin", "admin")
+    return Keys(bearer(owner), owner_id, bearer(owner), bearer(analyst), analyst_id, bearer(analyst), bearer(admin))
+
+
+@pytest.fixture
+def slow_beat(database_url: str, tmp_path: Path) -> Iterator[tuple[TestClient, Keys]]:
+    """An app with its embedded workers and the default 5 s heartbeat."""
+    with make_client(database_url, tmp_path, heartbeat_seconds=5.0) as client:
+        yield client, _keys(client)
+
+
+def _cancel_and_time(client: TestClient, keys: Keys, fit_id: str) -> tuple[dict[str, Any], dict[str, Any], float]:
+    """Cancel the fit; (the cancel's answer, the fit's final body, seconds from the cancel to its final status)."""
+    started = time.monotonic()
+    answered = client.post(f"/v1/fits/{fit_id}/cancel", headers=keys.analyst)
+    assert answered.status_code == 200, answered.text
+    done = wait_for(client, fit_id, keys.analyst, timeout=30)
+    return answered.json(), done, time.monotonic() - started
+
+
+def _assert_cancelled_without_result(client: TestClient, keys: Keys, done: dict[str, Any]) -> None:
+    assert done["status"] == "cancelled" and "result" not in done, done
+    predicted = client.post(f"/v1/fits/{done['id']}/predict", headers=keys.analyst,
+                            json={"rows": [{"x1": 0.1, "x2": 0.2, "color": "red"}]})  # fmt: skip
+    assert predicted.status_code == 409, predicted.text
+
+
+def test_cancel_stops_a_running_fit_at_its_next_step(slow_beat) -> None:
+    client, keys = slow_beat
+    dataset_id = upload(client, keys)
+    created = client.post("/v1/fits", headers=keys.analyst, json={"dataset_id": dataset_id, **LONG_FIT})
+    assert created.status_code == 202, created.text
+    fit_id = created.json()["id"]
+    running = wait_until_running(client, fit_id, keys.analyst)
+    assert 0 < running["progress"] < 0.5, running
+    answered, done, elapsed = _cancel_and_time(client, keys, fit_id)
+    assert answered["status"] in ("running", "cancelled") and answered["cancel_requested"], answered
+    assert elapsed < CANCEL_WITHIN, f"the fit took {elapsed:.2f} s to stop after the cancel"
+    _assert_cancelled_without_result(client, keys, done)
+    assert done["progress"] < 0.5, done  # it stopped, it did not run to the end
+    # the ledger's rules for a cancelled fit are unchanged: it read rows, so its charge is kept
+    ledger = client.get(f"/v1/datasets/{dataset_id}/ledger", headers=keys.owner).json()
+    assert [entry["kind"] for entry in ledger["entries"]] == ["reservation", "charge"]
+
+
+def test_cancel_reaches_a_fit_running_in_another_process(database_url: str, tmp_path: Path) -> None:
+    """The API process does not run the fit (``privfit worker`` does): the worker's step callback polls the flag."""
+    with make_client(database_url, tmp_path, workers=False, queue="none") as client:
+        keys = _keys(client)
+        dataset_id = upload(client, keys)
+        env = environment(database_url, tmp_path, PRIVFIT_QUEUE="none", PRIVFIT_HEARTBEAT_SECONDS="5",
+                          PRIVFIT_POLL_SECONDS="0.1")  # fmt: skip
+        with process([*PRIVFIT, "worker", "--concurrency", "1"], env, tmp_path / "worker.log"):
+            created = client.post("/v1/fits", headers=keys.analyst, json={"dataset_id": dataset_id, **LONG_FIT})
+            assert created.status_code == 202, created.text
+            fit_id = created.json()["id"]
+            wait_until_running(client, fit_id, keys.analyst)
+            answered, done, elapsed = _cancel_and_time(client, keys, fit_id)
+        assert answered["status"] == "running" and answered["cancel_requested"], answered
+        assert elapsed < CANCEL_WITHIN, f"the fit took {elapsed:.2f} s to stop after the cancel"
+        _assert_cancelled_without_result(client, keys, done)
+
+
+def test_a_cancel_answered_before_the_fit_finished_never_releases_a_result(slow_beat) -> None:
+    """Short fits cancelled at random moments (queued, running, just finishing, finished): whenever the cancel was
+    answered with the fit not yet finished, the fit ends cancelled with no result; otherwise it had succeeded."""
+    client, keys = slow_beat
+    dataset_id = upload(client, keys, epsilon=10.0)
+    rng = random.Random(20)
+    outcomes: dict[str, int] = {}
+    for _ in range(24):
+        created = client.post("/v1/fits", headers=keys.analyst, json={"dataset_id": dataset_id, **SHORT_FIT})
+        assert created.status_code == 202, created.text
+        fit_id = created.json()["id"]
+        time.sleep(rng.uniform(0.0, 0.45))
+        answered, done, _ = _cancel_and_time(client, keys, fit_id)
+        before = answered["status"]
+        outcomes[before] = outcomes.get(before, 0) + 1
+        if before == "succeeded":  # it had finished when the cancel arrived: the cancel changed nothing
+            assert done["status"] == "succeeded" and "result" in done, done
+        else:
+            assert before in ("queued", "running", "cancelled"), answered
+            _assert_cancelled_without_result(client, keys, done)
+    assert outcomes.get("running", 0) + outcomes.get("cancelled", 0) >= 5, outcomes  # the race was exercised
