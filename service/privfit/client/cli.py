@@ -6,6 +6,10 @@ list|show|wait|cancel``, ``privfit predict``, ``privfit budget``, ``privfit ledg
 ``PRIVFIT_API_KEY``. Output is a readable table, or the API's JSON with ``--json``; ``-q`` prints only the id
 of what was created. Errors go to stderr as ``error: <status> <title>: <detail>`` (with ``--json`` the
 problem document also goes to stdout) and the exit status says what happened (:data:`EXIT_CODES`).
+
+Everything the server sends (dataset and key names, error details, statuses, …) is shown as plain text, never
+as rich markup: ``[bold]`` or ``[link=…]`` in a dataset's name is printed as written, and control characters
+(terminal escape sequences) are shown escaped (:func:`safe_text`).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import math
 import os
 import re
 import sys
+import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -26,6 +31,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from . import errors
 from ._client import Client
@@ -98,18 +104,34 @@ class Output:
         print(json.dumps(_plain(document), indent=2, default=str))
 
     def table(self, title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
-        table = Table(title=title, title_justify="left", header_style="bold")
+        """A table; the title and every cell are plain text (they hold server-supplied strings)."""
+        table = Table(title=safe_text(title) if title else None, title_justify="left", header_style="bold")
         for column in columns:
-            table.add_column(column, overflow="fold")
+            table.add_column(safe_text(column), overflow="fold")
         for row in rows:
-            table.add_row(*(_cell(value) for value in row))
+            table.add_row(*(safe_text(_cell(value)) for value in row))
         self.out.print(table)
 
     def fields(self, title: str, pairs: Sequence[tuple[str, Any]]) -> None:
         self.table(title, ("field", "value"), pairs)
 
     def message(self, text: str) -> None:
-        self.err.print(text, markup=False)
+        self.err.print(safe_text(text, keep_newlines=True))
+
+
+def safe_text(value: str, *, keep_newlines: bool = False) -> Text:
+    """``value`` as a rich :class:`Text`: never read as markup (``[bold]``, ``[link=…]``) nor emoji codes, and with
+    every control character (terminal escape sequences included) shown escaped, e.g. ``\\x1b``."""
+    return Text("".join(_visible(char, keep_newlines) for char in value))
+
+
+def _visible(char: str, keep_newlines: bool) -> str:
+    if char == "\n" and keep_newlines:
+        return char
+    if unicodedata.category(char) in ("Cc", "Cs"):
+        code = ord(char)
+        return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    return char
 
 
 def _plain(document: Any) -> Any:
@@ -267,8 +289,8 @@ class ProgressReporter:
     def __init__(self, out: Output) -> None:
         self.out = out
         self.live = out.err.is_terminal and not out.quiet
-        self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), TaskProgressColumn(),
-                                 TimeElapsedColumn(), console=out.err)  # fmt: skip
+        self.progress = Progress(TextColumn("{task.description}", style="bold", markup=False), BarColumn(),
+                                 TaskProgressColumn(), TimeElapsedColumn(), console=out.err)  # fmt: skip
         self.task = self.progress.add_task("queued", total=1.0)
         self.last: tuple[str, int] | None = None
 
@@ -441,8 +463,9 @@ def _readable(path: str) -> Path:
 
 
 # --- parser ---------------------------------------------------------------------------------------
-def add_client_commands(commands: argparse._SubParsersAction) -> None:
-    """Register the client commands on the ``privfit`` parser's subcommands."""
+def add_client_commands(commands: argparse._SubParsersAction, keys: argparse._SubParsersAction | None = None) -> None:
+    """Register the client commands on the ``privfit`` parser's subcommands (and ``keys list|revoke`` on the
+    ``privfit keys`` subcommands, when given)."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--url", default=None, help=f"service URL (default: $PRIVFIT_URL or {DEFAULT_URL})")
     common.add_argument("--api-key", default=None, help="API key (default: $PRIVFIT_API_KEY)")
