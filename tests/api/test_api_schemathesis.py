@@ -225,12 +225,14 @@ contract = schemathesis.openapi.from_asgi("/openapi.json", CURRENT, config=_conf
 
 READS = [
     ("GET", "/v1/me", {}, {}),
+    ("GET", "/v1/keys", {}, {}),
     ("GET", "/v1/solvers", {}, {}),
     ("GET", "/v1/datasets", {}, {}),
     ("GET", "/v1/datasets/duplicates", {}, {}),
     ("GET", "/v1/datasets/{dataset_id}", {"dataset_id": "dataset"}, {}),
     ("GET", "/v1/datasets/{dataset_id}/budget", {"dataset_id": "dataset"}, {}),
     ("GET", "/v1/datasets/{dataset_id}/ledger", {"dataset_id": "dataset"}, {}),
+    ("GET", "/v1/datasets/{dataset_id}/grants", {"dataset_id": "dataset"}, {}),
     ("GET", "/v1/fits", {}, {"dataset_id": "dataset"}),
     ("GET", "/v1/fits/{job_id}", {"job_id": "fit"}, {}),
     ("GET", "/v1/fits/{job_id}", {"job_id": "queued"}, {}),

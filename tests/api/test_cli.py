@@ -1,6 +1,6 @@
 """The ``privfit`` client commands against a live ``privfit serve`` subprocess: the CLI example of docs/client.md
-run verbatim, every error class giving a clear message and its documented exit status, and server text printed as
-text (never as rich markup)."""
+run verbatim, every error class giving a clear message and its documented exit status, server text printed as
+text (never as rich markup), and keys and grants listed and revoked."""
 
 from __future__ import annotations
 
@@ -203,3 +203,33 @@ def test_server_text_is_printed_as_text_never_as_markup(live: dict[str, str]):
     analyst = env_for(live, "analyst")
     run(env, "datasets", "grant", ids[0], live["analyst_id"])
     assert "[/bold]" in run(analyst, "datasets", "list").stdout  # and so for everyone who can see it
+
+
+def test_keys_and_grants_are_listed_and_revoked_from_the_cli(live: dict[str, str]):
+    admin, owner = env_for(live, "admin"), env_for(live, "owner")
+    created = httpx.post(f"{live['base']}/v1/keys", headers={"Authorization": f"Bearer {live['admin']}"},
+                         json={"role": "analyst", "name": "[bold]temp[/bold]"}).json()  # fmt: skip
+    key_id, secret = created["key_id"], created["key"]
+    listed = run(admin, "keys", "list")
+    assert listed.returncode == EXIT_OK, listed.stderr
+    assert key_id in listed.stdout and "[bold]temp[/bold]" in listed.stdout and secret not in listed.stdout
+    (row,) = [k for k in json.loads(run(admin, "keys", "list", "--json").stdout) if k["key_id"] == key_id]
+    assert row["role"] == "analyst" and row["revoked_at"] is None
+    assert run(owner, "keys", "list").returncode == EXIT_AUTH  # admins only
+
+    dataset = register(live["base"], live["owner"], 1.0)
+    assert run(owner, "datasets", "grant", dataset, key_id).returncode == EXIT_OK
+    grants = json.loads(run(owner, "datasets", "grants", dataset, "--json").stdout)
+    assert [g["api_key_id"] for g in grants] == [key_id]
+    assert key_id in run(owner, "datasets", "grants", dataset).stdout
+    revoked = run(owner, "datasets", "revoke", dataset, key_id)
+    assert revoked.returncode == EXIT_OK and "may no longer see or fit" in revoked.stderr
+    again = run(owner, "datasets", "revoke", dataset, key_id)
+    assert again.returncode == EXIT_NOT_FOUND and "has no grant" in again.stderr
+
+    done = run(admin, "keys", "revoke", key_id)
+    assert done.returncode == EXIT_OK and "revoked" in done.stderr
+    whoami = run({**env_for(live, None), "PRIVFIT_API_KEY": secret}, "whoami")
+    assert whoami.returncode == EXIT_AUTH and "401" in whoami.stderr
+    (row,) = [k for k in json.loads(run(admin, "keys", "list", "--json").stdout) if k["key_id"] == key_id]
+    assert row["revoked_at"] is not None

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from privfit.db import ApiKey, Database, Dataset, DatasetGrant
 
@@ -152,3 +153,29 @@ def usable_dataset(db: Database, dataset_id: str, principal: Principal) -> Datas
         raise Problem(410, "Dataset deleted", f"dataset {dataset_id} was deleted and its data purged; it cannot be "
                       "fitted any more (its budget and ledger stay readable)", field="dataset_id")  # fmt: skip
     return dataset
+
+
+def confirm_access(session: Session, principal: Principal, dataset: Dataset) -> None:
+    """In the write transaction that admits a fit: lock the caller's key row (and, for a grantee, its grant row)
+    against concurrent revocation and check both still stand — 401 if the key was revoked, the uniform 404 if
+    the grant was.
+
+    With the rows locked (``FOR SHARE`` on PostgreSQL; SQLite serialises writers), a revocation either commits
+    first — then this sees it and nothing is admitted — or waits for this transaction, and the revocation's
+    cancellation of the key's (or grantee's) queued and running fits, which runs after it commits, sees the new
+    fit. So no fit is admitted for a key or grant after its revocation has cancelled the others.
+    """
+    key = session.execute(
+        select(ApiKey.revoked_at).where(ApiKey.id == principal.key_id).with_for_update(read=True)
+    ).first()
+    if key is None or key.revoked_at is not None:
+        raise _unauthorized()
+    if principal.role == "admin" or dataset.owner_key_id == principal.key_id:
+        return
+    granted = session.execute(
+        select(DatasetGrant.id)
+        .where(DatasetGrant.dataset_id == dataset.id, DatasetGrant.api_key_id == principal.key_id)
+        .with_for_update(read=True)
+    ).first()
+    if granted is None:
+        raise dataset_not_found(dataset.id)

@@ -1,8 +1,9 @@
 """The ``privfit`` command's client commands, built on :class:`privfit.client.Client`.
 
-``privfit datasets upload|list|show|delete|grant``, ``privfit fit``, ``privfit estimate``, ``privfit fits
-list|show|wait|cancel``, ``privfit predict``, ``privfit budget``, ``privfit ledger``, ``privfit solvers``,
-``privfit whoami``. The server and key come from ``--url`` / ``--api-key`` or ``PRIVFIT_URL`` /
+``privfit datasets upload|list|show|delete|grant|grants|revoke``, ``privfit fit``, ``privfit estimate``,
+``privfit fits list|show|wait|cancel``, ``privfit predict``, ``privfit budget``, ``privfit ledger``,
+``privfit solvers``, ``privfit whoami``, ``privfit keys list|revoke`` (admins; ``privfit keys create`` works on the
+server's database directly). The server and key come from ``--url`` / ``--api-key`` or ``PRIVFIT_URL`` /
 ``PRIVFIT_API_KEY``. Output is a readable table, or the API's JSON with ``--json``; ``-q`` prints only the id
 of what was created. Errors go to stderr as ``error: <status> <title>: <detail>`` (with ``--json`` the
 problem document also goes to stdout) and the exit status says what happened (:data:`EXIT_CODES`).
@@ -56,7 +57,7 @@ EXIT_CODES: dict[int, str] = {
     EXIT_USAGE: "bad command line or unreadable local file",
     EXIT_UNAVAILABLE: "server unreachable or failing (5xx)",
     EXIT_AUTH: "missing, invalid or insufficient API key (401, 403)",
-    EXIT_NOT_FOUND: "no such dataset or fit (404)",
+    EXIT_NOT_FOUND: "no such dataset, fit, key or grant, or not visible to this key (404)",
     EXIT_CONFLICT: "refused by the server's state, e.g. privacy budget exceeded (409)",
     EXIT_INVALID: "invalid request: field, parameter, schema or CSV (400, 413, 422)",
     EXIT_FIT_FAILED: "the fit ended failed or cancelled (--wait)",
@@ -205,6 +206,46 @@ def _datasets_grant(client: Client, args: argparse.Namespace, out: Output) -> in
         out.json({"dataset_id": args.dataset, "api_key_id": args.key_id})
     else:
         out.message(f"key {args.key_id} may now fit dataset {args.dataset}")
+    return EXIT_OK
+
+
+def _datasets_grants(client: Client, args: argparse.Namespace, out: Output) -> int:
+    grants = client.grants(args.dataset)
+    if out.as_json:
+        out.json(grants)
+    else:
+        rows = [(g.api_key_id, g.created_at, "revoked" if g.key_revoked else "valid") for g in grants]
+        out.table(f"grants of {args.dataset}", ("analyst key", "granted", "key"), rows)
+    return EXIT_OK
+
+
+def _datasets_revoke(client: Client, args: argparse.Namespace, out: Output) -> int:
+    client.revoke_grant(args.dataset, args.key_id)
+    if out.as_json:
+        out.json({"dataset_id": args.dataset, "api_key_id": args.key_id, "revoked": True})
+    else:
+        out.message(f"key {args.key_id} may no longer see or fit dataset {args.dataset} (its queued fits on it are "
+                    "cancelled)")  # fmt: skip
+    return EXIT_OK
+
+
+def _keys_list(client: Client, args: argparse.Namespace, out: Output) -> int:
+    keys = client.keys()
+    if out.as_json:
+        out.json(keys)
+    else:
+        rows = [(k.key_id, k.prefix, k.role, k.name, k.created_at, k.revoked_at) for k in keys]
+        out.table("API keys", ("id", "prefix", "role", "name", "created", "revoked"), rows)
+    return EXIT_OK
+
+
+def _keys_revoke(client: Client, args: argparse.Namespace, out: Output) -> int:
+    client.revoke_key(args.key_id)
+    if out.as_json:
+        out.json({"key_id": args.key_id, "revoked": True})
+    else:
+        out.message(f"key {args.key_id} revoked: it is refused from its next request on (its queued fits are "
+                    "cancelled)")  # fmt: skip
     return EXIT_OK
 
 
@@ -502,6 +543,15 @@ def add_client_commands(commands: argparse._SubParsersAction, keys: argparse._Su
     grant = command(sub, "grant", _datasets_grant, "let an analyst key fit a dataset (owners)")
     grant.add_argument("dataset")
     grant.add_argument("key_id", help="the analyst key's id (not its secret)")
+    command(sub, "grants", _datasets_grants, "the analyst keys granted a dataset (owners)").add_argument("dataset")
+    revoke_help = "revoke an analyst key's grant (owners; its queued fits on the dataset are cancelled)"
+    revoke = command(sub, "revoke", _datasets_revoke, revoke_help)
+    revoke.add_argument("dataset")
+    revoke.add_argument("key_id", help="the analyst key's id")
+    if keys is not None:
+        command(keys, "list", _keys_list, "every API key, without secrets (admins)")
+        command(keys, "revoke", _keys_revoke,
+                "revoke an API key (admins): refused from its next request on").add_argument("key_id")  # fmt: skip
 
     for name, handler, help_text in (
         ("fit", _fit, "request a fit (the ledger admits or refuses it); --wait shows progress until it finishes"),

@@ -6,6 +6,11 @@ registers the dataset in the transaction that removes it, so a crash never leave
 orphan sweep removes what a crash left). A delete marks the dataset deleted, cancels its queued fits (refunded),
 asks its running fits to stop, and purges the matrix unless another live dataset or a pending upload still uses it
 (checked and purged under the key's lock). The ledger of a deleted dataset stays readable by its owner and admins.
+
+Grants: the owner (or an admin) grants an analyst key, lists the grants and revokes them. Revoking a grant cancels
+that analyst's queued fits on the dataset (reservations released: they never read a row) and asks its running ones
+to stop (a fit that read rows keeps its charge and releases no result); fits that already finished stay readable to
+the analyst — their results were released before the revocation.
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, File, Form, HTTPException, Query, Request, Response, UploadFile
 from pydantic import BaseModel, Field, ValidationError
-from sqlalchemy import func, or_, select
+from sqlalchemy import delete, func, or_, select
 
 from privfit.datasets import DatasetSchema, EncodedDataset, parse_and_encode
 from privfit.datasets.encoding import DatasetTooLargeError
@@ -41,9 +46,9 @@ from privfit.settings import Settings
 
 from ..auth import Principal, current_principal, require_role, visible_dataset
 from ..encoding import UtcDateTime, public_json
-from ..identifiers import NAME_MAX_LENGTH, DisplayName, ResourceId, id_path
+from ..identifiers import NAME_MAX_LENGTH, DisplayName, ResourceId, id_path, is_resource_id, normalize_id
 from ..limits import JsonLimitError, loads_limited
-from ..problems import Problem, dataset_not_found, problem_responses
+from ..problems import Problem, dataset_not_found, grant_not_found, problem_responses
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
 log = logging.getLogger("privfit.api")
@@ -80,6 +85,13 @@ class GrantRequest(BaseModel):
 class GrantCreated(BaseModel):
     dataset_id: str
     api_key_id: str
+
+
+class GrantOut(BaseModel):
+    dataset_id: str
+    api_key_id: str
+    created_at: UtcDateTime
+    key_revoked: bool = Field(description="The analyst key was revoked (the grant can no longer be used).")
 
 
 # A float of the ledger's views that may be +∞ (no finite bound, not admissible) is written as null.
@@ -438,14 +450,73 @@ def grant(dataset_id: DatasetId, body: GrantRequest, request: Request,
     dataset = visible_dataset(db, dataset_id, principal, manage=True)
     with db.write() as session:
         key = session.get(ApiKey, body.api_key_id)
-        if key is None or key.role != "analyst":
-            raise Problem(422, "Invalid grant", "api_key_id must be the id of an analyst key", field="api_key_id")
+        if key is None or key.role != "analyst" or key.revoked_at is not None:
+            raise Problem(422, "Invalid grant", "api_key_id must be the id of an analyst key that is not revoked",
+                          field="api_key_id")  # fmt: skip
         exists = session.execute(
             select(DatasetGrant.id).where(DatasetGrant.dataset_id == dataset.id, DatasetGrant.api_key_id == key.id)
         ).first()
         if exists is None:
             session.add(DatasetGrant(dataset_id=dataset.id, api_key_id=key.id))
     return GrantCreated(dataset_id=dataset.id, api_key_id=body.api_key_id)
+
+
+@router.get("/{dataset_id:id}/grants", response_model=list[GrantOut],
+            summary="The analyst keys granted this dataset, oldest first (owner)",
+            responses=problem_responses(401, 403, 404, 503))  # fmt: skip
+def list_grants(dataset_id: DatasetId, request: Request,
+                principal: Principal = Depends(current_principal)) -> list[GrantOut]:  # noqa: B008  # fmt: skip
+    db = request.app.state.db
+    dataset = visible_dataset(db, dataset_id, principal, manage=True)
+    with db.read() as session:
+        rows = session.execute(
+            select(DatasetGrant, ApiKey.revoked_at).join(ApiKey, ApiKey.id == DatasetGrant.api_key_id)
+            .where(DatasetGrant.dataset_id == dataset.id).order_by(DatasetGrant.created_at, DatasetGrant.id)
+        ).all()  # fmt: skip
+    return [
+        GrantOut(
+            dataset_id=row.dataset_id,
+            api_key_id=row.api_key_id,
+            created_at=row.created_at,
+            key_revoked=revoked_at is not None,
+        )
+        for row, revoked_at in rows
+    ]
+
+
+@router.delete("/{dataset_id:id}/grants/{api_key_id:id}", status_code=204, response_class=Response,
+               summary="Revoke an analyst's grant (owner): its queued fits on the dataset are cancelled",
+               responses=problem_responses(401, 403, 404, 503))  # fmt: skip
+def revoke_grant(
+    dataset_id: DatasetId,
+    request: Request,
+    api_key_id: str = id_path("analyst key"),
+    principal: Principal = Depends(current_principal),  # noqa: B008
+) -> Response:
+    """Revoke the grant: the analyst can no longer see, estimate or fit the dataset, from its next request on.
+    Its queued fits on the dataset are cancelled (reservations released) and its running ones asked to stop (a
+    fit that read rows keeps its charge); its finished fits stay readable to it."""
+    db = request.app.state.db
+    dataset = visible_dataset(db, dataset_id, principal, manage=True)
+    if not is_resource_id(api_key_id):
+        raise grant_not_found(dataset_id, api_key_id)
+    grantee = normalize_id(api_key_id)
+    with db.write() as session:  # the row lock orders this against fits being admitted under the grant (auth.py)
+        removed = session.execute(
+            delete(DatasetGrant)
+            .where(DatasetGrant.dataset_id == dataset.id, DatasetGrant.api_key_id == grantee)
+            .returning(DatasetGrant.id)
+        ).first()
+    if removed is None:
+        raise grant_not_found(dataset_id, api_key_id)
+    with db.read() as session:
+        active = list(session.scalars(select(Job.id).where(
+            Job.dataset_id == dataset.id, Job.api_key_id == grantee, Job.status.in_(("queued", "running"))
+        )))  # fmt: skip
+    for job_id in active:
+        cancel(db, job_id)
+    log.info("grant revoked", extra={"dataset_id": dataset.id, "api_key_id": grantee, "cancelled_fits": len(active)})
+    return Response(status_code=204)
 
 
 @router.get(

@@ -28,7 +28,7 @@ from privfit.privacy import curve_to_json, get_grid, pure_epsilon_to_json
 from privfit.solvers.base import FitPlan, FitResult, PublicMetadata, SolverParameterError
 from privfit.solvers.registry import get_solver
 
-from ..auth import Principal, require_role, usable_dataset, visible_dataset
+from ..auth import Principal, confirm_access, require_role, usable_dataset, visible_dataset
 from ..encoding import UtcDateTime, public_json
 from ..identifiers import ResourceId, id_path, is_resource_id, normalize_id
 from ..problems import Problem, fit_not_found, problem_responses
@@ -225,6 +225,7 @@ def create_fit(
     job_id = str(uuid.uuid4())
     try:
         with db.write() as session:
+            confirm_access(session, principal, dataset)  # the key and grant still stand (locked against revocation)
             session.add(Job(
                 id=job_id, dataset_id=dataset.id, api_key_id=principal.key_id, idempotency_key=idempotency_key,
                 request_hash=request_hash, solver=body.solver, model=body.model,
