@@ -106,11 +106,11 @@ def main(argv: list[str] | None = None) -> int:
     worker.set_defaults(handler=_worker)
     commands.add_parser("migrate", help="apply database migrations").set_defaults(handler=_migrate)
     keys = commands.add_parser("keys", help="manage API keys").add_subparsers(dest="keys_command", required=True)
-    create = keys.add_parser("create", help="create an API key and print it once")
+    create = keys.add_parser("create", help="create an API key and print it once (on the server: its database)")
     create.add_argument("--role", required=True, choices=["owner", "analyst", "admin"])
     create.add_argument("--name", default="")
     create.set_defaults(handler=_keys_create)
-    add_client_commands(commands)
+    add_client_commands(commands, keys=keys)
     args = parser.parse_args(argv)
     if not getattr(args, "client_command", False):  # the server's logging; client commands print only results
         configure_logging(get_settings().log_format)

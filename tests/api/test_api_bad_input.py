@@ -92,7 +92,9 @@ def test_missing_multipart_fields_are_422(client, keys):
         ({"params": {"steps": 0}}, 422, "steps"),
         ({"params": {"unknown": 1}}, 422, "unknown"),
         ({"privacy": {}}, 422, "noise"),
-        ({"dataset_id": "nope"}, 404, "nope"),
+        ({"dataset_id": "nope"}, 422, "dataset_id"),  # not an id at all: a 422 naming the field
+        ({"dataset_id": "nope\u0000"}, 422, "dataset_id"),  # NUL never reaches PostgreSQL
+        ({"dataset_id": "00000000-0000-4000-8000-000000000000"}, 404, "dataset_not_found"),
         ({"extra": True}, 422, "extra"),
     ],
 )
@@ -127,4 +129,25 @@ def test_upload_that_fails_after_storing_the_matrix_leaves_no_orphan_file(client
     with pytest.raises(RuntimeError, match="database unavailable"):
         client.post("/v1/datasets", headers=keys.owner, files={"file": ("d.csv", GOOD_CSV)},
                     data={"schema": json.dumps(SMALL_SCHEMA)})  # fmt: skip
+    assert_nothing_stored(client)
+
+
+def test_an_empty_schema_field_is_a_422_that_says_what_to_send(client, keys):
+    """An empty form field is what FastAPI calls missing ("Field required"): the answer names ``schema`` and says
+    what it must hold."""
+    response = client.post("/v1/datasets", headers=keys.owner, files={"file": ("d.csv", GOOD_CSV)},
+                           data={"schema": ""})  # fmt: skip
+    assert_problem(response, 422, "schema")
+    (error,) = response.json()["errors"]
+    assert error["loc"] == ["body", "schema"]
+    assert "missing or empty" in error["msg"] and "public schema as JSON" in error["msg"]
+    assert_nothing_stored(client)
+
+
+@pytest.mark.parametrize("name", ["a\x00b", "tab\there", "\x1b[2J", "\x9b"])
+def test_a_dataset_name_with_control_characters_is_a_422_naming_it(client, keys, name):
+    response = client.post("/v1/datasets", headers=keys.owner, files={"file": ("d.csv", GOOD_CSV)},
+                           data={"schema": json.dumps(SMALL_SCHEMA), "name": name})  # fmt: skip
+    assert_problem(response, 422, "control characters")
+    assert response.json()["errors"][0]["loc"] == ["body", "name"]
     assert_nothing_stored(client)

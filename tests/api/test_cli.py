@@ -1,5 +1,6 @@
 """The ``privfit`` client commands against a live ``privfit serve`` subprocess: the CLI example of docs/client.md
-run verbatim, and every error class giving a clear message and its documented exit status."""
+run verbatim, every error class giving a clear message and its documented exit status, server text printed as
+text (never as rich markup), and keys and grants listed and revoked."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 import httpx
 import pytest
 from process_helpers import PRIVFIT, environment, keys_for, register, server, sqlite_server
+from sqlalchemy import create_engine, text
 
 from privfit.client.cli import (
     EXIT_AUTH,
@@ -174,3 +176,60 @@ def test_fit_wait_reports_progress_and_json_outputs_parse(live: dict[str, str]):
                stdin="x1,x2,color\n0.9,-0.5,red\n-0.9,0.5,blue\n")  # fmt: skip
     prediction = json.loads(rows.stdout)
     assert prediction["n"] == 2 and set(prediction["predictions"]) <= {"yes", "no"}  # CSV rows from stdin, decoded
+
+
+def test_server_text_is_printed_as_text_never_as_markup(live: dict[str, str]):
+    """Dataset names are the owner's text, shown to everyone granted: rich markup in them is printed as written
+    (``[/bold]`` used to crash ``datasets list`` for all who could see it; ``[link=…]`` was rendered), and control
+    characters — terminal escape sequences, only possible in data written before names were checked — are shown
+    escaped."""
+    names = ["[/bold]", "[link=https://evil.example]click here[/link]", ":warning: [red]alert[/red]"]
+    ids = [register(live["base"], live["owner"], 1.0, name=name) for name in names]
+    escaped = register(live["base"], live["owner"], 1.0, name="legacy")
+    legacy = "\x1b]8;;https://evil.example\x07click\x1b]8;;\x07\x1b[2J"  # a hyperlink, then "clear the screen"
+    engine = create_engine(live["url"])
+    with engine.begin() as connection:
+        connection.execute(text("UPDATE datasets SET name = :name WHERE id = :id"), {"name": legacy, "id": escaped})
+    engine.dispose()
+    env = env_for(live, "owner")
+    listed = run(env, "datasets", "list")
+    assert listed.returncode == EXIT_OK, listed.stderr
+    for name in names:
+        assert name in listed.stdout
+    assert "\x1b" not in listed.stdout and "\\x1b]8;;https://evil.example\\x07click" in listed.stdout
+    for dataset_id, name in zip(ids, names, strict=True):
+        shown = run(env, "datasets", "show", dataset_id)
+        assert shown.returncode == EXIT_OK and f"dataset {name}" in shown.stdout, shown.stdout + shown.stderr
+    analyst = env_for(live, "analyst")
+    run(env, "datasets", "grant", ids[0], live["analyst_id"])
+    assert "[/bold]" in run(analyst, "datasets", "list").stdout  # and so for everyone who can see it
+
+
+def test_keys_and_grants_are_listed_and_revoked_from_the_cli(live: dict[str, str]):
+    admin, owner = env_for(live, "admin"), env_for(live, "owner")
+    created = httpx.post(f"{live['base']}/v1/keys", headers={"Authorization": f"Bearer {live['admin']}"},
+                         json={"role": "analyst", "name": "[bold]temp[/bold]"}).json()  # fmt: skip
+    key_id, secret = created["key_id"], created["key"]
+    listed = run(admin, "keys", "list")
+    assert listed.returncode == EXIT_OK, listed.stderr
+    assert key_id in listed.stdout and "[bold]temp[/bold]" in listed.stdout and secret not in listed.stdout
+    (row,) = [k for k in json.loads(run(admin, "keys", "list", "--json").stdout) if k["key_id"] == key_id]
+    assert row["role"] == "analyst" and row["revoked_at"] is None
+    assert run(owner, "keys", "list").returncode == EXIT_AUTH  # admins only
+
+    dataset = register(live["base"], live["owner"], 1.0)
+    assert run(owner, "datasets", "grant", dataset, key_id).returncode == EXIT_OK
+    grants = json.loads(run(owner, "datasets", "grants", dataset, "--json").stdout)
+    assert [g["api_key_id"] for g in grants] == [key_id]
+    assert key_id in run(owner, "datasets", "grants", dataset).stdout
+    revoked = run(owner, "datasets", "revoke", dataset, key_id)
+    assert revoked.returncode == EXIT_OK and "may no longer see or fit" in revoked.stderr
+    again = run(owner, "datasets", "revoke", dataset, key_id)
+    assert again.returncode == EXIT_NOT_FOUND and "has no grant" in again.stderr
+
+    done = run(admin, "keys", "revoke", key_id)
+    assert done.returncode == EXIT_OK and "revoked" in done.stderr
+    whoami = run({**env_for(live, None), "PRIVFIT_API_KEY": secret}, "whoami")
+    assert whoami.returncode == EXIT_AUTH and "401" in whoami.stderr
+    (row,) = [k for k in json.loads(run(admin, "keys", "list", "--json").stdout) if k["key_id"] == key_id]
+    assert row["revoked_at"] is not None

@@ -21,7 +21,7 @@ from privfit.settings import Settings, get_settings
 from privfit.ui import mount_ui
 
 from .limits import BodySizeLimit, UploadConcurrencyLimit
-from .problems import install_problem_handlers
+from .problems import finish_openapi, install_problem_handlers
 from .routers import datasets, fits, health, keys, solvers
 
 log = logging.getLogger("privfit.api")
@@ -82,6 +82,7 @@ def create_app(settings: Settings | None = None, *, run_workers: bool | None = N
         lifespan=lifespan,
     )
     app.state.settings = settings
+    app.openapi = finish_openapi(app)  # type: ignore[method-assign]
     install_problem_handlers(app)
     for router in (health.router, keys.router, datasets.router, fits.router, solvers.router):
         app.include_router(router)

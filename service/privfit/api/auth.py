@@ -9,17 +9,21 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 import secrets
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from fastapi import Depends, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from privfit.db import ApiKey, Database, Dataset, DatasetGrant
 
-from .problems import Problem
+from .identifiers import is_resource_id, normalize_id
+from .problems import Problem, dataset_not_found
 
 ROLES = ("owner", "analyst", "admin")
 
@@ -49,19 +53,38 @@ def create_api_key(db: Database, role: str, name: str = "") -> tuple[str, str]:
     return key_id, key
 
 
+_PREFIX = re.compile(r"[0-9a-f]{1,16}")
+
+#: Documents the scheme in OpenAPI (every route that authenticates lists it); the header is read by
+#: :func:`authenticate`, which gives the same 401 for a missing, malformed, unknown or revoked key.
+bearer_scheme = HTTPBearer(
+    auto_error=False,
+    scheme_name="ApiKey",
+    description="An API key: `Authorization: Bearer pf_<prefix>_<secret>` (created by an admin; shown once).",
+)
+
+
+def _unauthorized() -> Problem:
+    return Problem(401, "Unauthorized", "missing or invalid API key (use 'Authorization: Bearer <key>')",
+                   headers={"WWW-Authenticate": "Bearer"})  # fmt: skip
+
+
 def authenticate(db: Database, authorization: str | None) -> Principal:
-    """Resolve a bearer key to its principal, or raise 401."""
-    unauthorized = Problem(401, "Unauthorized", "missing or invalid API key (use 'Authorization: Bearer <key>')")
+    """Resolve a bearer key to its principal, or raise 401.
+
+    Nothing is cached: every request reads the key's row, so a revoked key (``revoked_at`` set) is refused from
+    the next request on, in every API process.
+    """
     if not authorization or not authorization.startswith("Bearer "):
-        raise unauthorized
+        raise _unauthorized()
     key = authorization.removeprefix("Bearer ").strip()
     parts = key.split("_")
-    if len(parts) < 3 or parts[0] != "pf":
-        raise unauthorized
+    if len(parts) < 3 or parts[0] != "pf" or not _PREFIX.fullmatch(parts[1]):
+        raise _unauthorized()
     with db.read() as session:
         row = session.execute(select(ApiKey).where(ApiKey.prefix == parts[1])).scalar_one_or_none()
     if row is None or row.revoked_at is not None or not hmac.compare_digest(row.secret_hash, _digest(key)):
-        raise unauthorized
+        raise _unauthorized()
     return Principal(row.id, row.role, row.name)
 
 
@@ -69,7 +92,10 @@ def get_db(request: Request) -> Database:
     return request.app.state.db
 
 
-def current_principal(request: Request) -> Principal:
+def current_principal(
+    request: Request,
+    _: HTTPAuthorizationCredentials | None = Depends(bearer_scheme),  # noqa: B008
+) -> Principal:
     return authenticate(request.app.state.db, request.headers.get("authorization"))
 
 
@@ -89,26 +115,31 @@ def visible_dataset(
 ) -> Dataset:
     """The dataset if ``principal`` may see it (``manage``: only its owner or an admin), else 404/403.
 
-    An analyst without a grant gets 404, so dataset ids of others cannot be probed. A deleted dataset is 404 unless
-    ``include_deleted`` and the caller is its owner or an admin (its ledger, budget and fits stay readable to
-    them); to analysts, granted or not, a deleted dataset does not exist.
+    Whatever the reason a dataset cannot be seen — no such id, a malformed id (never sent to the database), another
+    owner's dataset, an analyst without a grant, a deleted dataset — the answer is the same
+    :func:`~privfit.api.problems.dataset_not_found` (only the requested id differs), so ids of others cannot be
+    probed. A deleted dataset is visible only if ``include_deleted`` and the caller is its owner or an admin (its
+    ledger, budget and fits stay readable to them); to analysts, granted or not, it does not exist. ``manage`` on a
+    dataset the caller can see but does not own is 403.
     """
+    if not is_resource_id(dataset_id):
+        raise dataset_not_found(dataset_id)
     with db.read() as session:
-        dataset = session.get(Dataset, dataset_id)
+        dataset = session.get(Dataset, normalize_id(dataset_id))
         if dataset is None:
-            raise Problem(404, "Not Found", f"dataset {dataset_id} does not exist")
+            raise dataset_not_found(dataset_id)
         privileged = principal.role == "admin" or dataset.owner_key_id == principal.key_id
         if dataset.deleted_at is not None and not (include_deleted and privileged):
-            raise Problem(404, "Not Found", f"dataset {dataset_id} does not exist")
+            raise dataset_not_found(dataset_id)
         if privileged:
             return dataset
         granted = session.execute(
             select(DatasetGrant.id).where(
-                DatasetGrant.dataset_id == dataset_id, DatasetGrant.api_key_id == principal.key_id
+                DatasetGrant.dataset_id == dataset.id, DatasetGrant.api_key_id == principal.key_id
             )
         ).first()
     if granted is None:
-        raise Problem(404, "Not Found", f"dataset {dataset_id} does not exist")
+        raise dataset_not_found(dataset_id)
     if manage:
         raise Problem(403, "Forbidden", "only the dataset's owner can do this")
     return dataset
@@ -122,3 +153,29 @@ def usable_dataset(db: Database, dataset_id: str, principal: Principal) -> Datas
         raise Problem(410, "Dataset deleted", f"dataset {dataset_id} was deleted and its data purged; it cannot be "
                       "fitted any more (its budget and ledger stay readable)", field="dataset_id")  # fmt: skip
     return dataset
+
+
+def confirm_access(session: Session, principal: Principal, dataset: Dataset) -> None:
+    """In the write transaction that admits a fit: lock the caller's key row (and, for a grantee, its grant row)
+    against concurrent revocation and check both still stand — 401 if the key was revoked, the uniform 404 if
+    the grant was.
+
+    With the rows locked (``FOR SHARE`` on PostgreSQL; SQLite serialises writers), a revocation either commits
+    first — then this sees it and nothing is admitted — or waits for this transaction, and the revocation's
+    cancellation of the key's (or grantee's) queued and running fits, which runs after it commits, sees the new
+    fit. So no fit is admitted for a key or grant after its revocation has cancelled the others.
+    """
+    key = session.execute(
+        select(ApiKey.revoked_at).where(ApiKey.id == principal.key_id).with_for_update(read=True)
+    ).first()
+    if key is None or key.revoked_at is not None:
+        raise _unauthorized()
+    if principal.role == "admin" or dataset.owner_key_id == principal.key_id:
+        return
+    granted = session.execute(
+        select(DatasetGrant.id)
+        .where(DatasetGrant.dataset_id == dataset.id, DatasetGrant.api_key_id == principal.key_id)
+        .with_for_update(read=True)
+    ).first()
+    if granted is None:
+        raise dataset_not_found(dataset.id)

@@ -1,24 +1,36 @@
-"""RFC 9457 problem+json responses for every error the API returns.
+"""RFC 9457 problem+json responses for every error the API returns, and their place in the OpenAPI contract.
 
 Messages are written for the client and never quote private row values (DESIGN §1.3): dataset validation
 errors name the column and line only, solver failures say that the fit failed, not why in data terms.
 
 A transient database fault (:func:`privfit.db.engine.is_transient`) that outlived the retries of the idempotent
 operations is a 503 with ``Retry-After: 1``; a value the database refuses (``DataError``) is a 422.
+
+Every route declares each error status it can return with :func:`problem_responses` (``application/problem+json``
+with the :class:`ProblemDetails` schema); :func:`finish_openapi` adds that schema to the document and drops the
+``422 HTTPValidationError`` FastAPI would otherwise add to routes that cannot return it.
+
+Resources a caller may not see answer exactly like resources that do not exist (:func:`dataset_not_found`,
+:func:`fit_not_found`): same status, title, ``code`` and headers; only the requested id is echoed.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
+from http import HTTPStatus
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 from sqlalchemy.exc import DataError, SQLAlchemyError
+from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from privfit.datasets import DatasetValidationError
 from privfit.db.engine import is_transient
@@ -29,6 +41,77 @@ from .encoding import public_json
 from .limits import JsonLimitError, loads_limited
 
 PROBLEM_JSON = "application/problem+json"
+PROBLEM_SCHEMA_REF = "#/components/schemas/ProblemDetails"
+
+
+class ProblemError(BaseModel):
+    """One validation error: where (``loc``: ``body``/``query``/``path`` then the field's path), what and why."""
+
+    loc: list[str]
+    msg: str
+    type: str | None = None
+
+
+class ProblemDetails(BaseModel):
+    """An RFC 9457 problem document: every error answer of the API (``application/problem+json``).
+
+    The members below are always (``type``, ``title``, ``status``, ``detail``) or often present; an error may add
+    other public members (e.g. ``remaining_epsilon`` of a budget refusal, ``existing_dataset_id`` of a duplicate
+    upload, ``setting`` and ``limit`` of a size limit). None of them ever quotes a private row value.
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    type: str = Field("about:blank", description="A URI reference identifying the problem type.")
+    title: str = Field(description="A short summary of the problem type.")
+    status: int = Field(description="The HTTP status code.")
+    detail: str = Field(description="What went wrong in this request, for a person.")
+    instance: str | None = Field(None, description="The request path.")
+    code: str | None = Field(
+        None,
+        description="A stable machine-readable code where the problem has one: dataset_not_found, fit_not_found, "
+        "key_not_found, grant_not_found.",
+    )
+    errors: list[ProblemError] | None = Field(None, description="422: each invalid field.")
+    field: str | None = Field(None, description="The request field the problem is about.")
+    parameter: str | None = Field(None, description="422 Invalid parameter: the solver parameter at fault.")
+    setting: str | None = Field(None, description="413/429: the server setting whose limit was reached.")
+    limit: int | None = Field(None, description="413/429: that setting's value.")
+
+
+#: What each status means across the API (the OpenAPI description of that response).
+STATUS_DESCRIPTIONS: dict[int, str] = {
+    400: "The request body could not be read (a malformed multipart or JSON stream).",
+    401: "Missing, malformed, unknown or revoked API key.",
+    403: "The key's role may not do this.",
+    404: "No such resource, or one this key may not see (both answer alike).",
+    409: "Refused by the server's current state.",
+    410: "The dataset was deleted: its data is purged; its ledger stays readable by its owner and admins.",
+    413: "The request body, schema or dataset is over a configured size limit (`setting`, `limit`).",
+    422: "A field, solver parameter, schema or CSV is invalid; `errors`/`parameter`/`field` say which.",
+    429: "Too many concurrent uploads; retry after `Retry-After` seconds.",
+    503: "The service cannot complete the request now (e.g. its database is unavailable); retry after "
+    "`Retry-After` seconds.",
+}
+
+_RETRY_AFTER = {
+    "Retry-After": {"description": "Seconds to wait before retrying.", "schema": {"type": "string"}},
+}
+
+
+def problem_responses(*statuses: int, **descriptions: str) -> dict[int | str, dict[str, Any]]:
+    """``responses=`` entries for a route: each status as ``application/problem+json`` with the
+    :class:`ProblemDetails` schema. ``descriptions`` (``s404="…"``) replace the generic description of a status."""
+    responses: dict[int | str, dict[str, Any]] = {}
+    for status in statuses:
+        entry: dict[str, Any] = {
+            "description": descriptions.get(f"s{status}", STATUS_DESCRIPTIONS.get(status, _title(status))),
+            "content": {PROBLEM_JSON: {"schema": {"$ref": PROBLEM_SCHEMA_REF}}},
+        }
+        if status in (429, 503):
+            entry["headers"] = dict(_RETRY_AFTER)
+        responses[status] = entry
+    return responses
 
 log = logging.getLogger("privfit.api")
 
@@ -41,11 +124,34 @@ DATABASE_UNAVAILABLE = (
 
 
 class Problem(Exception):
-    """An error response: HTTP ``status``, a short ``title``, a human ``detail`` and extra public members."""
+    """An error response: HTTP ``status``, a short ``title``, a human ``detail``, extra public members and
+    response ``headers``."""
 
-    def __init__(self, status: int, title: str, detail: str, **extra: Any) -> None:
+    def __init__(self, status: int, title: str, detail: str, *, headers: dict[str, str] | None = None,
+                 **extra: Any) -> None:  # fmt: skip
         super().__init__(detail)
         self.status, self.title, self.detail, self.extra = status, title, detail, extra
+        self.headers = dict(headers or {})
+
+
+def dataset_not_found(dataset_id: str) -> Problem:
+    """The one answer for a dataset that does not exist, is deleted (to those who may not read it) or is not
+    visible to the caller: nothing in it depends on which."""
+    return Problem(404, "Not Found", f"dataset {dataset_id} does not exist", code="dataset_not_found")
+
+
+def fit_not_found(fit_id: str) -> Problem:
+    """The one answer for a fit that does not exist or is not visible to the caller."""
+    return Problem(404, "Not Found", f"fit {fit_id} does not exist", code="fit_not_found")
+
+
+def key_not_found(key_id: str) -> Problem:
+    return Problem(404, "Not Found", f"API key {key_id} does not exist", code="key_not_found")
+
+
+def grant_not_found(dataset_id: str, api_key_id: str) -> Problem:
+    return Problem(404, "Not Found", f"dataset {dataset_id} has no grant for API key {api_key_id}",
+                   code="grant_not_found")  # fmt: skip
 
 
 def problem_response(status: int, title: str, detail: str, instance: str | None = None, **extra: Any) -> JSONResponse:
@@ -60,7 +166,9 @@ def install_problem_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(Problem)
     async def _problem(request: Request, error: Problem) -> JSONResponse:
-        return problem_response(error.status, error.title, error.detail, str(request.url.path), **error.extra)
+        response = problem_response(error.status, error.title, error.detail, str(request.url.path), **error.extra)
+        response.headers.update(error.headers)
+        return response
 
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, error: StarletteHTTPException) -> JSONResponse:
@@ -69,12 +177,15 @@ def install_problem_handlers(app: FastAPI) -> None:
         response = problem_response(error.status_code, _title(error.status_code), str(error.detail), request.url.path)
         for name, value in (error.headers or {}).items():
             response.headers[name] = value
+        if error.status_code == 405:  # Starlette names only the first route matching the path
+            response.headers["Allow"] = ", ".join(_allowed_methods(request))
         return response
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, error: RequestValidationError) -> JSONResponse:
+        form = _is_form(request)
         errors = [
-            {"loc": [str(part) for part in item.get("loc", ())], "msg": item.get("msg", ""), "type": item.get("type")}
+            {"loc": [str(part) for part in item.get("loc", ())], "msg": _message(item, form), "type": item.get("type")}
             for item in error.errors()
         ]
         detail = "; ".join(f"{'.'.join(e['loc'])}: {e['msg']}" for e in errors) or "invalid request"
@@ -143,9 +254,78 @@ async def _json_limit_problem(request: Request) -> JSONResponse:
     return problem_response(422, "Invalid request", f"{where}: {message}", request.url.path, errors=errors)
 
 
-def _title(status: int) -> str:
-    from http import HTTPStatus
+#: What a missing or empty form field of an upload should hold (FastAPI reports both as "Field required").
+_FORM_FIELDS = {
+    "schema": "the dataset's public schema as JSON (label, features, missing, budget): a text field "
+    "(-F schema=<schema.json) or a file part (-F schema=@schema.json)",
+    "file": "the CSV file, as a file part (-F file=@data.csv)",
+}
 
+
+def _is_form(request: Request) -> bool:
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    return content_type in ("multipart/form-data", "application/x-www-form-urlencoded")
+
+
+def _message(item: Any, form: bool) -> str:
+    """A validation error's message; a missing form field (which includes one sent empty) says what it must hold."""
+    loc = tuple(item.get("loc", ()))
+    if form and item.get("type") == "missing" and len(loc) == 2 and loc[0] == "body":
+        what = _FORM_FIELDS.get(str(loc[1]))
+        if what:
+            return f"the form field is missing or empty: send {what}"
+        return "the form field is missing or empty"
+    return str(item.get("msg", ""))
+
+
+_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "QUERY")
+
+
+def _allowed_methods(request: Request) -> list[str]:
+    """Every method some route serves at the request's path (a 405's ``Allow``): the methods for which the app's
+    routing fully matches the path (included routers answer for their own routes)."""
+    routes = request.app.router.routes
+    scope = dict(request.scope)
+    return [
+        method
+        for method in _METHODS
+        if any(route.matches({**scope, "method": method})[0] == Match.FULL for route in routes)
+    ]
+
+
+def finish_openapi(app: FastAPI) -> Callable[[], dict[str, Any]]:
+    """The app's ``openapi()``: FastAPI's document plus the :class:`ProblemDetails` schema the error responses
+    refer to, without the generic ``422 HTTPValidationError`` entries of routes that declare their own statuses
+    (a route whose parameters cannot fail validation, e.g. an id path parameter, does not answer 422)."""
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema:
+            return app.openapi_schema
+        document = get_openapi(
+            title=app.title, version=app.version, summary=app.summary, description=app.description,
+            routes=app.routes, separate_input_output_schemas=app.separate_input_output_schemas,
+        )  # fmt: skip
+        schemas = document.setdefault("components", {}).setdefault("schemas", {})
+        problem = ProblemDetails.model_json_schema(ref_template="#/components/schemas/{model}", mode="serialization")
+        schemas.update(problem.pop("$defs", {}))
+        schemas["ProblemDetails"] = problem
+        generic = {"$ref": "#/components/schemas/HTTPValidationError"}
+        for path in document.get("paths", {}).values():
+            for operation in path.values():
+                responses = operation.get("responses", {})
+                unprocessable = responses.get("422", {}).get("content", {}).get("application/json", {})
+                if unprocessable.get("schema") == generic:
+                    del responses["422"]
+        if "HTTPValidationError" not in json.dumps(document["paths"]):
+            schemas.pop("HTTPValidationError", None)
+            schemas.pop("ValidationError", None)
+        app.openapi_schema = document
+        return document
+
+    return openapi
+
+
+def _title(status: int) -> str:
     try:
         return HTTPStatus(status).phrase
     except ValueError:

@@ -23,10 +23,25 @@ from .errors import (
     TransportError,
     WaitTimeoutError,
 )
-from .models import Budget, Cost, Dataset, Estimate, Fit, FitResult, LedgerEntry, LedgerPage, Me, Prediction, SolverInfo
+from .models import (
+    ApiKeyInfo,
+    Budget,
+    Cost,
+    Dataset,
+    Estimate,
+    Fit,
+    FitResult,
+    Grant,
+    LedgerEntry,
+    LedgerPage,
+    Me,
+    Prediction,
+    SolverInfo,
+)
 
 __all__ = [
     "ApiError",
+    "ApiKeyInfo",
     "AuthenticationError",
     "BadRequestError",
     "Budget",
@@ -39,6 +54,7 @@ __all__ = [
     "Fit",
     "FitFailedError",
     "FitResult",
+    "Grant",
     "InvalidRequestError",
     "LedgerEntry",
     "LedgerPage",

@@ -10,7 +10,8 @@ Retries (``retries`` extra attempts, exponential back-off from ``backoff`` secon
 * fit creation is retried in the same cases, always with the same ``Idempotency-Key`` (a fresh UUID unless the
   caller passes one): the server answers a repeat with the fit it already admitted, so a retry can never charge
   the budget twice;
-* uploads, deletes and key creation are not retried once sent.
+* key revocation is retried like a request without side effects: revoking a revoked key changes nothing;
+* uploads, deletes (of datasets and grants) and key creation are not retried once sent.
 """
 
 from __future__ import annotations
@@ -30,11 +31,13 @@ from privfit import __version__
 
 from .errors import ApiError, FitFailedError, TransportError, WaitTimeoutError, error_for
 from .models import (
+    ApiKeyInfo,
     Budget,
     CreatedKey,
     Dataset,
     Estimate,
     Fit,
+    Grant,
     LedgerEntry,
     LedgerPage,
     Me,
@@ -138,6 +141,17 @@ class Client:
         """``POST /v1/keys`` (admins): a new key of ``role``; its secret is in the answer only."""
         return CreatedKey.from_json(self._json("POST", "/v1/keys", retry=False, json={"role": role, "name": name}))
 
+    def keys(self) -> list[ApiKeyInfo]:
+        """``GET /v1/keys`` (admins): every API key, oldest first, with its role, name and revocation time; never a
+        secret."""
+        return [ApiKeyInfo.from_json(item) for item in self._json("GET", "/v1/keys")]
+
+    def revoke_key(self, key_id: str) -> None:
+        """``DELETE /v1/keys/{id}`` (admins): the key is refused (401) from its next request on, in every API
+        process; its queued fits are cancelled (reservations released) and its running fits stop at their next step
+        (a fit that read rows keeps its charge). Idempotent; a key cannot revoke itself (409)."""
+        self._request("DELETE", f"/v1/keys/{key_id}", retry=True)
+
     def solvers(self) -> list[SolverInfo]:
         """``GET /v1/solvers``: every enabled solver with its models and parameter schema."""
         return [SolverInfo.from_json(item) for item in self._json("GET", "/v1/solvers")]
@@ -176,6 +190,16 @@ class Client:
     def grant(self, dataset_id: str, api_key_id: str) -> None:
         """``POST /v1/datasets/{id}/grants`` (its owner): let an analyst key fit the dataset (idempotent)."""
         self._request("POST", f"/v1/datasets/{dataset_id}/grants", retry=True, json={"api_key_id": api_key_id})
+
+    def grants(self, dataset_id: str) -> list[Grant]:
+        """``GET /v1/datasets/{id}/grants`` (its owner, admins): the analyst keys granted the dataset."""
+        return [Grant.from_json(item) for item in self._json("GET", f"/v1/datasets/{dataset_id}/grants")]
+
+    def revoke_grant(self, dataset_id: str, api_key_id: str) -> None:
+        """``DELETE /v1/datasets/{id}/grants/{key id}`` (its owner, admins): the analyst can no longer see or fit
+        the dataset; its queued fits on it are cancelled and its running ones stop (a fit that read rows keeps its
+        charge). A grant that does not exist is :class:`~privfit.client.errors.NotFoundError`."""
+        self._request("DELETE", f"/v1/datasets/{dataset_id}/grants/{api_key_id}", retry=False)
 
     def budget(self, dataset_id: str) -> Budget:
         """``GET /v1/datasets/{id}/budget``: limits, spent / reserved / remaining ε and the spent RDP curve."""

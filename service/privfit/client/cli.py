@@ -1,11 +1,16 @@
 """The ``privfit`` command's client commands, built on :class:`privfit.client.Client`.
 
-``privfit datasets upload|list|show|delete|grant``, ``privfit fit``, ``privfit estimate``, ``privfit fits
-list|show|wait|cancel``, ``privfit predict``, ``privfit budget``, ``privfit ledger``, ``privfit solvers``,
-``privfit whoami``. The server and key come from ``--url`` / ``--api-key`` or ``PRIVFIT_URL`` /
+``privfit datasets upload|list|show|delete|grant|grants|revoke``, ``privfit fit``, ``privfit estimate``,
+``privfit fits list|show|wait|cancel``, ``privfit predict``, ``privfit budget``, ``privfit ledger``,
+``privfit solvers``, ``privfit whoami``, ``privfit keys list|revoke`` (admins; ``privfit keys create`` works on the
+server's database directly). The server and key come from ``--url`` / ``--api-key`` or ``PRIVFIT_URL`` /
 ``PRIVFIT_API_KEY``. Output is a readable table, or the API's JSON with ``--json``; ``-q`` prints only the id
 of what was created. Errors go to stderr as ``error: <status> <title>: <detail>`` (with ``--json`` the
 problem document also goes to stdout) and the exit status says what happened (:data:`EXIT_CODES`).
+
+Everything the server sends (dataset and key names, error details, statuses, …) is shown as plain text, never
+as rich markup: ``[bold]`` or ``[link=…]`` in a dataset's name is printed as written, and control characters
+(terminal escape sequences) are shown escaped (:func:`safe_text`).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import math
 import os
 import re
 import sys
+import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -26,6 +32,7 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from rich.text import Text
 
 from . import errors
 from ._client import Client
@@ -50,7 +57,7 @@ EXIT_CODES: dict[int, str] = {
     EXIT_USAGE: "bad command line or unreadable local file",
     EXIT_UNAVAILABLE: "server unreachable or failing (5xx)",
     EXIT_AUTH: "missing, invalid or insufficient API key (401, 403)",
-    EXIT_NOT_FOUND: "no such dataset or fit (404)",
+    EXIT_NOT_FOUND: "no such dataset, fit, key or grant, or not visible to this key (404)",
     EXIT_CONFLICT: "refused by the server's state, e.g. privacy budget exceeded (409)",
     EXIT_INVALID: "invalid request: field, parameter, schema or CSV (400, 413, 422)",
     EXIT_FIT_FAILED: "the fit ended failed or cancelled (--wait)",
@@ -98,18 +105,34 @@ class Output:
         print(json.dumps(_plain(document), indent=2, default=str))
 
     def table(self, title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
-        table = Table(title=title, title_justify="left", header_style="bold")
+        """A table; the title and every cell are plain text (they hold server-supplied strings)."""
+        table = Table(title=safe_text(title) if title else None, title_justify="left", header_style="bold")
         for column in columns:
-            table.add_column(column, overflow="fold")
+            table.add_column(safe_text(column), overflow="fold")
         for row in rows:
-            table.add_row(*(_cell(value) for value in row))
+            table.add_row(*(safe_text(_cell(value)) for value in row))
         self.out.print(table)
 
     def fields(self, title: str, pairs: Sequence[tuple[str, Any]]) -> None:
         self.table(title, ("field", "value"), pairs)
 
     def message(self, text: str) -> None:
-        self.err.print(text, markup=False)
+        self.err.print(safe_text(text, keep_newlines=True))
+
+
+def safe_text(value: str, *, keep_newlines: bool = False) -> Text:
+    """``value`` as a rich :class:`Text`: never read as markup (``[bold]``, ``[link=…]``) nor emoji codes, and with
+    every control character (terminal escape sequences included) shown escaped, e.g. ``\\x1b``."""
+    return Text("".join(_visible(char, keep_newlines) for char in value))
+
+
+def _visible(char: str, keep_newlines: bool) -> str:
+    if char == "\n" and keep_newlines:
+        return char
+    if unicodedata.category(char) in ("Cc", "Cs"):
+        code = ord(char)
+        return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    return char
 
 
 def _plain(document: Any) -> Any:
@@ -183,6 +206,46 @@ def _datasets_grant(client: Client, args: argparse.Namespace, out: Output) -> in
         out.json({"dataset_id": args.dataset, "api_key_id": args.key_id})
     else:
         out.message(f"key {args.key_id} may now fit dataset {args.dataset}")
+    return EXIT_OK
+
+
+def _datasets_grants(client: Client, args: argparse.Namespace, out: Output) -> int:
+    grants = client.grants(args.dataset)
+    if out.as_json:
+        out.json(grants)
+    else:
+        rows = [(g.api_key_id, g.created_at, "revoked" if g.key_revoked else "valid") for g in grants]
+        out.table(f"grants of {args.dataset}", ("analyst key", "granted", "key"), rows)
+    return EXIT_OK
+
+
+def _datasets_revoke(client: Client, args: argparse.Namespace, out: Output) -> int:
+    client.revoke_grant(args.dataset, args.key_id)
+    if out.as_json:
+        out.json({"dataset_id": args.dataset, "api_key_id": args.key_id, "revoked": True})
+    else:
+        out.message(f"key {args.key_id} may no longer see or fit dataset {args.dataset} (its queued fits on it are "
+                    "cancelled)")  # fmt: skip
+    return EXIT_OK
+
+
+def _keys_list(client: Client, args: argparse.Namespace, out: Output) -> int:
+    keys = client.keys()
+    if out.as_json:
+        out.json(keys)
+    else:
+        rows = [(k.key_id, k.prefix, k.role, k.name, k.created_at, k.revoked_at) for k in keys]
+        out.table("API keys", ("id", "prefix", "role", "name", "created", "revoked"), rows)
+    return EXIT_OK
+
+
+def _keys_revoke(client: Client, args: argparse.Namespace, out: Output) -> int:
+    client.revoke_key(args.key_id)
+    if out.as_json:
+        out.json({"key_id": args.key_id, "revoked": True})
+    else:
+        out.message(f"key {args.key_id} revoked: it is refused from its next request on (its queued fits are "
+                    "cancelled)")  # fmt: skip
     return EXIT_OK
 
 
@@ -267,8 +330,8 @@ class ProgressReporter:
     def __init__(self, out: Output) -> None:
         self.out = out
         self.live = out.err.is_terminal and not out.quiet
-        self.progress = Progress(TextColumn("[bold]{task.description}"), BarColumn(), TaskProgressColumn(),
-                                 TimeElapsedColumn(), console=out.err)  # fmt: skip
+        self.progress = Progress(TextColumn("{task.description}", style="bold", markup=False), BarColumn(),
+                                 TaskProgressColumn(), TimeElapsedColumn(), console=out.err)  # fmt: skip
         self.task = self.progress.add_task("queued", total=1.0)
         self.last: tuple[str, int] | None = None
 
@@ -441,8 +504,9 @@ def _readable(path: str) -> Path:
 
 
 # --- parser ---------------------------------------------------------------------------------------
-def add_client_commands(commands: argparse._SubParsersAction) -> None:
-    """Register the client commands on the ``privfit`` parser's subcommands."""
+def add_client_commands(commands: argparse._SubParsersAction, keys: argparse._SubParsersAction | None = None) -> None:
+    """Register the client commands on the ``privfit`` parser's subcommands (and ``keys list|revoke`` on the
+    ``privfit keys`` subcommands, when given)."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--url", default=None, help=f"service URL (default: $PRIVFIT_URL or {DEFAULT_URL})")
     common.add_argument("--api-key", default=None, help="API key (default: $PRIVFIT_API_KEY)")
@@ -479,6 +543,15 @@ def add_client_commands(commands: argparse._SubParsersAction) -> None:
     grant = command(sub, "grant", _datasets_grant, "let an analyst key fit a dataset (owners)")
     grant.add_argument("dataset")
     grant.add_argument("key_id", help="the analyst key's id (not its secret)")
+    command(sub, "grants", _datasets_grants, "the analyst keys granted a dataset (owners)").add_argument("dataset")
+    revoke_help = "revoke an analyst key's grant (owners; its queued fits on the dataset are cancelled)"
+    revoke = command(sub, "revoke", _datasets_revoke, revoke_help)
+    revoke.add_argument("dataset")
+    revoke.add_argument("key_id", help="the analyst key's id")
+    if keys is not None:
+        command(keys, "list", _keys_list, "every API key, without secrets (admins)")
+        command(keys, "revoke", _keys_revoke,
+                "revoke an API key (admins): refused from its next request on").add_argument("key_id")  # fmt: skip
 
     for name, handler, help_text in (
         ("fit", _fit, "request a fit (the ledger admits or refuses it); --wait shows progress until it finishes"),

@@ -82,6 +82,40 @@ class CreatedKey(ApiObject):
 
 
 @dataclass(frozen=True)
+class ApiKeyInfo(ApiObject):
+    """``GET /v1/keys`` (admins): a key without its secret; ``revoked_at`` is set once it was revoked."""
+
+    _timestamps: ClassVar[tuple[str, ...]] = ("created_at", "revoked_at")
+
+    key_id: str = ""
+    prefix: str = ""
+    role: str = ""
+    name: str = ""
+    created_at: datetime | None = None
+    revoked_at: datetime | None = None
+
+    @property
+    def id(self) -> str:
+        return self.key_id
+
+    @property
+    def revoked(self) -> bool:
+        return self.revoked_at is not None
+
+
+@dataclass(frozen=True)
+class Grant(ApiObject):
+    """``GET /v1/datasets/{id}/grants`` (owners, admins): an analyst key's grant on a dataset."""
+
+    _timestamps: ClassVar[tuple[str, ...]] = ("created_at",)
+
+    dataset_id: str = ""
+    api_key_id: str = ""
+    created_at: datetime | None = None
+    key_revoked: bool = False
+
+
+@dataclass(frozen=True)
 class Dataset(ApiObject):
     """A dataset's public metadata (never row values)."""
 

@@ -6,20 +6,25 @@ registers the dataset in the transaction that removes it, so a crash never leave
 orphan sweep removes what a crash left). A delete marks the dataset deleted, cancels its queued fits (refunded),
 asks its running fits to stop, and purges the matrix unless another live dataset or a pending upload still uses it
 (checked and purged under the key's lock). The ledger of a deleted dataset stays readable by its owner and admins.
+
+Grants: the owner (or an admin) grants an analyst key, lists the grants and revokes them. Revoking a grant cancels
+that analyst's queued fits on the dataset (reservations released: they never read a row) and asks its running ones
+to stop (a fit that read rows keeps its charge and releases no result); fits that already finished stay readable to
+the analyst — their results were released before the revocation.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import unicodedata
 import uuid
 from dataclasses import asdict
-from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, File, Form, HTTPException, Query, Request, UploadFile
+from fastapi import APIRouter, Depends, File, Form, HTTPException, Query, Request, Response, UploadFile
 from pydantic import BaseModel, Field, ValidationError
-from sqlalchemy import func, or_, select
+from sqlalchemy import delete, func, or_, select
 
 from privfit.datasets import DatasetSchema, EncodedDataset, parse_and_encode
 from privfit.datasets.encoding import DatasetTooLargeError
@@ -41,9 +46,10 @@ from privfit.privacy import OrderGrid, get_grid
 from privfit.settings import Settings
 
 from ..auth import Principal, current_principal, require_role, visible_dataset
-from ..encoding import public_json
+from ..encoding import UtcDateTime, public_json
+from ..identifiers import NAME_MAX_LENGTH, DisplayName, ResourceId, id_path, is_resource_id, normalize_id
 from ..limits import JsonLimitError, loads_limited
-from ..problems import Problem
+from ..problems import Problem, dataset_not_found, grant_not_found, problem_responses
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
 log = logging.getLogger("privfit.api")
@@ -58,11 +64,112 @@ class DatasetOut(BaseModel):
     row_norm_bound: float
     label_bound: float
     schema_: dict[str, Any] = Field(alias="schema", serialization_alias="schema")
-    created_at: datetime
+    created_at: UtcDateTime
     owner_key_id: str
     content_hash: str | None = Field(None, description="Shown to the owner and admins only.")
 
     model_config = {"populate_by_name": True}
+
+
+class DuplicateGroup(BaseModel):
+    """Live datasets sharing one encoded content, oldest first."""
+
+    content_hash: str | None
+    count: int
+    datasets: list[DatasetOut]
+
+
+class GrantRequest(BaseModel):
+    api_key_id: ResourceId = Field(description="The id of an analyst key.")
+
+
+class GrantCreated(BaseModel):
+    dataset_id: str
+    api_key_id: str
+
+
+class GrantOut(BaseModel):
+    dataset_id: str
+    api_key_id: str
+    created_at: UtcDateTime
+    key_revoked: bool = Field(description="The analyst key was revoked (the grant can no longer be used).")
+
+
+# A float of the ledger's views that may be +∞ (no finite bound, not admissible) is written as null.
+Unbounded = Annotated[float | None, Field(description="null stands for +∞ (no finite bound)")]
+
+
+class FilterOut(BaseModel):
+    """The dataset's privacy filter (all public)."""
+
+    rule: str
+    orders: list[float]
+    order_deltas: list[float]
+    order_budgets: list[Unbounded]
+    approximate_delta: float
+    slack_weight: float
+
+
+class BudgetOut(BaseModel):
+    """Budget limits and privacy filter, charged / reserved / committed / remaining ε as the filter measures them
+    (``measure`` says how), the committed RDP curve (null = +∞ at that order) and δ parts."""
+
+    dataset_id: str
+    epsilon_max: float
+    delta_max: float
+    grid_name: str
+    orders: list[float]
+    filter: FilterOut
+    charged_epsilon: Unbounded
+    reserved_epsilon: Unbounded
+    committed_epsilon: Unbounded
+    committed_share: Unbounded
+    committed_certificate: str | None
+    committed_certifying_order: float | None
+    committed_order_share: Unbounded
+    committed_pure_share: Unbounded
+    remaining_epsilon: Unbounded
+    committed_rdp: list[float | None]
+    committed_extra_delta: float
+    committed_approx_delta: float
+    committed_pure_epsilon: Unbounded
+    committed_delta_used: Unbounded
+    entries: int
+    closed_reason: str | None
+    measure: str
+    formula_version: str
+
+
+class LedgerEntryOut(BaseModel):
+    id: int
+    job_id: str
+    kind: str = Field(description="reservation | charge | release")
+    epsilon: Unbounded
+    optimal_order: Unbounded
+    extra_delta: float
+    approx_delta: float
+    pure_epsilon: Unbounded
+    committed_epsilon_after: Unbounded
+    grid: str
+    formula_version: str
+    budget_version: int
+    description: str
+    created_at: UtcDateTime
+    rdp: list[float | None]
+
+
+class LedgerPage(BaseModel):
+    dataset_id: str
+    total: int
+    limit: int
+    offset: int
+    entries: list[LedgerEntryOut]
+
+
+def _default_name(filename: str | None) -> str:
+    """The display name of an upload sent without one: its file name without control characters, or "dataset"."""
+    cleaned = "".join(c for c in filename or "" if unicodedata.category(c) not in ("Cc", "Cs"))
+    return cleaned[:NAME_MAX_LENGTH] or "dataset"
 
 
 def _out(dataset: Dataset, principal: Principal) -> DatasetOut:
@@ -117,7 +224,12 @@ def _check_dimension(declared: DatasetSchema, settings: Settings) -> None:
 
 
 @router.post("", status_code=201, response_model=DatasetOut, response_model_by_alias=True,
-             summary="Upload a CSV with its declared public schema and budget (owners)")  # fmt: skip
+             summary="Upload a CSV with its declared public schema and budget (owners)",
+             responses=problem_responses(
+                 400, 401, 403, 409, 413, 422, 429, 503,
+                 s409="This owner already has a live dataset with the same content (`existing_dataset_id`); send "
+                 "allow_duplicate=true to register it anyway, with its own budget.",
+             ))  # fmt: skip
 def upload_dataset(
     request: Request,
     file: UploadFile = File(..., description="The CSV file."),  # noqa: B008
@@ -125,9 +237,10 @@ def upload_dataset(
         ...,
         alias="schema",
         description="The public schema as JSON (label, features, missing, budget, csv): a text field "
-        "(`-F schema=<schema.json`) or a file part (`-F schema=@schema.json`).",
+        "(`-F schema=<schema.json`) or a file part (`-F schema=@schema.json`). Required and not empty.",
+        json_schema_extra={"minLength": 1},
     ),
-    name: str = Form("", max_length=200),
+    name: Annotated[DisplayName, Form(description="A display name (default: the file's name).")] = "",
     allow_duplicate: bool = Form(
         False,
         description="Register the content even if this owner already has a live dataset with the same encoded "
@@ -160,7 +273,7 @@ def upload_dataset(
         raise HTTPException(503, "the server has not enough memory for this upload now; retry later",
                             headers={"Retry-After": "30"}) from None  # fmt: skip
     dataset = _store_and_register(
-        request.app.state.db, request.app.state.store, principal, name or (file.filename or "dataset"), declared,
+        request.app.state.db, request.app.state.store, principal, name or _default_name(file.filename), declared,
         encoded, grid, allow_duplicate,
     )  # fmt: skip
     return _out(dataset, principal)
@@ -255,11 +368,13 @@ def _purge_if_unreferenced(request: Request, storage_key: str | None) -> None:
         release_key(request.app.state.db, request.app.state.store, storage_key)
 
 
-@router.get("/duplicates", summary="Groups of live datasets with the same content (owners: their own; admins: all)")
+@router.get("/duplicates", response_model=list[DuplicateGroup], response_model_by_alias=True,
+            summary="Groups of live datasets with the same content (owners: their own; admins: all)",
+            responses=problem_responses(401, 403, 503))  # fmt: skip
 def list_duplicates(
     request: Request,
     principal: Principal = Depends(require_role("owner", "admin")),  # noqa: B008
-) -> list[dict[str, Any]]:
+) -> list[DuplicateGroup]:
     """Live datasets sharing one encoded content (each with its own budget), oldest first in each group. Content
     hashes are private to owners and admins, so analysts cannot call this; an owner sees only their datasets."""
     shared = select(Dataset.storage_key).where(Dataset.deleted_at.is_(None), Dataset.storage_key.is_not(None))
@@ -274,13 +389,13 @@ def list_duplicates(
         for dataset in session.execute(query.order_by(Dataset.created_at)).scalars():
             groups.setdefault(str(dataset.storage_key), []).append(_out(dataset, principal))
     return [
-        {"content_hash": members[0].content_hash, "count": len(members),
-         "datasets": [m.model_dump(mode="json", by_alias=True) for m in members]}
+        DuplicateGroup(content_hash=members[0].content_hash, count=len(members), datasets=members)
         for members in groups.values()
-    ]  # fmt: skip
+    ]
 
 
-@router.get("", response_model=list[DatasetOut], response_model_by_alias=True, summary="Datasets visible to the caller")
+@router.get("", response_model=list[DatasetOut], response_model_by_alias=True, summary="Datasets visible to the caller",
+            responses=problem_responses(401, 503))  # fmt: skip
 def list_datasets(request: Request, principal: Principal = Depends(current_principal)) -> list[DatasetOut]:  # noqa: B008
     query = select(Dataset).where(Dataset.deleted_at.is_(None)).order_by(Dataset.created_at)
     if principal.role != "admin":
@@ -290,13 +405,27 @@ def list_datasets(request: Request, principal: Principal = Depends(current_princ
         return [_out(dataset, principal) for dataset in session.execute(query).scalars()]
 
 
-@router.get("/{dataset_id}", response_model=DatasetOut, response_model_by_alias=True, summary="Public metadata")
-def get_dataset(dataset_id: str, request: Request, principal: Principal = Depends(current_principal)) -> DatasetOut:  # noqa: B008
+DatasetId = Annotated[str, id_path("dataset")]
+
+
+@router.get("/{dataset_id:id}", response_model=DatasetOut, response_model_by_alias=True, summary="Public metadata",
+            responses=problem_responses(401, 404, 503))  # fmt: skip
+def get_dataset(
+    dataset_id: DatasetId,
+    request: Request,
+    principal: Principal = Depends(current_principal),  # noqa: B008
+) -> DatasetOut:
     return _out(visible_dataset(request.app.state.db, dataset_id, principal), principal)
 
 
-@router.delete("/{dataset_id}", status_code=204, summary="Purge the data, cancel its fits (the ledger is kept)")
-def delete_dataset(dataset_id: str, request: Request, principal: Principal = Depends(current_principal)) -> None:  # noqa: B008
+@router.delete("/{dataset_id:id}", status_code=204, response_class=Response,
+               summary="Purge the data, cancel its fits (the ledger is kept)",
+               responses=problem_responses(401, 403, 404, 503))  # fmt: skip
+def delete_dataset(
+    dataset_id: DatasetId,
+    request: Request,
+    principal: Principal = Depends(current_principal),  # noqa: B008
+) -> Response:
     """Mark the dataset deleted, cancel its queued fits (their reservations are released: they never read a row),
     ask its running fits to stop, and purge its data unless a live dataset or a pending upload shares it. Its
     ledger, budget and fits stay readable by its owner and admins; new fits and predictions are refused (410)."""
@@ -305,7 +434,7 @@ def delete_dataset(dataset_id: str, request: Request, principal: Principal = Dep
     with db.write() as session:
         row = session.get(Dataset, dataset.id, with_for_update=True)
         if row is None or row.deleted_at is not None:  # deleted meanwhile by a concurrent request
-            raise Problem(404, "Not Found", f"dataset {dataset_id} does not exist")
+            raise dataset_not_found(dataset_id)
         row.deleted_at = utcnow()
         key, row.storage_key = row.storage_key, None
     with db.read() as session:
@@ -315,49 +444,114 @@ def delete_dataset(dataset_id: str, request: Request, principal: Principal = Dep
     for job_id in active:  # a job claimed meanwhile finds the dataset deleted and fails before reading, refunded
         cancel(db, job_id)
     _purge_if_unreferenced(request, key)
+    return Response(status_code=204)
 
 
-class GrantRequest(BaseModel):
-    api_key_id: str
-
-
-@router.post("/{dataset_id}/grants", status_code=201, summary="Let an analyst key fit this dataset (owner)")
-def grant(dataset_id: str, body: GrantRequest, request: Request,
-          principal: Principal = Depends(current_principal)) -> dict[str, str]:  # noqa: B008  # fmt: skip
+@router.post("/{dataset_id:id}/grants", status_code=201, response_model=GrantCreated,
+             summary="Let an analyst key fit this dataset (owner)",
+             responses=problem_responses(400, 401, 403, 404, 413, 422, 503))  # fmt: skip
+def grant(dataset_id: DatasetId, body: GrantRequest, request: Request,
+          principal: Principal = Depends(current_principal)) -> GrantCreated:  # noqa: B008  # fmt: skip
     db = request.app.state.db
-    visible_dataset(db, dataset_id, principal, manage=True)
+    dataset = visible_dataset(db, dataset_id, principal, manage=True)
     with db.write() as session:
         key = session.get(ApiKey, body.api_key_id)
-        if key is None or key.role != "analyst":
-            raise Problem(422, "Invalid grant", "api_key_id must be the id of an analyst key")
+        if key is None or key.role != "analyst" or key.revoked_at is not None:
+            raise Problem(422, "Invalid grant", "api_key_id must be the id of an analyst key that is not revoked",
+                          field="api_key_id")  # fmt: skip
         exists = session.execute(
-            select(DatasetGrant.id).where(DatasetGrant.dataset_id == dataset_id, DatasetGrant.api_key_id == key.id)
+            select(DatasetGrant.id).where(DatasetGrant.dataset_id == dataset.id, DatasetGrant.api_key_id == key.id)
         ).first()
         if exists is None:
-            session.add(DatasetGrant(dataset_id=dataset_id, api_key_id=key.id))
-    return {"dataset_id": dataset_id, "api_key_id": body.api_key_id}
+            session.add(DatasetGrant(dataset_id=dataset.id, api_key_id=key.id))
+    return GrantCreated(dataset_id=dataset.id, api_key_id=body.api_key_id)
 
 
-@router.get("/{dataset_id}/budget", summary="Budget limits and privacy filter, charged / reserved / committed / "
-            "remaining ε as the filter measures them, the committed RDP curve and δ parts")  # fmt: skip
-def budget(dataset_id: str, request: Request, principal: Principal = Depends(current_principal)) -> dict[str, Any]:  # noqa: B008
+@router.get("/{dataset_id:id}/grants", response_model=list[GrantOut],
+            summary="The analyst keys granted this dataset, oldest first (owner)",
+            responses=problem_responses(401, 403, 404, 503))  # fmt: skip
+def list_grants(dataset_id: DatasetId, request: Request,
+                principal: Principal = Depends(current_principal)) -> list[GrantOut]:  # noqa: B008  # fmt: skip
     db = request.app.state.db
-    visible_dataset(db, dataset_id, principal, include_deleted=True)
+    dataset = visible_dataset(db, dataset_id, principal, manage=True)
     with db.read() as session:
-        view = status(session, dataset_id)
-    return public_json({"dataset_id": dataset_id, **asdict(view)})
+        rows = session.execute(
+            select(DatasetGrant, ApiKey.revoked_at).join(ApiKey, ApiKey.id == DatasetGrant.api_key_id)
+            .where(DatasetGrant.dataset_id == dataset.id).order_by(DatasetGrant.created_at, DatasetGrant.id)
+        ).all()  # fmt: skip
+    return [
+        GrantOut(
+            dataset_id=row.dataset_id,
+            api_key_id=row.api_key_id,
+            created_at=row.created_at,
+            key_revoked=revoked_at is not None,
+        )
+        for row, revoked_at in rows
+    ]
 
 
-@router.get("/{dataset_id}/ledger", summary="Ledger entries, oldest first (paginated)")
+@router.delete("/{dataset_id:id}/grants/{api_key_id:id}", status_code=204, response_class=Response,
+               summary="Revoke an analyst's grant (owner): its queued fits on the dataset are cancelled",
+               responses=problem_responses(401, 403, 404, 503))  # fmt: skip
+def revoke_grant(
+    dataset_id: DatasetId,
+    request: Request,
+    api_key_id: str = id_path("analyst key"),
+    principal: Principal = Depends(current_principal),  # noqa: B008
+) -> Response:
+    """Revoke the grant: the analyst can no longer see, estimate or fit the dataset, from its next request on.
+    Its queued fits on the dataset are cancelled (reservations released) and its running ones asked to stop (a
+    fit that read rows keeps its charge); its finished fits stay readable to it."""
+    db = request.app.state.db
+    dataset = visible_dataset(db, dataset_id, principal, manage=True)
+    if not is_resource_id(api_key_id):
+        raise grant_not_found(dataset_id, api_key_id)
+    grantee = normalize_id(api_key_id)
+    with db.write() as session:  # the row lock orders this against fits being admitted under the grant (auth.py)
+        removed = session.execute(
+            delete(DatasetGrant)
+            .where(DatasetGrant.dataset_id == dataset.id, DatasetGrant.api_key_id == grantee)
+            .returning(DatasetGrant.id)
+        ).first()
+    if removed is None:
+        raise grant_not_found(dataset_id, api_key_id)
+    with db.read() as session:
+        active = list(session.scalars(select(Job.id).where(
+            Job.dataset_id == dataset.id, Job.api_key_id == grantee, Job.status.in_(("queued", "running"))
+        )))  # fmt: skip
+    for job_id in active:
+        cancel(db, job_id)
+    log.info("grant revoked", extra={"dataset_id": dataset.id, "api_key_id": grantee, "cancelled_fits": len(active)})
+    return Response(status_code=204)
+
+
+@router.get(
+    "/{dataset_id:id}/budget",
+    response_model=BudgetOut,
+    summary="Budget limits and privacy filter, charged / reserved / committed / remaining ε as the filter measures "
+    "them, the committed RDP curve and δ parts",
+    responses=problem_responses(401, 404, 503),
+)
+def budget(dataset_id: DatasetId, request: Request, principal: Principal = Depends(current_principal)) -> Any:  # noqa: B008
+    db = request.app.state.db
+    dataset = visible_dataset(db, dataset_id, principal, include_deleted=True)
+    with db.read() as session:
+        view = status(session, dataset.id)
+    return public_json({"dataset_id": dataset.id, **asdict(view)})
+
+
+@router.get("/{dataset_id:id}/ledger", response_model=LedgerPage, summary="Ledger entries, oldest first (paginated)",
+            responses=problem_responses(401, 404, 422, 503))  # fmt: skip
 def ledger(
-    dataset_id: str,
+    dataset_id: DatasetId,
     request: Request,
     limit: int = Query(100, ge=1, le=1000),
-    offset: int = Query(0, ge=0),
+    offset: int = Query(0, ge=0, le=2**31 - 1),
     principal: Principal = Depends(current_principal),  # noqa: B008
-) -> dict[str, Any]:
+) -> Any:
     db = request.app.state.db
-    visible_dataset(db, dataset_id, principal, include_deleted=True)
+    dataset = visible_dataset(db, dataset_id, principal, include_deleted=True)
+    dataset_id = dataset.id
     with db.read() as session:
         total = session.scalar(select(func.count()).where(LedgerEntry.dataset_id == dataset_id))
         rows = session.execute(

@@ -4,6 +4,10 @@ Every database access here is retried on transient faults (:meth:`privfit.db.Dat
 admission transaction, which writes the job and its reservation together and is keyed by the new job's id (a retry
 after a commit whose answer was lost finds the job and writes nothing). What still fails is a 503 with Retry-After
 (:mod:`privfit.api.problems`); a client re-sends a fit with the same Idempotency-Key and gets the one fit.
+
+A fit is visible to the key that requested it, the dataset's owner and admins; to anyone else a fit that exists
+answers exactly like one that does not (:func:`~privfit.api.problems.fit_not_found`), and nothing in the answer
+names its dataset.
 """
 
 from __future__ import annotations
@@ -12,12 +16,12 @@ import hashlib
 import json
 import uuid
 from dataclasses import asdict
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
@@ -36,9 +40,10 @@ from privfit.solvers.base import (
 )
 from privfit.solvers.registry import get_solver
 
-from ..auth import Principal, require_role, usable_dataset, visible_dataset
-from ..encoding import public_json
-from ..problems import Problem
+from ..auth import Principal, confirm_access, require_role, usable_dataset, visible_dataset
+from ..encoding import UtcDateTime, public_json
+from ..identifiers import ResourceId, id_path, is_resource_id, normalize_id
+from ..problems import Problem, fit_not_found, problem_responses
 
 router = APIRouter(prefix="/v1/fits", tags=["fits"])
 
@@ -54,7 +59,7 @@ class Privacy(BaseModel):
 
 class FitRequest(BaseModel):
     model_config = {"extra": "forbid"}
-    dataset_id: str
+    dataset_id: ResourceId
     model: str = Field(
         "logistic",
         description="logistic | linear | huber | svm (GLMs); absolute | quantile (resque_dpsgd); mean | "
@@ -63,6 +68,90 @@ class FitRequest(BaseModel):
     solver: str = Field("dp_gd", description="A solver name from GET /v1/solvers.")
     privacy: Privacy = Field(default_factory=Privacy)
     params: dict[str, Any] = Field(default_factory=dict, description="Solver parameters (see GET /v1/solvers).")
+
+
+# A float that may be +∞ (no finite bound, not admissible) is written as null.
+Unbounded = Annotated[float | None, Field(description="null stands for +∞ (no finite bound)")]
+
+
+class CostOut(BaseModel):
+    """A fit's privacy cost: its own ε at the dataset's δ (this fit alone), its share of the budget by the dataset's
+    filter, its RDP curve (null = +∞ at that order), δ parts and pure-ε bound. Fits admitted by older versions may
+    lack some members."""
+
+    model_config = ConfigDict(extra="allow")
+
+    epsilon: Unbounded = None
+    delta: float | None = None
+    optimal_order: Unbounded = None
+    filter_epsilon: Unbounded = None
+    filter_share: Unbounded = None
+    filter_certificate: str | None = None
+    at_grid_edge: bool | None = None
+    grid: str | None = None
+    extra_delta: float | None = None
+    approx_delta: float | None = None
+    pure_epsilon: Unbounded = None
+    rdp: list[float | None] | None = None
+    formula_version: str | None = None
+
+
+class FitError(BaseModel):
+    """Why a fit failed or was cancelled; never a row value (DESIGN §1.3)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: str
+    detail: str
+
+
+class FitOut(BaseModel):
+    """A fit: status, data-independent progress, the resolved settings, its cost and, once succeeded, its result
+    (present only then); ``error`` only when it failed or was cancelled."""
+
+    id: str
+    dataset_id: str
+    solver: str
+    model: str
+    status: str = Field(description="queued | running | succeeded | failed | cancelled")
+    progress: float
+    cancel_requested: bool
+    created_at: UtcDateTime
+    started_at: UtcDateTime | None
+    finished_at: UtcDateTime | None
+    settings: dict[str, Any] = Field(description="The solver's resolved public settings (every noise scale).")
+    cost: CostOut
+    result: dict[str, Any] | None = Field(
+        None, description="The release: solver, model, coefficients, intercept, feature_names, metadata, predictor."
+    )
+    error: FitError | None = None
+
+
+class EstimateOut(BaseModel):
+    """A dry run: the cost of a proposed fit and what would remain by the dataset's filter; nothing is charged."""
+
+    dataset_id: str
+    cost: CostOut
+    settings: dict[str, Any]
+    epsilon: Unbounded
+    optimal_order: Unbounded
+    at_grid_edge: bool
+    committed_epsilon_before: Unbounded
+    committed_epsilon_after: Unbounded
+    remaining_epsilon_after: Unbounded
+    admissible: bool
+    refusal_reason: str | None = Field(description="epsilon | delta | closed when not admissible.")
+    delta_used_after: Unbounded
+    certificate_after: str | None
+    measure: str
+    epsilon_max: float
+
+
+class PredictionOut(BaseModel):
+    fit_id: str
+    n: int
+    scores: list[float]
+    predictions: list[str | float] = Field(description="Decoded labels: class names or numbers.")
 
 
 def _meta(dataset: Dataset) -> PublicMetadata:
@@ -133,7 +222,20 @@ def _request_hash(body: FitRequest) -> str:
     return hashlib.sha256(json.dumps(body.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()
 
 
-@router.post("", status_code=202, summary="Request a fit: admitted by the ledger (202) or refused (409)")
+_FIT_HEADERS = {"Location": {"description": "The fit's URL.", "schema": {"type": "string"}}}
+
+
+@router.post("", status_code=202, response_model=FitOut, response_model_exclude_unset=True,
+             summary="Request a fit: admitted by the ledger (202) or refused (409)",
+             responses={
+                 202: {"headers": _FIT_HEADERS},
+                 **problem_responses(
+                     400, 401, 403, 404, 409, 410, 413, 422, 503,
+                     s409="The ledger refused the fit (privacy budget exceeded; nothing was charged) or the "
+                     "Idempotency-Key was used with another request body.",
+                     s410="The dataset was deleted: it cannot be fitted any more.",
+                 ),
+             })  # fmt: skip
 def create_fit(
     body: FitRequest,
     request: Request,
@@ -162,6 +264,7 @@ def create_fit(
         with db.write() as session:
             if session.get(Job, job_id) is not None:
                 return
+            confirm_access(session, principal, dataset)  # the key and grant still stand (locked against revocation)
             session.add(Job(**job_row))
             session.flush()
             reserve(session, dataset.id, job_id, plan.cost, description=f"{body.solver}/{body.model}")
@@ -199,12 +302,15 @@ def _jsonable(value: Any) -> Any:
     return public_json(value)
 
 
-@router.post("/estimate", summary="The cost of a proposed fit and what would remain; nothing is charged")
+@router.post("/estimate", response_model=EstimateOut,
+             summary="The cost of a proposed fit and what would remain; nothing is charged",
+             responses=problem_responses(400, 401, 403, 404, 410, 413, 422, 503,
+                                         s410="The dataset was deleted: it cannot be fitted any more."))  # fmt: skip
 def estimate_fit(
     body: FitRequest,
     request: Request,
     principal: Principal = Depends(require_role("owner", "analyst")),  # noqa: B008
-) -> dict[str, Any]:
+) -> Any:
     dataset, budget, plan = _plan(request, body, principal)
     db: Database = request.app.state.db
 
@@ -219,33 +325,48 @@ def estimate_fit(
 
 
 def _visible_job(request: Request, job_id: str, principal: Principal) -> Job:
+    """The fit if ``principal`` may see it: the key that requested it, the dataset's owner (even after deleting the
+    dataset) and admins. Anything else — a malformed id (never sent to the database), an unknown id, another's fit
+    — is the same :func:`fit_not_found`; in particular nothing reveals the fit's dataset."""
+    if not is_resource_id(job_id):
+        raise fit_not_found(job_id)
     db: Database = request.app.state.db
     return db.retrying(lambda: _visible_job_once(db, job_id, principal), what="read fit")
 
 
 def _visible_job_once(db: Database, job_id: str, principal: Principal) -> Job:
     with db.read() as session:
-        job = session.get(Job, job_id)
-    if job is None:
-        raise Problem(404, "Not Found", f"fit {job_id} does not exist")
-    if principal.role != "admin" and job.api_key_id != principal.key_id:
-        dataset = visible_dataset(db, job.dataset_id, principal, include_deleted=True)  # 404 for strangers
-        if dataset.owner_key_id != principal.key_id:
-            raise Problem(404, "Not Found", f"fit {job_id} does not exist")
+        job = session.get(Job, normalize_id(job_id))
+        if job is None:
+            raise fit_not_found(job_id)
+        if principal.role == "admin" or job.api_key_id == principal.key_id:
+            return job
+        dataset = session.get(Dataset, job.dataset_id)
+    if dataset is None or dataset.owner_key_id != principal.key_id:
+        raise fit_not_found(job_id)
     return job
 
 
-@router.get("", summary="Fits of a dataset visible to the caller")
+FitId = Annotated[str, id_path("fit")]
+
+
+@router.get(
+    "",
+    response_model=list[FitOut],
+    response_model_exclude_unset=True,
+    summary="Fits of a dataset visible to the caller",
+    responses=problem_responses(401, 404, 422, 503),
+)
 def list_fits(
     request: Request,
-    dataset_id: str = Query(...),
+    dataset_id: Annotated[ResourceId, Query(description="The dataset's id.")],
     principal: Principal = Depends(require_role("owner", "analyst", "admin")),  # noqa: B008
-) -> list[dict[str, Any]]:
+) -> Any:
     db: Database = request.app.state.db
 
     def read() -> list[dict[str, Any]]:
         dataset = visible_dataset(db, dataset_id, principal, include_deleted=True)
-        query = select(Job).where(Job.dataset_id == dataset_id).order_by(Job.created_at)
+        query = select(Job).where(Job.dataset_id == dataset.id).order_by(Job.created_at)
         if principal.role == "analyst" and dataset.owner_key_id != principal.key_id:
             query = query.where(Job.api_key_id == principal.key_id)
         with db.read() as session:
@@ -254,19 +375,23 @@ def list_fits(
     return _jsonable(db.retrying(read, what="list fits"))
 
 
-@router.get("/{job_id}", summary="Status, data-independent progress, and the result when done")
-def get_fit(job_id: str, request: Request,
-            principal: Principal = Depends(require_role("owner", "analyst", "admin"))) -> dict[str, Any]:  # noqa: B008  # fmt: skip
+@router.get("/{job_id:id}", response_model=FitOut, response_model_exclude_unset=True,
+            summary="Status, data-independent progress, and the result when done",
+            responses=problem_responses(401, 404, 503))  # fmt: skip
+def get_fit(job_id: FitId, request: Request,
+            principal: Principal = Depends(require_role("owner", "analyst", "admin"))) -> Any:  # noqa: B008  # fmt: skip
     return _jsonable(_job_json(_visible_job(request, job_id, principal)))
 
 
-@router.post("/{job_id}/cancel", summary="Cancel: queued → released; running → stops at its next step")
-def cancel_fit(job_id: str, request: Request,
-               principal: Principal = Depends(require_role("owner", "analyst", "admin"))) -> dict[str, Any]:  # noqa: B008  # fmt: skip
+@router.post("/{job_id:id}/cancel", response_model=FitOut, response_model_exclude_unset=True,
+             summary="Cancel: queued → released; running → stops at its next step",
+             responses=problem_responses(401, 404, 503))  # fmt: skip
+def cancel_fit(job_id: FitId, request: Request,
+               principal: Principal = Depends(require_role("owner", "analyst", "admin"))) -> Any:  # noqa: B008  # fmt: skip
     job = _visible_job(request, job_id, principal)
     if job.status in ("queued", "running"):
         cancel(request.app.state.db, job.id)
-    return get_fit(job_id, request, principal)
+    return _jsonable(_job_json(_visible_job(request, job.id, principal)))
 
 
 class PredictRequest(BaseModel):
@@ -275,15 +400,22 @@ class PredictRequest(BaseModel):
                                        description="Client-supplied rows: feature columns by name.")  # fmt: skip
 
 
-@router.post("/{job_id}/predict", summary="Predict on client-supplied rows with a finished fit")
-def predict(job_id: str, body: PredictRequest, request: Request,
-            principal: Principal = Depends(require_role("owner", "analyst", "admin"))) -> dict[str, Any]:  # noqa: B008  # fmt: skip
+@router.post("/{job_id:id}/predict", response_model=PredictionOut,
+             summary="Predict on client-supplied rows with a finished fit",
+             responses=problem_responses(
+                 400, 401, 404, 409, 410, 413, 422, 503,
+                 s409="The fit has not succeeded, or it estimated a statistic and does not predict labels.",
+                 s410="The fit's dataset was deleted: its model no longer serves predictions.",
+             ))  # fmt: skip
+def predict(job_id: FitId, body: PredictRequest, request: Request,
+            principal: Principal = Depends(require_role("owner", "analyst", "admin"))) -> Any:  # noqa: B008  # fmt: skip
     """Encode the rows with the dataset's schema (its transforms included) and apply the fit's model.
 
     ``scores`` are the raw ⟨θ, x⟩ + b; ``predictions`` are class names for a binary label, and for a numeric
     label values in the label's units clipped to its declared [lower, upper].
     """
     job = _visible_job(request, job_id, principal)
+    job_id = job.id
     if job.status != "succeeded" or job.result is None:
         raise Problem(409, "Fit not finished", f"fit {job_id} is {job.status}; predictions need a succeeded fit")
     if not job.result.get("predictor", True):

@@ -2,20 +2,35 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
 from sqlalchemy import text
 
 router = APIRouter(tags=["health"])
 
 
-@router.get("/healthz", summary="The process is up")
-def healthz() -> dict[str, str]:
-    return {"status": "ok"}
+class Health(BaseModel):
+    status: Literal["ok"]
+
+
+class Readiness(BaseModel):
+    status: Literal["ready", "not ready"]
+    checks: dict[str, str] = Field(description="database, schema (and broker): 'ok' or what is wrong.")
+
+
+@router.get("/healthz", response_model=Health, summary="The process is up")
+def healthz() -> Health:
+    return Health(status="ok")
 
 
 @router.get(
-    "/readyz", summary="The database (and, with queue 'celery', the broker) is reachable; the schema is current"
+    "/readyz",
+    response_model=Readiness,
+    summary="The database (and, with queue 'celery', the broker) is reachable; the schema is current",
+    responses={503: {"model": Readiness, "description": "Not ready: `checks` says what is not."}},
 )
 def readyz(request: Request) -> JSONResponse:
     from alembic.runtime.migration import MigrationContext

@@ -95,8 +95,8 @@ export function fmtInt(value) {
 }
 
 /**
- * Parse an API timestamp. The API writes UTC without an offset ("2026-01-02T03:04:05.123456"); fractions
- * beyond milliseconds are dropped.
+ * Parse an API timestamp. The API writes UTC with its offset ("2026-01-02T03:04:05.123456+00:00"); one without
+ * an offset (older servers on SQLite) is taken as UTC. Fractions beyond milliseconds are dropped.
  * @param {string|null|undefined} text
  * @returns {Date|null}
  */
