@@ -27,8 +27,8 @@ from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
-from sqlalchemy.exc import DataError, SQLAlchemyError
 from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy.exc import DataError, SQLAlchemyError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Match
 
@@ -112,6 +112,7 @@ def problem_responses(*statuses: int, **descriptions: str) -> dict[int | str, di
             entry["headers"] = dict(_RETRY_AFTER)
         responses[status] = entry
     return responses
+
 
 log = logging.getLogger("privfit.api")
 
