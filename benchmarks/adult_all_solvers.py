@@ -50,26 +50,26 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from common import ADULT_DIR, adult_with_baseline, diffprivlib_predictions, import_diffprivlib_logistic, ratio, timed
+from common import (
+    ADULT_DIR,
+    EXPECTED_SOLVERS,
+    adult_with_baseline,
+    diffprivlib_predictions,
+    import_diffprivlib_logistic,
+    library_versions,
+    ratio,
+    resolve_checked,
+    timed,
+    warm_up,
+)
 
 from privfit.privacy import make_generator
 from privfit.solvers import PublicMetadata, Solver, SolverParameterError
 from privfit.solvers.registry import get_solver, solver_names
 
-#: the solvers every data team asks about, in table order (registered solvers not listed here follow, sorted)
-EXPECTED_SOLVERS: tuple[str, ...] = (
-    "dp_gd",
-    "dp_otb",
-    "dp_distributed",
-    "dp_sgd",
-    "objective_perturbation",
-    "output_perturbation",
-)
 MODEL = "logistic"
 DEFAULT_EPSILONS: tuple[float, ...] = (0.1, 0.5, 1.0, 2.0, 5.0)
 QUICK_EPSILONS: tuple[float, ...] = (0.1, 1.0)
-#: rows of the untimed warm-up fit (numba compilation, first-call imports)
-WARMUP_ROWS = 2000
 
 _START = time.perf_counter()
 
@@ -93,26 +93,10 @@ def privfit_fit(
     solver: Solver, train: Any, test: Any, meta: PublicMetadata, epsilon: float, delta: float, seed: int
 ) -> tuple[float, float]:
     """resolve → cost check → fit, as the service does; (test accuracy, seconds of fit + predict)."""
-    resolved = solver.resolve({"model": MODEL}, meta, target_epsilon=epsilon, delta=delta)
-    charged = solver.cost(resolved, meta).epsilon(delta)
-    if not charged.epsilon <= epsilon:  # an explicit raise, not ``assert``: it must also hold under ``python -O``
-        raise AssertionError(
-            f"{solver.name}: charged ε = {charged.epsilon!r} > target ε = {epsilon!r} at δ = {delta:g}"
-        )
+    resolved = resolve_checked(solver, MODEL, meta, epsilon, delta)
     rng = make_generator(seed, data_is_public=True)
     predictions, seconds = timed(lambda: solver.fit(train.X, train.y, meta, resolved, rng).predict(test.X))
     return float(np.mean(np.asarray(predictions) == test.y)), seconds
-
-
-def warm_up(solver: Solver, train: Any, meta: PublicMetadata, delta: float) -> None:
-    """One untimed fit on the first rows (compiles numba kernels); best effort, real errors show in the run."""
-    rows = min(WARMUP_ROWS, meta.n)
-    small = dataclasses.replace(meta, n=rows)
-    try:
-        resolved = solver.resolve({"model": MODEL}, small, target_epsilon=1.0, delta=delta)
-        solver.fit(train.X[:rows], train.y[:rows], small, resolved, make_generator(0, data_is_public=True))
-    except Exception as error:  # e.g. too few rows for the defaults: the full-data run reports what matters
-        progress(f"{solver.name}: warm-up on {rows} rows failed ({type(error).__name__}: {error}); continuing")
 
 
 def run_privfit(
@@ -120,7 +104,9 @@ def run_privfit(
 ) -> Row:
     row = Row(name)
     solver = get_solver(name)
-    warm_up(solver, train, meta, delta)
+    failure = warm_up(solver, MODEL, train.X, train.y, meta, delta)
+    if failure:
+        progress(f"{name}: warm-up on the first rows failed ({failure}); continuing")
     for epsilon in epsilons:
         try:
             runs = [privfit_fit(solver, train, test, meta, epsilon, delta, seed) for seed in range(seeds)]
@@ -269,7 +255,7 @@ def main() -> None:
             print(f"  {name}: not registered — skipped")
     for note in skipped:
         print(f"  {note}: no {MODEL} model — skipped")
-    print(f"python {platform.python_version()}, numpy {np.__version__}, {_library_versions()}")
+    print(f"python {platform.python_version()}, numpy {np.__version__}, {library_versions()}")
 
     rows = [
         constant_row("scikit-learn (non-private, C=1)", sk_accuracy, [sk_seconds], epsilons, "fit once"),
@@ -296,16 +282,6 @@ def main() -> None:
     print(f"\nε charged at δ = {args.delta:g} for a target ε = 1 (default settings, from solver.cost):")
     print("\n".join(charged_at_one([n for n in names if n in registered], meta, args.delta)))
     print(f"\ntotal run time: {time.perf_counter() - _START:.1f} s")
-
-
-def _library_versions() -> str:
-    versions = []
-    for module in ("sklearn", "diffprivlib"):
-        try:
-            versions.append(f"{module} {__import__(module).__version__}")
-        except Exception:
-            versions.append(f"{module} unavailable")
-    return ", ".join(versions)
 
 
 if __name__ == "__main__":

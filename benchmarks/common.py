@@ -1,4 +1,4 @@
-"""Helpers shared by the Adult benchmarks (``adult_dp_gd.py``, ``adult_dp_otb.py``); not a script.
+"""Helpers shared by the benchmarks (``adult_*.py``, ``utility.py``); not a script.
 
 The scripts run as ``python benchmarks/<name>.py``, which puts this directory first on ``sys.path``, so they
 import these helpers with ``from common import ...``.
@@ -6,6 +6,7 @@ import these helpers with ``from common import ...``.
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 import time
 from collections.abc import Callable
@@ -15,8 +16,21 @@ from typing import Any
 import numpy as np
 
 from privfit.datasets import adult_schema, parse_and_encode
+from privfit.privacy import make_generator
+from privfit.solvers import PublicMetadata, Solver
 
 ADULT_DIR = Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "adult"
+#: the solvers every data team asks about, in table order (registered solvers not listed here follow, sorted)
+EXPECTED_SOLVERS: tuple[str, ...] = (
+    "dp_gd",
+    "dp_otb",
+    "dp_distributed",
+    "dp_sgd",
+    "objective_perturbation",
+    "output_perturbation",
+)
+#: rows of the untimed warm-up fit (numba compilation, first-call imports)
+WARMUP_ROWS = 2000
 
 
 def timed(fn: Callable[[], np.ndarray]) -> tuple[np.ndarray, float]:
@@ -59,10 +73,65 @@ def import_diffprivlib_logistic() -> Any | None:
     return DPLogisticRegression
 
 
+def import_diffprivlib_linear() -> Any | None:
+    """diffprivlib's ``LinearRegression`` class, or None (with a note printed) when it cannot be imported."""
+    try:
+        from diffprivlib.models import LinearRegression as DPLinearRegression
+    except Exception as error:  # see import_diffprivlib_logistic
+        print(f"diffprivlib not available ({type(error).__name__}: {error}); its columns are skipped")
+        return None
+    return DPLinearRegression
+
+
+def library_versions() -> str:
+    """``sklearn x.y, diffprivlib x.y`` (or "unavailable") for the run's header."""
+    versions = []
+    for module in ("sklearn", "diffprivlib"):
+        try:
+            versions.append(f"{module} {__import__(module).__version__}")
+        except Exception:
+            versions.append(f"{module} unavailable")
+    return ", ".join(versions)
+
+
+def resolve_checked(solver: Solver, model: str, meta: PublicMetadata, epsilon: float, delta: float) -> Any:
+    """``solver.resolve({"model": model}, ...)`` at the solver's DEFAULTS, as the service plans a fit, then the
+    charged ``solver.cost(resolved, meta).epsilon(delta)`` must be ≤ ``epsilon`` (an explicit raise, not
+    ``assert``: it must also hold under ``python -O``). ``SolverParameterError`` propagates (refused defaults)."""
+    resolved = solver.resolve({"model": model}, meta, target_epsilon=epsilon, delta=delta)
+    charged = solver.cost(resolved, meta).epsilon(delta)
+    if not charged.epsilon <= epsilon:
+        raise AssertionError(
+            f"{solver.name}: charged ε = {charged.epsilon!r} > target ε = {epsilon!r} at δ = {delta:g}"
+        )
+    return resolved
+
+
+def warm_up(solver: Solver, model: str, X: np.ndarray, y: np.ndarray, meta: PublicMetadata, delta: float) -> str | None:
+    """One untimed fit on the first :data:`WARMUP_ROWS` rows (compiles numba kernels); best effort.
+
+    Returns None, or why the warm-up failed (e.g. too few rows for the defaults: the full-data run reports what
+    matters)."""
+    rows = min(WARMUP_ROWS, meta.n)
+    small = dataclasses.replace(meta, n=rows)
+    try:
+        resolved = solver.resolve({"model": model}, small, target_epsilon=1.0, delta=delta)
+        solver.fit(X[:rows], y[:rows], small, resolved, make_generator(0, data_is_public=True))
+    except Exception as error:
+        return f"{type(error).__name__}: {error}"
+    return None
+
+
+def fit_diffprivlib_logistic(model_cls: Any, X: Any, y: Any, epsilon: float, data_norm: float, c: float, seed: int):
+    """diffprivlib objective perturbation (pure ε-DP) with the PUBLIC data norm, fitted on (X, y)."""
+    model = model_cls(epsilon=epsilon, data_norm=data_norm, C=c, max_iter=1000, random_state=seed)
+    return model.fit(X, y)
+
+
 def diffprivlib_predictions(model_cls: Any, train: Any, test: Any, epsilon: float, c: float, seed: int):
     """diffprivlib objective perturbation (pure ε-DP) with the PUBLIC data norm; predictions on the test rows."""
-    model = model_cls(epsilon=epsilon, data_norm=train.row_norm_bound, C=c, max_iter=1000, random_state=seed)
-    return model.fit(train.X, train.y).predict(test.X)
+    model = fit_diffprivlib_logistic(model_cls, train.X, train.y, epsilon, train.row_norm_bound, c, seed)
+    return model.predict(test.X)
 
 
 def cell(accuracies: list[float], seconds: list[float]) -> str:
