@@ -935,7 +935,7 @@ def numeric_guard(params: SolverParams, target_epsilon: float | None) -> Iterato
     except SolverParameterError:
         raise
     except ParameterError as error:  # the privacy layer's, e.g. on "rdp" or "sigma": named after the request's field
-        if error.parameter in params.model_fields or error.parameter in ("epsilon", "delta"):
+        if error.parameter in type(params).model_fields or error.parameter in ("epsilon", "delta"):
             raise
         raise _out_of_range(params, target_epsilon, [], f"{error}") from None
     except ValidationError as error:
