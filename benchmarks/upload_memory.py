@@ -12,12 +12,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import httpx
 from services import owner_headers, schema, server
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "api"))
+from process_helpers import listening_pid, status_kib
 
 MiB = 1024 * 1024
 
@@ -28,34 +32,6 @@ def csv_of(target_bytes: int, columns: int = 10) -> tuple[bytes, int]:
     row = ",".join("0.123456" if i % 2 else "-0.65432" for i in range(columns)) + ",yes\n"
     rows = max(1, (target_bytes - len(header)) // len(row))
     return (header + row * rows).encode(), rows
-
-
-def listening_pid(base: str) -> int:
-    """The pid of the process listening on ``base``'s port (uvicorn runs in the ``privfit serve`` process)."""
-    port = int(base.rsplit(":", 1)[1])
-    inodes = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for line in Path(table).read_text().splitlines()[1:]:
-            fields = line.split()
-            if int(fields[1].split(":")[1], 16) == port and fields[3] == "0A":
-                inodes.add(fields[9])
-    for proc in Path("/proc").iterdir():
-        if proc.name.isdigit():
-            try:
-                for fd in (proc / "fd").iterdir():
-                    target = str(fd.readlink())
-                    if target.startswith("socket:[") and target[8:-1] in inodes:
-                        return int(proc.name)
-            except OSError:
-                continue
-    raise RuntimeError(f"no process listens on port {port}")
-
-
-def kib(pid: int, field: str) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    raise RuntimeError(f"{field} not in /proc/{pid}/status")
 
 
 def main() -> None:
@@ -75,13 +51,13 @@ def main() -> None:
                 content, rows = csv_of(size * MiB)
                 encoded = rows * 11 * 8
                 Path(f"/proc/{pid}/clear_refs").write_text("5")  # VmHWM := current RSS
-                before = kib(pid, "VmHWM") * 1024
+                before = status_kib(pid, "VmHWM") * 1024
                 started = time.perf_counter()
                 response = httpx.post(f"{base}/v1/datasets", headers=headers, files={"file": ("d.csv", content)},
                                       data={"schema": json.dumps(schema())}, timeout=600)  # fmt: skip
                 seconds = time.perf_counter() - started
                 response.raise_for_status()
-                growth = kib(pid, "VmHWM") * 1024 - before
+                growth = status_kib(pid, "VmHWM") * 1024 - before
                 goal = 3 * encoded + 256 * MiB
                 print(f"{len(content) / MiB:8.1f} {rows:10d} {encoded / MiB:12.1f} {growth / MiB:16.1f} "
                       f"{growth / encoded:7.2f} {goal / MiB:9.0f} {seconds:8.2f}")  # fmt: skip

@@ -105,3 +105,34 @@ def sqlite_server(tmp_path: Path, **extra: str) -> Iterator[LiveServer]:
     owner, admin = keys_for(url)
     with server(url, tmp_path, **extra) as base:
         yield LiveServer(base, url, tmp_path, owner, admin)
+
+
+def listening_pid(base: str) -> int:
+    """The pid of the process that listens on ``base``'s port (``privfit serve`` runs uvicorn in-process), from
+    /proc (Linux): the LISTEN socket's inode in /proc/net/tcp{,6}, then the process holding it."""
+    port = int(base.rsplit(":", 1)[1])
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if int(fields[1].split(":")[1], 16) == port and fields[3] == "0A":  # LISTEN
+                inodes.add(fields[9])
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            for fd in (proc / "fd").iterdir():
+                target = str(fd.readlink())
+                if target.startswith("socket:[") and target[8:-1] in inodes:
+                    return int(proc.name)
+        except OSError:
+            continue
+    raise RuntimeError(f"no process listens on port {port}")
+
+
+def status_kib(pid: int, field: str) -> int:
+    """A ``kB`` field of /proc/<pid>/status (e.g. ``VmHWM``, the peak resident set)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise RuntimeError(f"{field} not in /proc/{pid}/status")

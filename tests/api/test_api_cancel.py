@@ -23,7 +23,7 @@ from process_helpers import PRIVFIT, environment, process
 from privfit.api.auth import create_api_key
 
 LONG_FIT = {"solver": "dp_gd", "privacy": {"epsilon": 0.5}, "params": {"steps": 100_000}}  # ~1 min of steps
-SHORT_FIT = {"solver": "dp_gd", "privacy": {"epsilon": 0.05}, "params": {"steps": 300}}  # ~0.2 s
+SHORT_FIT = {"solver": "dp_gd", "privacy": {"epsilon": 0.05}, "params": {"steps": 1500}}  # ~1 s on a quiet machine
 CANCEL_WITHIN = 1.0
 
 
@@ -101,11 +101,11 @@ def test_a_cancel_answered_before_the_fit_finished_never_releases_a_result(slow_
     dataset_id = upload(client, keys, epsilon=10.0)
     rng = random.Random(20)
     outcomes: dict[str, int] = {}
-    for _ in range(24):
+    for _ in range(16):
         created = client.post("/v1/fits", headers=keys.analyst, json={"dataset_id": dataset_id, **SHORT_FIT})
         assert created.status_code == 202, created.text
         fit_id = created.json()["id"]
-        time.sleep(rng.uniform(0.0, 0.45))
+        time.sleep(rng.uniform(0.0, 1.2))  # before, during or after the fit, whatever the machine's speed
         answered, done, _ = _cancel_and_time(client, keys, fit_id)
         before = answered["status"]
         outcomes[before] = outcomes.get(before, 0) + 1

@@ -16,7 +16,7 @@ from pathlib import Path
 import httpx
 import pytest
 from api_helpers import SMALL_SCHEMA, small_csv
-from process_helpers import LiveServer, sqlite_server
+from process_helpers import LiveServer, listening_pid, sqlite_server, status_kib
 
 MiB = 1024 * 1024
 
@@ -43,35 +43,6 @@ def assert_problem(response: httpx.Response, status: int, *needles: str) -> dict
     for needle in needles:
         assert needle in json.dumps(body), body
     return body
-
-
-def server_pid(live: LiveServer) -> int:
-    """The pid of the process that listens on the server's port (``privfit serve`` runs uvicorn in-process)."""
-    port = int(live.base.rsplit(":", 1)[1])
-    inodes = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for line in Path(table).read_text().splitlines()[1:]:
-            fields = line.split()
-            if int(fields[1].split(":")[1], 16) == port and fields[3] == "0A":  # LISTEN
-                inodes.add(fields[9])
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            for fd in (proc / "fd").iterdir():
-                target = str(fd.readlink())
-                if target.startswith("socket:[") and target[8:-1] in inodes:
-                    return int(proc.name)
-        except OSError:
-            continue
-    raise AssertionError(f"no process listens on port {port}")
-
-
-def status_kib(pid: int, field: str) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    raise AssertionError(f"{field} not in /proc/{pid}/status")
 
 
 def reset_peak(pid: int) -> bool:
@@ -180,7 +151,7 @@ def test_healthz_answers_while_a_64_mib_csv_is_uploaded(live):
 
 def test_upload_peak_memory_is_in_proportion_to_the_encoded_matrix(live):
     """Before: a 64 MiB CSV raised the server's RSS by 1.9 GiB (bytes + str + a Python str per cell)."""
-    pid = server_pid(live)
+    pid = listening_pid(live.base)
     content, rows = numeric_csv(32 * MiB, columns=10)
     encoded = rows * (10 + 1) * 8
     if not reset_peak(pid):
@@ -196,7 +167,7 @@ def test_upload_peak_memory_is_in_proportion_to_the_encoded_matrix(live):
 def test_wide_one_hot_is_refused_before_allocation(live):
     """Before: 100,000 declared levels × 3,000 rows (a 300 KB CSV) made a 2.4 GB dense matrix → 500 MemoryError.
     Now n·(d + 1)·8 is checked against max_matrix_bytes (default 2 GiB) before the rows' memory is allocated."""
-    pid = server_pid(live)
+    pid = listening_pid(live.base)
     schema = {
         "label": {"name": "y", "type": "binary", "positive": "yes", "negative": "no"},
         "features": [{"name": "c", "type": "categorical", "levels": [f"l{i}" for i in range(100_000)]}],

@@ -32,15 +32,18 @@ from .states import queued_before, recover_lost
 log = logging.getLogger("privfit.jobs")
 
 
-class Sweeper:
-    """A daemon thread running :meth:`sweep` periodically until :meth:`stop`."""
+class PeriodicThread:
+    """A daemon thread calling :meth:`sweep` every ``interval`` seconds until :meth:`stop`; a failed pass is
+    logged (its error type only) and the next one runs on time."""
 
-    def __init__(self, db: Database, settings: Settings, dispatcher: Dispatcher) -> None:
-        self.db, self.settings, self.dispatcher = db, settings, dispatcher
-        self.interval = min(settings.lease_seconds / 2, max(settings.poll_seconds, 1.0))
-        self._published: dict[str, float] = {}
+    interval: float
+
+    def __init__(self, name: str) -> None:
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="privfit-sweeper", daemon=True)
+        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+
+    def sweep(self) -> object:
+        raise NotImplementedError
 
     def start(self) -> None:
         self._thread.start()
@@ -54,7 +57,17 @@ class Sweeper:
             try:
                 self.sweep()
             except Exception as error:
-                log.warning("sweep failed", extra={"error_type": type(error).__name__})
+                log.warning("sweep failed", extra={"thread": self._thread.name, "error_type": type(error).__name__})
+
+
+class Sweeper(PeriodicThread):
+    """Lost leases and lost messages, every min(lease/2, max(poll, 1 s)) seconds."""
+
+    def __init__(self, db: Database, settings: Settings, dispatcher: Dispatcher) -> None:
+        super().__init__("privfit-sweeper")
+        self.db, self.settings, self.dispatcher = db, settings, dispatcher
+        self.interval = min(settings.lease_seconds / 2, max(settings.poll_seconds, 1.0))
+        self._published: dict[str, float] = {}
 
     def sweep(self) -> tuple[list[str], list[str]]:
         """One pass: (jobs recovered from dead workers, jobs published again)."""
@@ -75,31 +88,16 @@ class Sweeper:
         return recovered, republished
 
 
-class OrphanSweeper:
+class OrphanSweeper(PeriodicThread):
     """A daemon thread running :func:`~privfit.datasets.lifecycle.sweep_orphans` every ``orphan_sweep_seconds``
     until :meth:`stop` (every API process runs one; concurrent sweeps are safe: each purge is decided under the
     key's lock)."""
 
     def __init__(self, db: Database, store: DatasetStore, settings: Settings) -> None:
+        super().__init__("privfit-orphan-sweeper")
         self.db, self.store = db, store
         self.grace, self.interval = settings.upload_grace_seconds, settings.orphan_sweep_seconds
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="privfit-orphan-sweeper", daemon=True)
 
     def sweep(self) -> SweepReport:
         """One pass (also run once, before serving, at start-up)."""
         return sweep_orphans(self.db, self.store, self.grace)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=10)
-
-    def _loop(self) -> None:
-        while not self._stop.wait(self.interval):
-            try:
-                self.sweep()
-            except Exception as error:
-                log.warning("orphan sweep failed", extra={"error_type": type(error).__name__})
