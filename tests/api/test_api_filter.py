@@ -49,8 +49,12 @@ def test_twenty_objective_perturbation_fits_fit_in_a_large_budget(idle_client, i
 
 def test_objective_perturbation_draws_nothing_from_the_delta_pot(client, keys):
     """Formula v2 (issue 21 §3): the Gaussian variant is an RDP curve, so a budget without a pot for δ parts
-    (approximate_delta = 0) admits it, as it admits the pure-ε Laplace variant."""
+    (approximate_delta = 0) admits it, as it admits the pure-ε Laplace variant, while a fit with a δ part
+    (dp_lazy_oco's (ε, δ) accountant) is still refused with a 422 naming the pot."""
     dataset_id = upload(client, keys, schema=_schema(approximate_delta=0.0))
+    lazy = {"dataset_id": dataset_id, "model": "mean", "solver": "dp_lazy_oco", "privacy": {"epsilon": 0.5}}
+    refused = client.post("/v1/fits", headers=keys.analyst, json=lazy)
+    assert refused.status_code == 422 and "approximate_delta" in refused.json()["detail"], refused.text
     for params in ({"noise": "laplace"}, {}):
         cost, _ = fit_and_wait(client, keys, {"dataset_id": dataset_id, **OBJECTIVE, "params": params})
         assert cost["extra_delta"] == 0.0
