@@ -16,7 +16,10 @@ from privfit.solvers.geometry import (
     augment_intercept,
     augmented_bound,
     clip_rows,
+    clipped_scaled_row_sum,
+    clipped_scales,
     project_l2_ball,
+    row_norms,
 )
 
 finite = st.floats(-1e6, 1e6, allow_nan=False, allow_infinity=False)
@@ -43,6 +46,43 @@ def test_clip_rows_properties(G: np.ndarray, C: float) -> None:
         np.testing.assert_allclose(o * ng, g * C, rtol=1e-12, atol=1e-12 * ng * C)
         assert float(o @ g) > 0.0
         assert np.linalg.norm(o) == pytest.approx(C, rel=1e-12)
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    X=hnp.arrays(np.float64, st.tuples(st.integers(1, 30), st.integers(1, 8)), elements=finite),
+    data=st.data(),
+    C=thresholds,
+)
+def test_clipped_scaled_row_sum_equals_the_explicit_clipped_sum(X: np.ndarray, data: st.DataObject, C: float) -> None:
+    """The GLM shortcut (issue 23): Σ clip_C(s_i x_i) from the row norms and scalars equals clipping the formed
+    vectors with :func:`clip_rows` and summing them, to 1e-12 relative to Σ‖clip_C(s_i x_i)‖ — one θ and k θ."""
+    k = data.draw(st.integers(1, 3))
+    S = data.draw(hnp.arrays(np.float64, (X.shape[0], k), elements=st.floats(-1e3, 1e3, allow_nan=False)))
+    explicit = np.stack([clip_rows(S[:, [j]] * X, C).sum(axis=0) for j in range(k)])
+    scale = max(float(np.linalg.norm(clip_rows(S[:, [j]] * X, C), axis=1).sum()) for j in range(k))
+    fast = clipped_scaled_row_sum(X, S, C)
+    np.testing.assert_allclose(fast, explicit, rtol=0, atol=1e-12 * max(scale, 1e-300))
+    single = clipped_scaled_row_sum(X, S[:, 0], C, norms=row_norms(X))
+    np.testing.assert_allclose(single, explicit[0], rtol=0, atol=1e-12 * max(scale, 1e-300))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    X=hnp.arrays(np.float64, st.tuples(st.integers(1, 20), st.integers(1, 40)), elements=finite),
+    data=st.data(),
+    C=thresholds,
+)
+def test_clipped_scales_bound_every_summand_exactly(X: np.ndarray, data: st.DataObject, C: float) -> None:
+    """|w_i|·‖x_i‖ ≤ C in exact rational arithmetic (the sensitivity claim: each summand w_i x_i has norm ≤ C), and
+    w_i = s_i bit for bit when |s_i|·‖x_i‖ ≤ C."""
+    s = data.draw(hnp.arrays(np.float64, (X.shape[0],), elements=st.floats(-1e6, 1e6, allow_nan=False)))
+    w = clipped_scales(s, row_norms(X), C, X.shape[1])
+    for wi, si, xi in zip(w, s, X, strict=True):
+        squared = sum(Fraction(float(v)) ** 2 for v in xi)
+        assert Fraction(float(wi)) ** 2 * squared <= Fraction(C) ** 2
+        if abs(si) * float(np.linalg.norm(xi)) <= C:
+            assert wi == si
 
 
 def test_clip_rows_examples() -> None:

@@ -48,8 +48,8 @@ Poisson steps):
   2·10⁵ samples per world: 0.409 ≤ claim and not vacuous.
 * ReSQue, block_length 2, correct build, 15 000 runs per world: 0.264 ≤ claim (lower than the one-step bound: fewer
   samples, and the B_x̄(ρ/4) projection truncates the release's tails); weights seen in [0.50, 1.97].
-* broken (i), the clip of the WEIGHTED subgradients removed (``clip_rows`` made the identity when the loop calls it
-  with C; ``project_step`` also uses it, with R and ρ/4, and is kept intact), same instance and runs: 1.795 > 1.
+* broken (i), the clip of the WEIGHTED subgradients removed (the loop's ``clipped_scaled_row_sum`` replaced by the
+  plain sum; ``project_step``'s ``clip_rows`` with R and ρ/4 kept intact), same instance and runs: 1.795 > 1.
   DETECTED.
 
 The whole module runs in ≈ 27 s on 2 cores (shared machine): ≈ 2 s per one-step case, 4.4 s for ten steps, 4–7 s
@@ -85,7 +85,6 @@ import privfit.solvers.resque.dpsgd as resque_dpsgd_module
 from privfit.privacy import make_generator
 from privfit.privacy.audit import epsilon_lower_bound
 from privfit.solvers import PublicMetadata, get_solver
-from privfit.solvers.geometry import clip_rows
 from privfit.solvers.resque.dpsgd import ReSQueDPSGDResolved, resque_dp_sgd
 from privfit.solvers.resque.estimator import log_resque_weights, make_margin_loss
 
@@ -277,16 +276,16 @@ def test_resque_weighted_and_clipped_build_stays_below_its_claim(monkeypatch: py
 
 
 def test_unclipped_weighted_subgradients_are_detected(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Broken variant (i): the per-example clip of the weighted subgradients removed (``clip_rows`` the identity
-    when called with C; the projections, which call it with R and ρ/4, unchanged)."""
+    """Broken variant (i): the per-example clip of the weighted subgradients removed (the loop's clipped sum
+    replaced by the plain sum Σ s_i x_i; the projections unchanged)."""
     resolved = resque_instance()
     claimed = resolved.epsilon
     assert claimed is not None
 
-    def clip_all_but_the_subgradients(G: FloatArray, C: float) -> FloatArray:
-        return np.array(G, dtype=np.float64) if resolved.clip_norm == C else clip_rows(G, C)
+    def unclipped_sum(X: FloatArray, scales: FloatArray, C: float, *, norms: FloatArray | None = None) -> FloatArray:
+        return np.asarray(np.asarray(scales, dtype=np.float64) @ X, dtype=np.float64)
 
-    monkeypatch.setattr(resque_dpsgd_module, "clip_rows", clip_all_but_the_subgradients)
+    monkeypatch.setattr(resque_dpsgd_module, "clipped_scaled_row_sum", unclipped_sum)
     bound, spy = resque_audit(resolved, monkeypatch)
     assert spy.high > 1.5
     assert bound > claimed + 0.5, bound

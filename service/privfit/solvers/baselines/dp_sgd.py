@@ -98,8 +98,9 @@ against 0.800 / 0.840 / 0.841), so the simplest rule is kept. At ε ≲ 0.1 use 
 At the same ε, ``fixed_size`` needs up to twice the noise multiplier of ``poisson`` (the WBK bound is looser
 than MTZ's) and ``shuffle`` five to ten times (no amplification): 0.837 and 0.783 accuracy at ε = 1.
 
-Memory: O(n·d) for the design matrix plus O(m·d) per step (per-example gradients of one batch, formed in
-chunks by :func:`~privfit.solvers.baselines.dp_gd.clipped_gradient_sum`). Time per step: O(m·d) for the gradient plus
+Memory: O(n·d) for the design matrix plus O(m) per step (the per-example gradients of a batch are clipped and summed
+without being formed, by :func:`~privfit.solvers.baselines.dp_gd.clipped_gradient_sum`). Time per step: O(m·d) for
+the gradient plus
 O(|B_t|) (Poisson, fixed size) or O(n/S) amortised (shuffle) for the batch.
 
 **Data-independent observables** (DESIGN §4; issue 18). This solver **runs a public number of iterations**:
@@ -145,7 +146,7 @@ from privfit.solvers.base import (
     glm_resolved_fields,
 )
 from privfit.solvers.baselines.dp_gd import clipped_gradient_constants, clipped_gradient_sum
-from privfit.solvers.geometry import clip_rows
+from privfit.solvers.geometry import clip_rows, row_norms
 from privfit.solvers.losses import GLMLoss, make_loss
 
 __all__ = [
@@ -437,12 +438,13 @@ def dp_sgd(
     theta = np.zeros((runs, d), dtype=np.float64)
     average = np.zeros((runs, d), dtype=np.float64) if output == "suffix_average" else None
     tail = math.ceil(steps / 2)
+    norms = row_norms(X)
     for t in range(steps):
         if reporter is not None:
             reporter.check_stop(t)
         if runs == 1:
             batch = sampler.indices()
-            g = clipped_gradient_sum(loss, theta, X[batch], y[batch], clip_norm)
+            g = clipped_gradient_sum(loss, theta, X[batch], y[batch], clip_norm, norms=norms[batch])
         else:
             g = _member_gradient_sums(loss, theta, X, y, sampler.membership(runs), clip_norm)
         if sigma > 0.0:

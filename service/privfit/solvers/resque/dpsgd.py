@@ -74,10 +74,10 @@ from privfit.solvers.baselines.dp_sgd import (
     calibrate_batch_noise,
     steps_per_epoch,
 )
-from privfit.solvers.geometry import clip_rows
+from privfit.solvers.geometry import clip_rows, clipped_scaled_row_sum, row_norms
 from privfit.solvers.resque.estimator import (
     MarginLoss,
-    glm_subgradients,
+    glm_subgradient_scales,
     log_resque_weights,
     make_margin_loss,
 )
@@ -246,6 +246,7 @@ def resque_dp_sgd(
     average = np.zeros((runs, d)) if output == "suffix_average" else None
     tail = math.ceil(steps / 2)
     local_radius = smoothing / 4.0
+    norms = row_norms(X)
     for t in range(steps):
         if reporter is not None:
             reporter.check_stop(t)
@@ -258,10 +259,10 @@ def resque_dp_sgd(
             if batch.size == 0:
                 continue
             xi = smoothing * rng.standard_normal((batch.size, d))
-            grads = glm_subgradients(loss, X[batch], y[batch], center[r] + xi)
+            scales = glm_subgradient_scales(loss, X[batch], y[batch], center[r] + xi)
             if block_length > 1:
-                grads = grads * np.exp(log_resque_weights(theta[r] - center[r], xi, smoothing))[:, None]
-            g[r] = clip_rows(grads, clip_norm).sum(axis=0)
+                scales = scales * np.exp(log_resque_weights(theta[r] - center[r], xi, smoothing))
+            g[r] = clipped_scaled_row_sum(X[batch], scales, clip_norm, norms=norms[batch])
         if sigma > 0.0:
             g += sigma * rng.standard_normal((runs, d))
         theta = project_step(theta - step_size * g / batch_size, radius, center if block_length > 1 else None,

@@ -81,6 +81,7 @@ from privfit.solvers.losses import GLMLoss, make_loss
 __all__ = [
     "RESQUE_MODELS",
     "MarginLoss",
+    "glm_subgradient_scales",
     "glm_subgradients",
     "log_resque_weights",
     "make_margin_loss",
@@ -416,6 +417,14 @@ def _margins(X: FloatArray, points: FloatArray) -> FloatArray:
     if points.ndim == 1:
         return X @ points
     return np.asarray(np.einsum("ij,ij->i", X, points), dtype=np.float64)
+
+
+def glm_subgradient_scales(loss: MarginLoss, X: FloatArray, y: FloatArray, points: FloatArray) -> FloatArray:
+    """φ'(⟨points_i, X_i⟩, y_i), shape (k,): row i of :func:`glm_subgradients` is this scalar times X_i (so its
+    norm is |φ'|·‖X_i‖ and it can be clipped without being formed)."""
+    A = _as_rows("X", X)
+    k, d = A.shape
+    return np.asarray(loss.derivative(_margins(A, _as_points("points", points, k, d)), _as_labels(y, k)))
 
 
 def glm_subgradients(loss: MarginLoss, X: FloatArray, y: FloatArray, points: FloatArray) -> FloatArray:
