@@ -8,7 +8,7 @@ Needs ``pip install -e ".[bench]"`` (scikit-learn for the non-private ceiling). 
 
 All models fit the SAME encoding of UCI Adult (privfit's declared schema: 104 columns plus the intercept, public
 row-norm bound sqrt(13)), logistic loss, and are scored on ``adult.test``. For each ε: ``dp_distributed`` with
-every (m, h) of the grid (ring topology, λ = ``--l2``, α_k = 1/(λk), tail average, every other setting at its
+every (m, h) of the grid (ring topology, λ = ``--l2``, C = G, α_k = 1/(λk), tail average, every other setting at its
 default; cost: one Laplace mechanism, pure ε₀-DP, calibrated to ε at δ through its RDP curve), then ``dp_otb``
 (default learner adagrad_norm) and ``dp_gd`` (200 steps), all at (ε, δ). Cells: test accuracy mean ± sd over
 the seeds and rows processed per second of ``fit`` (m·K·h rows for dp_distributed, n for dp_otb's single pass,
@@ -82,7 +82,7 @@ def main() -> None:
         for m in args.learners:
             cells = []
             for h in args.batches:
-                params = {"model": "logistic", "n_learners": m, "l2": args.l2,
+                params = {"model": "logistic", "n_learners": m, "l2": args.l2, "clip_norm": 1e9,  # C = G
                           **({"algorithm": "online"} if h == 1 else {"batch_size": h})}  # fmt: skip
                 try:
                     runs = [fit_once("dp_distributed", params, train, test, meta, epsilon, args.delta, s)
@@ -94,6 +94,9 @@ def main() -> None:
                     continue
                 cells.append(f"{summary(runs):>{cell_width}}")
             print(f"{m:>4} | " + " | ".join(cells))
+        runs = [fit_once("dp_distributed", {"model": "logistic"}, train, test, meta, epsilon, args.delta, s)
+                for s in range(args.seeds)]  # fmt: skip
+        print(f"{'dp_distributed (defaults)':>16}: {summary(runs)}")
         for name in ("dp_otb", "dp_gd"):
             runs = [fit_once(name, {"model": "logistic"}, train, test, meta, epsilon, args.delta, s)
                     for s in range(args.seeds)]  # fmt: skip

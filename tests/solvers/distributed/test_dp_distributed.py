@@ -23,7 +23,9 @@ from privfit.solvers import (
 from privfit.solvers.distributed.mixing import MixingSchedule, make_mixing
 from privfit.solvers.distributed.solver import (
     MIN_ROUNDS,
+    SQUARED_ROUNDS,
     assign_batches,
+    default_l2,
     laplace_scales,
     local_update,
     run_rounds,
@@ -180,6 +182,9 @@ def test_calibration_meets_the_target() -> None:
         ({"seed": 3}, "seed"),  # a client seed is never accepted on private data (spec P11)
         ({"passes": 11}, "passes"),
         ({"n_learners": 0}, "n_learners"),
+        ({"rounds": 30, "batch_size": 5}, "rounds"),
+        ({"rounds": 30, "algorithm": "online"}, "rounds"),
+        ({"rounds": 19}, "rounds"),
     ],
 )
 def test_bad_parameters_are_refused_with_the_field_named(params: dict[str, object], field: str) -> None:
@@ -190,16 +195,43 @@ def test_bad_parameters_are_refused_with_the_field_named(params: dict[str, objec
 
 
 def test_defaults_resolve_from_public_values_only() -> None:
+    """The public rules of the module docstring (Defaults): m = 1, K = 20, h = ⌊n/K⌋, C = B/2, λ from ν."""
     meta = PublicMetadata(n=32_561, d=104, row_norm_bound=1.0)
     r = SOLVER.resolve({}, meta, target_epsilon=1.0, delta=1e-6)
-    assert (r.n_learners, r.batch_size, r.topology, r.schedule, r.l2) == (4, 10, "ring", "strongly_convex", 0.1)
-    assert r.rows_per_learner == 8140 and r.rounds_per_pass == 814 and r.rows_used == 32_560
-    assert r.radius == pytest.approx(math.sqrt(2 * math.log(2) / 0.1), rel=1e-12)  # spec §2.3
-    assert r.dimension == 105 and r.clip_norm == pytest.approx(math.sqrt(2.0))  # G = sqrt(B_x² + 1)
-    assert r.first_noise_scale == pytest.approx(2 * 10 * math.sqrt(105) * r.clip_norm / 10 * r.noise_multiplier)
-    assert r.tail_start == 407
+    assert (r.n_learners, r.topology, r.schedule, r.lr_offset) == (1, "ring", "strongly_convex", 0)
+    assert r.rounds_per_pass == 20 and r.batch_size == 1628 and r.rows_used == 32_560
+    assert r.dimension == 105 and r.clip_norm == pytest.approx(math.sqrt(2.0) / 2)  # C = B/2 < G = sqrt(2)
+    nu = 2 * math.sqrt(2) * 105 * r.clip_norm * math.sqrt(20) * r.noise_multiplier / 32_561
+    assert r.l2 == pytest.approx(min(1.0, max(0.02, nu / 2.5)), rel=1e-12)
+    assert r.radius == pytest.approx(math.sqrt(2 * math.log(2) / r.l2), rel=1e-12)  # spec §2.3
+    assert r.first_noise_scale == pytest.approx(2 / r.l2 * math.sqrt(105) * r.clip_norm / 1628 * r.noise_multiplier)
+    assert r.tail_start == 10
     again = SOLVER.load_resolved(json.loads(json.dumps(r.model_dump(mode="json"))))
     assert again == r and isinstance(again, DPDistributedResolved)
+
+
+def test_default_l2_rule_follows_the_public_noise_level() -> None:
+    """λ grows as ε falls or d grows (ν ∝ d·b/n), within [0.02, 1]; explicit values win; the cost ignores λ."""
+    meta = PublicMetadata(n=5_000, d=40, row_norm_bound=4.0)
+    l2s = [SOLVER.resolve({}, meta, target_epsilon=e, delta=1e-6).l2 for e in (0.05, 0.5, 2.0, 50.0)]
+    assert l2s == sorted(l2s, reverse=True) and l2s[0] == 1.0 and l2s[-1] == 0.02
+    assert default_l2(dimension=10, clip_norm=1.0, n_learners=1, rounds=20, noise_multiplier=1.0, n_rows=10**9) == 0.02
+    explicit = SOLVER.resolve({"l2": 0.3, "lr_offset": 7, "clip_norm": 0.1}, meta, target_epsilon=1.0, delta=1e-6)
+    assert (explicit.l2, explicit.lr_offset, explicit.clip_norm) == (0.3, 7, 0.1)
+    by_default = SOLVER.resolve({}, meta, target_epsilon=1.0, delta=1e-6)
+    np.testing.assert_array_equal(SOLVER.cost(explicit, meta).rdp, SOLVER.cost(by_default, meta).rdp)
+
+
+def test_squared_loss_defaults_start_with_a_stable_step() -> None:
+    """Squared loss: K = 50 rounds and t0 = ⌈β/λ⌉ − 1, so that α_1 = 1/(λ(1 + t0)) ≤ 1/β."""
+    meta = PublicMetadata(n=4_000, d=11, row_norm_bound=3.0)
+    r = SOLVER.resolve({"model": "linear"}, meta, target_epsilon=1.0, delta=1e-6)
+    beta = 3.0**2 + 1
+    assert r.rounds_per_pass == SQUARED_ROUNDS and r.batch_size == 4_000 // SQUARED_ROUNDS
+    assert 1 / (r.l2 * (1 + r.lr_offset)) <= 1 / beta * (1 + 1e-12) < 1 / (r.l2 * r.lr_offset)
+    assert r.clip_norm == pytest.approx(math.sqrt(beta) / 2)
+    rounds = SOLVER.resolve({"rounds": 25}, meta, target_epsilon=1.0, delta=1e-6)
+    assert (rounds.rounds_per_pass, rounds.batch_size) == (25, 160)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -390,9 +422,13 @@ def test_cancel_stops_between_rounds() -> None:
 
 def test_minimum_rounds_boundary() -> None:
     meta = PublicMetadata(n=MIN_ROUNDS * 10 * 4, d=2, row_norm_bound=1.0)
-    assert SOLVER.resolve({"noise_multiplier": 1.0}, meta).rounds_per_pass == MIN_ROUNDS
+    params = {"noise_multiplier": 1.0, "n_learners": 4, "batch_size": 10}
+    assert SOLVER.resolve(params, meta).rounds_per_pass == MIN_ROUNDS
     with pytest.raises(SolverParameterError):
-        SOLVER.resolve({"noise_multiplier": 1.0}, PublicMetadata(n=meta.n - 4, d=2, row_norm_bound=1.0))
+        SOLVER.resolve(params, PublicMetadata(n=meta.n - 4, d=2, row_norm_bound=1.0))
+    with pytest.raises(SolverParameterError) as caught:  # the default K = 20 needs n ≥ 20·m rows
+        SOLVER.resolve({"noise_multiplier": 1.0}, PublicMetadata(n=MIN_ROUNDS - 1, d=2, row_norm_bound=1.0))
+    assert caught.value.parameter == "n_learners"
 
 
 def test_laplace_curve_properties_used_by_the_proof() -> None:

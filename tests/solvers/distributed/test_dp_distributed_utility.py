@@ -50,6 +50,7 @@ def data(seed: int) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray]:
 def accuracies(epsilon: float, batch_size: int) -> FloatArray:
     meta = PublicMetadata(n=TRAIN, d=DIMENSION, row_norm_bound=1.0)
     params = {"model": "svm", "hinge_smoothing": 0.1, "l2": 0.1, "n_learners": 4, "batch_size": batch_size,
+              "clip_norm": 1e9,  # C = G (the pre-issue-21 default), so that h is the only lever
               "noise_multiplier": 1e-9 if epsilon == np.inf else 1.0 / epsilon}  # fmt: skip
     resolved = SOLVER.resolve(params, meta)
     out = []
