@@ -83,12 +83,12 @@ def test_incremental_tree_noise_equals_the_sum_over_index_sets() -> None:
 
 
 def test_noise_scale_is_equation_6_with_the_public_diameter() -> None:
-    # σ_t² = 4(k+1)²/ρ² (G + H D)² log2(2T) t^{2k−2}: k = 2, G = 3, H = 0.5, D = 4, T = 1000, ρ = 0.25, t = 7
+    # σ_t² = (2kG + (k+1)HD)² log2(2T) t^{2k−2}/ρ²: k = 2, G = 3, H = 0.5, D = 4, T = 1000, ρ = 0.25, t = 7
     k, G, H, D, T, rho, t = 2.0, 3.0, 0.5, 4.0, 1000, 0.25, 7
-    variance = 4 * (k + 1) ** 2 / rho**2 * (G + H * D) ** 2 * math.log2(2 * T) * t ** (2 * k - 2)
+    variance = (2 * k * G + (k + 1) * H * D) ** 2 / rho**2 * math.log2(2 * T) * t ** (2 * k - 2)
     sigma_1 = noise_scale(k=k, lipschitz=G, smoothness=H, diameter=D, horizon=T, rho=rho)
     assert (sigma_1 * t ** (k - 1)) ** 2 == pytest.approx(variance, rel=1e-14)
-    assert sigma_1 == pytest.approx(2 * 3 * 5 * math.sqrt(math.log2(2000)) / 0.25, rel=1e-14)
+    assert sigma_1 == pytest.approx((12 + 6) * math.sqrt(math.log2(2000)) / 0.25, rel=1e-14)
     # node t's sensitivity bound over σ_t is ρ / sqrt(log2(2T)) for every t (proof of Theorem 3)
     for t in (1, 5, 64):
         ratio = tree_sensitivity_bound(t, k=k, lipschitz=G, smoothness=H, diameter=D) / (sigma_1 * t ** (k - 1))
@@ -147,7 +147,10 @@ def test_cost_and_noise_do_not_depend_on_the_learner_except_through_k() -> None:
         np.testing.assert_array_equal(curve, costs["ogd"])
     one = SOLVER.resolve({"rho": 0.4}, META)
     three = SOLVER.resolve({"rho": 0.4, "learner": "parameter_free"}, META)
-    assert three.k == 3 and three.noise_scale == pytest.approx(one.noise_scale * 2, rel=1e-14)  # 2(k+1)
+    ratio = tree_sensitivity_bound(
+        1, k=3.0, lipschitz=one.lipschitz, smoothness=one.smoothness, diameter=one.diameter
+    ) / tree_sensitivity_bound(1, k=1.0, lipschitz=one.lipschitz, smoothness=one.smoothness, diameter=one.diameter)
+    assert three.k == 3 and three.noise_scale == pytest.approx(one.noise_scale * ratio, rel=1e-14)  # 2kG+(k+1)HD
 
 
 def test_noise_uses_the_data_terms_constants_and_the_public_diameter() -> None:
@@ -158,7 +161,7 @@ def test_noise_uses_the_data_terms_constants_and_the_public_diameter() -> None:
     H = 4.0  # B_x²
     assert (r.lipschitz, r.smoothness, r.diameter) == (G, H, 3.0)
     assert (r.lipschitz_total, r.smoothness_total) == (pytest.approx(G + 0.2 * 1.5), pytest.approx(H + 0.2))
-    assert r.noise_scale == pytest.approx(2 * 2 * (G + H * 3.0) * math.sqrt(math.log2(200)) / 0.5, rel=1e-14)
+    assert r.noise_scale == pytest.approx((2 * G + 2 * H * 3.0) * math.sqrt(math.log2(200)) / 0.5, rel=1e-14)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -185,7 +188,7 @@ def synthetic(n: int, d: int, model: str, seed: int) -> tuple[np.ndarray, np.nda
     return X, y
 
 
-def literal_algorithm_1(X, y, resolved: DPOTBResolved, normals: np.ndarray, order: np.ndarray):
+def literal_algorithm_1(X, y, resolved: DPOTBResolved, normals: np.ndarray, order: np.ndarray, gammas=None):
     """Algorithm 1 as printed: x_t = (β_{1:t−1}x_{t−1} + β_t w_t)/β_{1:t}, δ_t, g_t, γ_t = Σ_{i∈I_t} R_i.
 
     Returns x_T and every x_t (to check the convex combinations). Uses the library's gradients and learner
@@ -213,7 +216,7 @@ def literal_algorithm_1(X, y, resolved: DPOTBResolved, normals: np.ndarray, orde
         delta_t -= beta_prev * loss.per_example_gradients(x_prev, row, label)[0]
         g = g + delta_t
         noise[t] = resolved.noise_scale * t ** (k - 1) * normals[t - 1]
-        gamma = sum(noise[i] for i in tree_index_set(t))
+        gamma = sum(noise[i] for i in tree_index_set(t)) if gammas is None else gammas[t - 1]
         gbar = g + gamma
         learner_update(learner.kind, t, beta_t, gbar, x_t, w, state.vectors, state.scalars, state.config)
         iterates.append(x_t)
@@ -226,7 +229,7 @@ def literal_algorithm_1(X, y, resolved: DPOTBResolved, normals: np.ndarray, orde
 def test_compiled_loop_is_algorithm_1(learner: str, model: str) -> None:
     X, y = synthetic(150, 3, model, seed=2)
     meta = PublicMetadata(n=150, d=3, row_norm_bound=1.0)
-    resolved = SOLVER.resolve(_learner_params(learner, model=model, rho=2.0), meta)
+    resolved = SOLVER.resolve(_learner_params(learner, model=model, rho=2.0, prefix_estimator="plain"), meta)
     order = np.random.default_rng(5).permutation(150)
     normals = make_generator(8, data_is_public=True).standard_normal((150, 4))
     expected, iterates = literal_algorithm_1(X, y, resolved, normals, order)
@@ -236,30 +239,48 @@ def test_compiled_loop_is_algorithm_1(learner: str, model: str) -> None:
     assert max(np.linalg.norm(x) for x in iterates) <= resolved.radius * (1 + 1e-12)
 
 
+@pytest.mark.parametrize("learner", ["adagrad_norm", "parameter_free"])
+def test_compiled_loop_with_honaker_uses_the_audited_noise_path(learner: str) -> None:
+    """The loop's γ_t with ``prefix_estimator='honaker'`` is :func:`noisy_running_sums` (estimator 1) on zero
+    increments with the same normals: the path whose joint law the Honaker tests check against the full tree."""
+    X, y = synthetic(150, 3, "logistic", seed=2)
+    meta = PublicMetadata(n=150, d=3, row_norm_bound=1.0)
+    resolved = SOLVER.resolve(_learner_params(learner, rho=2.0), meta)
+    assert resolved.prefix_estimator == "honaker"
+    order = np.random.default_rng(5).permutation(150)
+    normals = make_generator(8, data_is_public=True).standard_normal((150, 4))
+    gammas = np.empty((150, 4))
+    noisy_running_sums(np.zeros((150, 4)), resolved.noise_scale, resolved.k, normals, gammas, 1)
+    expected, _ = literal_algorithm_1(X, y, resolved, normals, order, gammas=gammas)
+    got = _run(X, y, resolved, order, make_generator(8, data_is_public=True))
+    np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-9)
+
+
 def _run(X, y, resolved: DPOTBResolved, order: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return dp_online_to_batch(
         X, y, model=resolved.model, loss_parameter=next(iter(resolved.loss_params.values()), 0.0), l2=resolved.l2,
         fit_intercept=resolved.fit_intercept, row_bound=resolved.design_norm_bound, label_bound=resolved.label_bound,
         radius=resolved.radius, k=resolved.k, sigma_1=resolved.noise_scale, learner_name=resolved.learner,
-        context=SOLVER.learner_context(resolved), rng=rng, order=order,
+        estimator=resolved.prefix_estimator, context=SOLVER.learner_context(resolved), rng=rng, order=order,
     )  # fmt: skip
 
 
 def test_rows_and_labels_outside_the_bounds_are_clipped_to_them() -> None:
     X, y = synthetic(100, 3, "linear", seed=4)
     meta = PublicMetadata(n=100, d=3, row_norm_bound=1.0, label_bound=0.5)
-    resolved = SOLVER.resolve({"model": "linear", "rho": 1.0}, meta)
+    resolved = SOLVER.resolve({"model": "linear", "rho": 1.0, "radius": 1.0}, meta)
     wild_X, wild_y = X * 7.0, y * 9.0
     order = np.arange(100)
     clipped_design = clip_rows(augment_intercept(wild_X), resolved.design_norm_bound)
     # the loop clips the design row (a, 1); feed the equivalent pre-clipped rows without intercept handling
     reference_meta = PublicMetadata(n=100, d=4, row_norm_bound=resolved.design_norm_bound, label_bound=0.5)
-    reference = SOLVER.resolve({"model": "linear", "rho": 1.0, "fit_intercept": False}, reference_meta)
+    reference = SOLVER.resolve({"model": "linear", "rho": 1.0, "fit_intercept": False, "radius": 1.0}, reference_meta)
     got = _run(wild_X, wild_y, resolved, order, make_generator(1, data_is_public=True))
     expected = dp_online_to_batch(
         clipped_design, np.clip(wild_y, -0.5, 0.5), model="linear", loss_parameter=0.0, l2=0.0, fit_intercept=False,
         row_bound=resolved.design_norm_bound, label_bound=0.5, radius=resolved.radius, k=1.0,
-        sigma_1=resolved.noise_scale, learner_name=resolved.learner, context=SOLVER.learner_context(reference),
+        sigma_1=resolved.noise_scale, learner_name=resolved.learner, estimator="honaker",
+        context=SOLVER.learner_context(reference),
         rng=make_generator(1, data_is_public=True), order=order,
     )  # fmt: skip
     np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-12)
@@ -293,7 +314,7 @@ def test_fit_releases_x_t_from_a_secret_order_and_is_reproducible_only_with_a_pu
         ({"learner": "parameter_free", "k": 1.0, "rho": 1.0}, "k"),
         ({"learner": "ogd", "regularization_scale": 1.0, "rho": 1.0}, "regularization_scale"),
         ({"initial_point": [0.0, 0.0], "rho": 1.0}, "initial_point"),
-        ({"initial_point": [5.0, 0.0, 0.0, 0.0, 0.0], "rho": 1.0}, "initial_point"),
+        ({"initial_point": [50.0, 0.0, 0.0, 0.0, 0.0], "rho": 1.0}, "initial_point"),
         ({"learner": "sgd", "rho": 1.0}, "learner"),
         ({"k": 0.5, "rho": 1.0}, "k"),
         ({"rho": -1.0}, "rho"),
@@ -364,7 +385,7 @@ def test_fit_result_metadata_is_the_resolved_settings() -> None:
 @pytest.mark.parametrize("model", ["logistic", "linear", "huber", "svm"])
 def test_replacing_a_row_moves_delta_t_by_at_most_the_data_terms_bound_even_with_l2(model: str) -> None:
     """Proof of Theorem 3 with the L2 term: given the same history (x_{t−1}, w_t), δ_t − δ'_t involves only the
-    data term, so Δ_t ≤ 2(k+1)t^{k−1}(G + HD) with the UNREGULARISED G and H (what σ_t uses) even when λ > 0."""
+    data term, so Δ_t ≤ t^{k−1}(2kG + (k+1)HD) with the UNREGULARISED G and H (what σ_t uses) even when λ > 0."""
     rng = np.random.default_rng(21)
     meta = PublicMetadata(n=500, d=3, row_norm_bound=1.0)
     for k in (1.0, 3.0):

@@ -11,10 +11,11 @@ secret order, clipped to the public bounds:
     w_{t+1} = learner(ḡ_t)                                                   (line 7)
 
 For a GLM ℓ(x, z) = φ(⟨x, a⟩, y) + (λ/2)‖x‖², ∇ℓ(x, z) = φ'(⟨x, a⟩, y) a + λ x, so δ_t costs two dot
-products and two axpys. The noise R_t = σ_1 t^{k−1} R̃_t uses the caller's standard normals R̃_t
-(:mod:`privfit.solvers.online_to_batch.tree_aggregation`, eq. (3)–(4)). Every w_t and x_t is (re-)projected onto
-the public ball as a backstop for the D bound the noise relies on (a no-op up to rounding: learners stay in W and x_t is
-a convex combination of points of W). No per-round allocation.
+products and two axpys. The node error E_t uses the caller's standard normals R̃_t, one vector per round
+(:mod:`privfit.solvers.online_to_batch.tree_aggregation`, eq. (3)–(5)): E_t = σ_1 t^{k−1} R̃_t for the plain
+estimator, Honaker's minimum-variance node estimate (§B there, O(p) amortised per round) otherwise. Every w_t
+and x_t is (re-)projected onto the public ball as a backstop for the D bound the noise relies on (a no-op up to
+rounding: learners stay in W and x_t is a convex combination of points of W). No per-round allocation.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import numpy as np
 from privfit.solvers.compiled_losses import glm_slope
 from privfit.solvers.geometry import UNIT_ROUNDOFF
 from privfit.solvers.online_to_batch.learners import learner_update, project_ball
-from privfit.solvers.online_to_batch.tree_aggregation import tree_noise_step
+from privfit.solvers.online_to_batch.tree_aggregation import honaker_noise_step, tree_noise_step
 
 __all__ = ["online_to_batch_block"]
 
@@ -42,6 +43,7 @@ def online_to_batch_block(
     normals: np.ndarray,
     sigma_1: float,
     k: float,
+    estimator: int,
     loss_kind: int,
     loss_parameter: float,
     l2: float,
@@ -54,6 +56,8 @@ def online_to_batch_block(
     x: np.ndarray,
     g: np.ndarray,
     prefix: np.ndarray,
+    left: np.ndarray,
+    left_variance: np.ndarray,
     beta_total: np.ndarray,
     vectors: np.ndarray,
     scalars: np.ndarray,
@@ -66,10 +70,12 @@ def online_to_batch_block(
         X, y: the private rows (n × d, n); ``order[t − 1]`` is the row used in round t (a secret permutation).
         normals: standard normals R̃_t for the block, shape (t_stop − t_start, p).
         sigma_1: σ_1 of eq. (4); round t's node noise has standard deviation σ_1 t^{k−1}.
+        estimator: 0 = plain (E_t = R_t), 1 = Honaker (``ESTIMATORS`` of the tree module).
         intercept: p = d + 1 and the design row is (a, 1).
         row_bound, label_bound: public clipping bounds of the design row (with intercept) and of |y|.
         w: w_t of the first round on entry, w_{t_stop} on exit; x, g: x_{t−1} and g_{t−1} (same convention).
         prefix: tree prefix sums (levels + 1, p); beta_total: [β_{1:t−1}].
+        left, left_variance: Honaker's stored left-children errors (levels + 1, p) and variances (levels + 1).
         vectors, scalars, config: the learner's state (:class:`~privfit.solvers.online_to_batch.learners.LearnerState`).
         scratch: (3, p) work space.
     """
@@ -119,9 +125,12 @@ def online_to_batch_block(
                 g[j] += l2 * (beta_t * x[j] - beta_prev * x_prev[j])
         sigma_t = sigma_1 * float(t) ** (k - 1.0)
         noise = normals[t - t_start]
-        for j in range(p):
-            gbar[j] = sigma_t * noise[j]  # R_t, turned into γ_t by the tree
-        tree_noise_step(prefix, t, gbar, gamma)
+        if estimator == 1:
+            honaker_noise_step(left, left_variance, t, sigma_t, noise, gbar)  # E_t of Honaker's estimate
+        else:
+            for j in range(p):
+                gbar[j] = sigma_t * noise[j]  # E_t = R_t
+        tree_noise_step(prefix, t, gbar, gamma)  # γ_t = Σ_{s∈I_t} E_s
         for j in range(p):
             gbar[j] = g[j] + gamma[j]
         learner_update(learner_kind, t, beta_t, gbar, x, w, vectors, scalars, config)

@@ -12,12 +12,15 @@ and the learner plays w_{t+1} after seeing ⟨ḡ_t, ·⟩. The release is x_T (
 the learners in :mod:`privfit.solvers.online_to_batch.learners`.
 
 **Privacy** (Theorem 3, App. B; replace-one neighbours, DESIGN §1.1). Node t releases Σ_{i∈S_t} δ_i + R_t with
-R_t ~ N(0, σ_t² I) and σ_t = 2(k+1)(G + H D) sqrt(log₂(2T)) t^{k−1} / ρ (eq. (6) with the public diameter
-D = 2R of the parameter ball in place of max‖w_i − x_{i−1}‖). Its sensitivity given the past releases is
-Δ_t ≤ 2(k+1) t^{k−1}(G + H D) (Lemma 15: ‖δ_i‖ ≤ (k+1) i^{k−1}(G + H‖w_i − x_{i−1}‖)), each row enters at most
-⌊log₂T⌋ + 1 ≤ log₂(2T) nodes, and Theorem 17 composes the adaptive Gaussian releases: the whole sequence
-(ḡ_t) — hence x_T — is (α, αρ²/2)-RDP for every α > 1. The cost curve is that line on the dataset's grid,
-data-independent; ρ is calibrated to a target (ε, δ) by the usual RDP → (ε, δ) conversion.
+R_t ~ N(0, σ_t² I) and σ_t = (2kG + (k+1)H D) sqrt(log₂(2T)) t^{k−1} / ρ (eq. (4) of the tree module, with the
+public diameter D = 2R of the parameter ball in place of max‖w_i − x_{i−1}‖). Its replace-one sensitivity given
+the past releases is Δ_t ≤ t^{k−1}(2kG + (k+1)HD) — eq. (A1), proved in the tree module's §A from co-coercivity of
+the convex smooth losses; for k = 1 it is 2G + 2HD, half of the 2(k+1)(G + HD) = 4G + 4HD the paper's Lemma 15
+gives (formula v1) — each row enters at most ⌊log₂T⌋ + 1 ≤ log₂(2T) nodes, and Theorem 17 composes the adaptive
+Gaussian releases: the whole sequence (ḡ_t) — hence x_T — is (α, αρ²/2)-RDP for every α > 1. The cost curve is
+that line on the dataset's grid, data-independent; ρ is calibrated to a target (ε, δ) by the usual RDP → (ε, δ)
+conversion. With ``prefix_estimator='honaker'`` (default) the learner sees Honaker's (2015) minimum-variance
+estimate of g_t from the complete binary tree's nodes, which cost the same (tree module §B): post-processing.
 
 G and H in σ_t are the constants of the DATA term φ(⟨x, a⟩, y) only, from the declared row-norm bound, label
 bound and radius (:mod:`privfit.solvers.losses`; rows and labels are clipped to those bounds in the loop).
@@ -27,9 +30,18 @@ cancels in δ_q − δ'_q: the sensitivity bound of the proof holds with the dat
 step schedules use the regularised constants G + λR and H + λ (``lipschitz_total``, ``smoothness_total``).
 
 **Defaults.** Learner ``adagrad_norm`` (adapts to the actual size of ḡ_t, which the worst-case bounds
-overstate); k = 1 (k = 3 for ``parameter_free``, as Theorem 10 requires); radius 2 for the classification
-losses and Huber, 1 for the squared loss: the noise grows with G + 2RH, so the ball should be only as large as
-the solution needs (on Adult, ‖θ*‖ ≈ 2.5 for logistic regression with λ = 0).
+overstate); k = 1 (k = 3 for ``parameter_free``, as Theorem 10 requires); prefix estimator ``honaker``. Radius:
+a public rule (:func:`default_radius`), R = c·sqrt(κ) with κ = ρT/(B² sqrt(p) log₂²(2T)) (the private term of the
+excess risk is ∝ B²R² sqrt(p) log₂²(2T)/(ρT), so κ is the R² at which it is of order one), c = 4 for logistic,
+svm and huber and 0.6 for linear (whose G grows with R as well), clipped to [0.25, 10]. Chosen by sweeping
+R ∈ {0.25, 0.5, 1, 2, 4, 8} at ε ∈ {0.5, 1, 5}, 5 seeds, on Adult and the four dev datasets (``benchmarks/
+utility.py``'s protocol): the best R per cell was 4/4/4 (Adult), 0.5/1/2 (telco_churn), ≤1/2/2–4 (hr_attrition),
+0.25–0.5/0.5/1 (power_plant), ≤0.25 (wine_white), i.e. best R / sqrt(κ) ≈ 3–5 for the classification datasets
+(Adult, flat at low ε, up to 10) and 0.35–1 for the regression ones. Measured at defaults (3 seeds, accuracy or
+RMSE at ε = 0.5 / 1 / 5), fixed radius 2 (1) → this rule with the tighter σ and Honaker: Adult 76.10/76.11/77.01
+→ 75.99/76.31/81.61 %, telco_churn 61.49/67.64/73.53 → 73.39/73.46/76.30, hr_attrition 75.86/76.14/76.19 →
+76.12/76.11/76.78, power_plant RMSE 18.08/17.00/12.06 → 15.93/14.23/8.59, wine_white 1.180/1.157/1.059 →
+0.944/0.914/0.906.
 
 **Data-independent observables** (DESIGN §4; issue 18). This solver **runs a public number of iterations**: one
 round per row in blocks of a public size; the normals of each block are drawn with a fixed shape and the stop is
@@ -69,16 +81,18 @@ from privfit.solvers.base import (
 from privfit.solvers.compiled_losses import LOSS_KINDS
 from privfit.solvers.online_to_batch.kernel import online_to_batch_block
 from privfit.solvers.online_to_batch.learners import LEARNERS, LearnerContext, get_learner
-from privfit.solvers.online_to_batch.tree_aggregation import noise_scale, tree_levels
+from privfit.solvers.online_to_batch.tree_aggregation import ESTIMATORS, noise_scale, tree_levels
 
 __all__ = ["DPOTBParams", "DPOTBResolved", "DPOnlineToBatch", "dp_online_to_batch"]
 
 FloatArray = NDArray[np.float64]
 
 LearnerName = Literal["ogd", "adagrad_norm", "adagrad_diagonal", "optimistic", "strongly_convex", "parameter_free"]
+EstimatorName = Literal["honaker", "plain"]
 
-#: default radius of the parameter ball for dp_otb (the noise grows with G + 2RH; see the module docstring)
-OTB_DEFAULT_RADIUS: dict[str, float] = {"logistic": 2.0, "svm": 2.0, "huber": 2.0, "linear": 1.0}
+#: the public radius rule R = c · sqrt(κ) clipped to [R_MIN, R_MAX] (see :func:`default_radius`): c per model
+RADIUS_RULE_CONSTANT: dict[str, float] = {"logistic": 4.0, "svm": 4.0, "huber": 4.0, "linear": 0.6}
+RADIUS_MIN, RADIUS_MAX = 0.25, 10.0
 _NOISE_BLOCK_ELEMENTS = 1 << 20
 _MIN_BLOCK_ROUNDS = 1024
 
@@ -91,7 +105,8 @@ class DPOTBParams(GLMParams):
         ge=MIN_SCALE,
         le=MAX_SCALE,
         description="Public radius R of the L2 ball (with intercept); the domain diameter is D = 2R and the noise "
-        "grows with G + H·D. Default 2 for logistic, svm and huber; 1 for linear.",
+        "grows with 2G + 2H·D. Default: a public rule from n, d, the row-norm bound and ε, δ (R = c·sqrt(κ), "
+        "κ = ρT/(B² sqrt(p) log₂²(2T)), c = 4, or 0.6 for linear; clipped to [0.25, 10]).",
     )
     learner: LearnerName = Field(
         "adagrad_norm",
@@ -132,6 +147,12 @@ class DPOTBParams(GLMParams):
         le=1e6,
         description="Explicit privacy parameter ρ instead of a target ε: the fit is then (α, αρ²/2)-RDP for all α.",
     )
+    prefix_estimator: EstimatorName = Field(
+        "honaker",
+        description="How the learner's running sums ḡ_t are estimated from the tree's noisy nodes: 'honaker' "
+        "(default; minimum-variance, Honaker 2015, from the complete binary tree) or 'plain' (the sum of the "
+        "dyadic nodes, Algorithm 1 as printed). Both are post-processing of the same release: same privacy cost.",
+    )
 
     @field_validator("regularization_scale")
     @classmethod
@@ -140,15 +161,27 @@ class DPOTBParams(GLMParams):
             raise ValueError("applies only to learner 'parameter_free'")
         return value
 
-    def effective_radius(self) -> float:
-        return OTB_DEFAULT_RADIUS[self.model] if self.radius is None else self.radius
+
+def noise_to_signal(*, n: int, dimension: int, design_bound: float, rho: float) -> float:
+    """κ = ρ T / (B² sqrt(p) log₂²(2T)): public, and the inverse of the noise term of the excess risk per unit
+    R² (the private term of Theorem 4 scales as H D² sqrt(p) log₂²(2T)/(ρT) with H ∝ B²)."""
+    return rho * n / (design_bound**2 * math.sqrt(dimension) * math.log2(2.0 * n) ** 2)
+
+
+def default_radius(model: str, *, n: int, dimension: int, design_bound: float, rho: float) -> float:
+    """The default radius from public information: R = c_model · sqrt(κ) (:func:`noise_to_signal`), clipped to
+    [0.25, 10] and rounded to 3 significant digits; c = 4 for the bounded-slope losses (logistic, svm, huber),
+    0.6 for the squared loss (whose G grows with R too). See the module docstring for the measurement."""
+    kappa = noise_to_signal(n=n, dimension=dimension, design_bound=design_bound, rho=rho)
+    radius = min(RADIUS_MAX, max(RADIUS_MIN, RADIUS_RULE_CONSTANT[model] * math.sqrt(kappa)))
+    return float(f"{radius:.3g}")
 
 
 class DPOTBResolved(GLMResolved):
     """Fully resolved ``dp_otb`` settings (public, data-independent; JSON-serialisable)."""
 
     solver: Literal["dp_otb"] = "dp_otb"
-    formula_version: Literal["dp_otb/theorem3-zcdp/v1"] = "dp_otb/theorem3-zcdp/v1"
+    formula_version: Literal["dp_otb/theorem3-zcdp-cocoercive/v2"] = "dp_otb/theorem3-zcdp-cocoercive/v2"
     l2: float = Field(ge=0.0)
     radius: float = Field(gt=0.0)
     diameter: float = Field(gt=0.0, description="D = 2R.")
@@ -162,7 +195,12 @@ class DPOTBResolved(GLMResolved):
     initial_point: list[float] | None
     regularization_scale: float | None
     rho: float = Field(gt=0.0, description="The fit is (α, αρ²/2)-RDP for every α > 1 (Theorem 3).")
-    noise_scale: float = Field(gt=0.0, description="σ_1 of eq. (6); node t's noise is N(0, (σ_1 t^{k−1})² I).")
+    noise_scale: float = Field(
+        gt=0.0,
+        description="σ_1 = (2kG + (k+1)HD) sqrt(log₂ 2T)/ρ (eq. (4) of the tree module); node t's noise is "
+        "N(0, (σ_1 t^{k−1})² I).",
+    )
+    prefix_estimator: EstimatorName
 
 
 def dp_online_to_batch(
@@ -179,6 +217,7 @@ def dp_online_to_batch(
     k: float,
     sigma_1: float,
     learner_name: str,
+    estimator: str = "plain",
     context: LearnerContext,
     rng: np.random.Generator,
     reporter: ProgressReporter | None = None,
@@ -203,6 +242,8 @@ def dp_online_to_batch(
     x = np.zeros(p)
     g = np.zeros(p)
     prefix = np.zeros((tree_levels(n) + 1, p))
+    left = np.zeros((tree_levels(n) + 1, p))
+    left_variance = np.zeros(tree_levels(n) + 1)
     beta_total = np.zeros(1)
     scratch = np.zeros((3, p))
     # blocks of ≥ 1024 rounds, ≤ 2^20 normals, and ~100 per pass for progress and cancellation
@@ -213,8 +254,9 @@ def dp_online_to_batch(
             reporter.check_stop(start - 1)
         stop = start + normals.shape[0]
         online_to_batch_block(
-            X, y, order, start, stop, normals, sigma_1, k, loss_kind, loss_parameter, l2, fit_intercept,
-            row_bound, label_bound, radius, learner.kind, w, x, g, prefix, beta_total,
+            X, y, order, start, stop, normals, sigma_1, k, ESTIMATORS[estimator], loss_kind, loss_parameter, l2,
+            fit_intercept, row_bound, label_bound, radius, learner.kind, w, x, g, prefix, left, left_variance,
+            beta_total,
             state.vectors, state.scalars, state.config, scratch,
         )  # fmt: skip
         if reporter is not None:
@@ -262,20 +304,24 @@ class DPOnlineToBatch(Solver[DPOTBParams, DPOTBResolved]):
         if learner.requires_strong_convexity and p.l2 <= 0.0:
             raise SolverParameterError("l2", f"learner {p.learner!r} needs l2 > 0 (μ is the L2 strength)")
 
-        radius = p.effective_radius()
-        dimension = meta.d + (1 if p.fit_intercept else 0)
-        initial_point = self._initial_point(p, dimension, radius)
-        bound = design_bound(meta, p.fit_intercept)
-        loss = glm_loss(p)
-        lipschitz = loss.lipschitz(bound, meta.label_bound, radius)
-        smoothness = loss.smoothness(bound)
-        if not (lipschitz > 0.0 and math.isfinite(lipschitz) and math.isfinite(smoothness)):
-            raise SolverParameterError("row_norm_bound", "gives a zero or infinite Lipschitz constant")
         if privacy.target is not None:
             # (α, αρ²/2)-RDP is the Gaussian curve with Δ/σ = ρ: calibrate σ for Δ = 1 and take ρ = 1/σ.
             rho = 1.0 / gaussian_sigma(*privacy.target, sensitivity=1.0, count=1, grid=privacy.grid).noise
         else:
             rho = privacy.explicit()
+        dimension = meta.d + (1 if p.fit_intercept else 0)
+        bound = design_bound(meta, p.fit_intercept)
+        radius = (
+            default_radius(p.model, n=meta.n, dimension=dimension, design_bound=bound, rho=rho)
+            if p.radius is None
+            else p.radius
+        )
+        initial_point = self._initial_point(p, dimension, radius)
+        loss = glm_loss(p)
+        lipschitz = loss.lipschitz(bound, meta.label_bound, radius)
+        smoothness = loss.smoothness(bound)
+        if not (lipschitz > 0.0 and math.isfinite(lipschitz) and math.isfinite(smoothness)):
+            raise SolverParameterError("row_norm_bound", "gives a zero or infinite Lipschitz constant")
         diameter = 2.0 * radius
         sigma_1 = noise_scale(
             k=k, lipschitz=lipschitz, smoothness=smoothness, diameter=diameter, horizon=meta.n, rho=rho
@@ -300,6 +346,7 @@ class DPOnlineToBatch(Solver[DPOTBParams, DPOTBResolved]):
             ),
             rho=rho,
             noise_scale=sigma_1,
+            prefix_estimator=p.prefix_estimator,
         )
 
     @staticmethod
@@ -354,6 +401,7 @@ class DPOnlineToBatch(Solver[DPOTBParams, DPOTBResolved]):
             k=r.k,
             sigma_1=r.noise_scale,
             learner_name=r.learner,
+            estimator=r.prefix_estimator,
             context=self.learner_context(r),
             rng=run.rng,
             reporter=run.reporter,
