@@ -59,7 +59,7 @@ def test_fits_end_to_end_and_is_charged_the_laplace_curve(client, keys, params: 
         ({"l2": 0.0}, "l2"),
         ({"topology": "erdos_renyi"}, "edge_probability"),
         ({"topology": "custom", "n_learners": 2, "mixing_matrices": [[[0.9, 0.2], [0.1, 0.8]]]}, "mixing_matrices"),
-        ({"n_learners": 512}, "batch_size"),
+        ({"n_learners": 512}, "n_learners"),
         ({"seed": 1}, "seed"),
     ],
 )
