@@ -95,6 +95,8 @@ def test_over_budget_is_a_409_with_the_remaining_budget_and_exit_6(live: dict[st
     assert "remaining ε on this dataset: 1" in done.stderr
     as_json = run(env, "estimate", live["dataset"], "--epsilon", "5", "--json")
     assert as_json.returncode == EXIT_OK and json.loads(as_json.stdout)["admissible"] is False
+    assert json.loads(as_json.stdout)["outlook"]["level"] in ("low", "moderate", "high")  # JSON: the API's answer
+    assert "noise outlook: " in as_json.stderr  # the outlook line goes to stderr, never into the JSON
     refused = run(env, "fit", live["dataset"], "--epsilon", "5", "--json")
     problem = json.loads(refused.stdout)
     assert refused.returncode == EXIT_CONFLICT and problem["status"] == 409 and problem["remaining_epsilon"] == 1.0
@@ -162,6 +164,10 @@ def test_fit_wait_reports_progress_and_json_outputs_parse(live: dict[str, str]):
     done = run(env, "fit", live["dataset"], "--epsilon", "0.1", "--param", "steps=8000", "--wait")
     assert done.returncode == EXIT_OK, done.stderr
     assert re.search(r"^running \d+%$", done.stderr, re.M) and re.search(r"^succeeded 100%$", done.stderr, re.M)
+    # 8,000 noisy full-batch steps at ε = 0.1: the noise outlook is printed, with its warning, before the wait
+    assert re.search(r"^noise outlook: high \(noise/radius = [0-9.]+\)$", done.stderr, re.M), done.stderr
+    assert re.search(r"^warning: the noise is expected to move the model", done.stderr, re.M)
+    assert "noise outlook" in done.stdout  # and in the fit's table
     assert "coefficients" in done.stdout and "(intercept)" in done.stdout
     listed = json.loads(run(env, "fits", "list", live["dataset"], "--json").stdout)
     assert "succeeded" in {f["status"] for f in listed}

@@ -322,6 +322,11 @@ def test_login_budget_estimate_run_fit_and_result(live: Live, driver: WebDriver)
     admissible = _visible(result, "estimate-admissible")
     assert admissible.get_attribute("data-value") == "true" and estimate["admissible"] is True
     assert admissible.text == "yes"
+    # the noise outlook: 12,000 noisy steps at ε = 0.6 on 3,000 rows are expected to drown the model (measured: at
+    # or below the majority class), so the estimate warns before anything runs
+    assert estimate["outlook"]["level"] == "high"
+    assert _visible(result, "estimate-outlook-level").get_attribute("data-value") == "high"
+    assert _visible(result, "estimate-outlook-warning").text == estimate["outlook"]["warning"]
     _screenshot(driver, "04-estimate.png", full_page=True)
 
     # --- run the fit and watch it progress to done ----------------------------------------------------------
@@ -374,6 +379,9 @@ def test_login_budget_estimate_run_fit_and_result(live: Live, driver: WebDriver)
     _assert_number(_visible(driver, "fit-cost-epsilon"), fit["cost"]["epsilon"])
     assert _value(_visible(driver, "fit-cost-order")) == fit["cost"]["optimal_order"]
     assert _value(_visible(driver, "fit-cost-delta")) == fit["cost"]["delta"]
+    assert fit["outlook"] == estimate["outlook"]  # the same public prediction before and after the fit ran
+    assert _visible(driver, "fit-outlook-level").get_attribute("data-value") == "high"
+    assert _visible(driver, "fit-outlook-warning").text == fit["outlook"]["warning"]
     assert _visible(driver, "fit-finished").text != "—"
     rows = table.find_elements(*_testid("coefficient-row"))
     assert [r.get_attribute("data-feature") for r in rows] == fit["result"]["feature_names"]

@@ -35,6 +35,7 @@ from .models import (
     LedgerEntry,
     LedgerPage,
     Me,
+    Outlook,
     Prediction,
     SolverInfo,
 )
@@ -60,6 +61,7 @@ __all__ = [
     "LedgerPage",
     "Me",
     "NotFoundError",
+    "Outlook",
     "PayloadTooLargeError",
     "PermissionDeniedError",
     "Prediction",

@@ -36,7 +36,7 @@ from rich.text import Text
 
 from . import errors
 from ._client import Client
-from .models import ApiObject, Fit
+from .models import ApiObject, Fit, Outlook
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 
@@ -278,8 +278,20 @@ def _param_value(text: str) -> Any:
         return text
 
 
+def _report_outlook(out: Output, outlook: Outlook | None) -> None:
+    """The fit's noise outlook on stderr: its line (level, ratio; not with ``-q``) and its warning, if any (always:
+    a warning is not a result, and stdout stays the table, the JSON or the id)."""
+    if outlook is None:
+        return
+    if not out.quiet:
+        out.message(f"noise outlook: {outlook.describe()}")
+    if outlook.warning:
+        out.message(f"warning: {outlook.warning}")
+
+
 def _estimate(client: Client, args: argparse.Namespace, out: Output) -> int:
     estimate = client.estimate(args.dataset, **_fit_arguments(args))
+    _report_outlook(out, estimate.outlook)
     if out.as_json:
         out.json(estimate)
         return EXIT_OK
@@ -306,6 +318,7 @@ _REFUSALS = {
 
 def _fit(client: Client, args: argparse.Namespace, out: Output) -> int:
     fit = client.fit(args.dataset, idempotency_key=args.idempotency_key, **_fit_arguments(args))
+    _report_outlook(out, fit.outlook)
     if not args.wait:
         return _show(out, fit, lambda: _fit_fields(out, fit))
     if not out.quiet and not out.as_json:
@@ -363,6 +376,10 @@ def _fit_fields(out: Output, fit: Fit) -> None:
          if cost else None),
         ("created", fit.created_at), ("finished", fit.finished_at),
     ]  # fmt: skip
+    if fit.outlook is not None:
+        pairs.append(("noise outlook", fit.outlook.describe()))
+        if fit.outlook.warning:
+            pairs.append(("warning", fit.outlook.warning))
     if fit.error:
         pairs.append(("error", fit.error.get("detail")))
     out.fields(f"fit {fit.id}", pairs)

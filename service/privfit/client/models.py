@@ -230,11 +230,29 @@ class Cost(ApiObject):
 
 
 @dataclass(frozen=True)
+class Outlook(ApiObject):
+    """How noise-dominated a fit is expected to be, from its public settings only (docs/solvers.md, "What to expect:
+    the noise outlook"): the expected norm of the noise in the released parameters against their public radius,
+    ``ratio`` = noise_norm / radius, ``level`` low | moderate | high and, when high, a ``warning`` that the fit is
+    likely no better than a constant model."""
+
+    noise_norm: float = 0.0
+    radius: float = 0.0
+    ratio: float = 0.0
+    level: str = ""
+    warning: str | None = None
+
+    def describe(self) -> str:
+        """The level and the ratio in a few words, e.g. ``high (noise/radius = 1.7)``."""
+        return f"{self.level} (noise/radius = {self.ratio:.3g})"
+
+
+@dataclass(frozen=True)
 class Estimate(ApiObject):
     """``POST /v1/fits/estimate``: what a proposed fit would cost and what would remain (the filter's measure);
     nothing is charged. ``refusal_reason``: ``epsilon``, ``delta`` (δ pot) or ``closed`` when not admissible."""
 
-    _nested: ClassVar[dict[str, type[ApiObject]]] = {"cost": Cost}
+    _nested: ClassVar[dict[str, type[ApiObject]]] = {"cost": Cost, "outlook": Outlook}
     _unbounded: ClassVar[tuple[str, ...]] = ("epsilon", "committed_epsilon_before", "committed_epsilon_after")
 
     dataset_id: str = ""
@@ -251,6 +269,7 @@ class Estimate(ApiObject):
     certificate_after: str | None = None
     measure: str = ""
     epsilon_max: float = 0.0
+    outlook: Outlook | None = None
 
 
 @dataclass(frozen=True)
@@ -276,7 +295,7 @@ class Fit(ApiObject):
     """A fit job: its status, data-independent progress, cost and, once succeeded, its result."""
 
     _timestamps: ClassVar[tuple[str, ...]] = ("created_at", "started_at", "finished_at")
-    _nested: ClassVar[dict[str, type[ApiObject]]] = {"cost": Cost, "result": FitResult}
+    _nested: ClassVar[dict[str, type[ApiObject]]] = {"cost": Cost, "result": FitResult, "outlook": Outlook}
 
     id: str = ""
     dataset_id: str = ""
@@ -292,6 +311,7 @@ class Fit(ApiObject):
     cost: Cost | None = None
     result: FitResult | None = None
     error: dict[str, Any] | None = None
+    outlook: Outlook | None = None
 
     @property
     def finished(self) -> bool:

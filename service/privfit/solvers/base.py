@@ -20,6 +20,12 @@ A private solver is three pure functions of public and private inputs, called by
 5. **Result.** A :class:`FitResult`: coefficients, intercept, and data-independent metadata only (DESIGN §1.3:
    noise scale, steps, step size, clipping norm, radius, …; never a loss, accuracy or gradient norm).
 
+6. **Outlook** (public, before any row). :meth:`Solver.outlook` predicts how noise-dominated the fit will be: the
+   expected norm of the noise's contribution to the released θ (the solver's :meth:`Solver._noise_norm`, derived
+   from its own noise model) against the public scale of θ (the radius of its parameter ball, or its public bound
+   on ‖θ*‖), as a :class:`NoiseOutlook` with a level and, when the noise is expected to exceed that scale, a
+   warning that the fit is likely no better than a constant model (issue 21 §4; docs/solvers.md, "What to expect").
+
 The privacy guarantee of a fit is a property of ``cost(resolved, meta, grid)`` and of ``fit`` using exactly
 ``resolved``: each solver's docstring states the mechanism, its sensitivity under privfit's replace-one
 relation (DESIGN §1.1) and the composition that gives the cost. :meth:`Solver.plan` chains steps 1–3 (the
@@ -81,6 +87,8 @@ __all__ = [
     "GLMResolved",
     "MetadataResolved",
     "ModelName",
+    "NoiseOutlook",
+    "OutlookLevel",
     "PrivacyRequest",
     "ProgressCallback",
     "ProgressReporter",
@@ -92,6 +100,7 @@ __all__ = [
     "SolverParams",
     "StopCallback",
     "Target",
+    "ball_capped",
     "check_finite_cost",
     "check_fit_inputs",
     "check_privacy_source",
@@ -99,12 +108,16 @@ __all__ = [
     "check_target_epsilon",
     "delta_part",
     "enforce_declared_bounds",
+    "expected_gaussian_norm",
     "fits_intercept",
     "glm_fit_result",
     "glm_resolved_fields",
+    "gradient_noise_norm",
     "label_mismatch",
     "metadata_fields",
     "numeric_guard",
+    "outlook_level",
+    "resolved_metadata",
     "validation_error_to_parameter_error",
 ]
 
@@ -387,6 +400,12 @@ class MetadataResolved(ResolvedParams):
     label_bound: float = Field(ge=0.0, description="Declared B_y of the labels.")
 
 
+def resolved_metadata(resolved: MetadataResolved) -> PublicMetadata:
+    """The public metadata that ``resolved`` records (n, d and the declared bounds; no feature names): what a stored
+    fit's outlook is recomputed from without reading its dataset."""
+    return PublicMetadata(resolved.n, resolved.d, resolved.row_norm_bound, resolved.label_bound)
+
+
 def metadata_fields(meta: PublicMetadata) -> dict[str, Any]:
     """The :class:`MetadataResolved` fields of ``meta``."""
     return {"n": meta.n, "d": meta.d, "row_norm_bound": meta.row_norm_bound, "label_bound": meta.label_bound}
@@ -459,6 +478,89 @@ def glm_resolved_fields(params: GLMParams, meta: PublicMetadata, privacy: Privac
         "fit_intercept": params.fit_intercept,
         "design_norm_bound": design_bound(meta, params.fit_intercept),
     }
+
+
+# ---------------------------------------------------------------------------------------------------------
+# the noise outlook (issue 21 §4): a public prediction of how noise-dominated a fit will be
+# ---------------------------------------------------------------------------------------------------------
+
+OutlookLevel = Literal["low", "moderate", "high"]
+
+#: Upper ends of the levels "low" and "moderate" of the ratio E‖noise in θ‖ / (public scale of θ); "high" from
+#: :data:`OUTLOOK_HIGH` on. Chosen from 115 default fits (8 solvers × Adult and the binary dev datasets × ε from 1e-4 to
+#: 5; ``benchmarks/noise_outlook.py``, docs/solvers.md "What to expect: the noise outlook"): all 16 below 0.1 beat the
+#: majority class; 55 of the 61 at 0.8 or more did not (3 of the other 6 were within 0.3 point of it). 0.8 rather
+#: than 1: resque_dpsgd's default step caps its ratio just below 1 exactly when the noise dominates its gradients.
+OUTLOOK_MODERATE = 0.1
+OUTLOOK_HIGH = 0.8
+
+OUTLOOK_WARNING = (
+    "the noise is expected to move the model by about the radius of its parameter ball or more (expected noise norm "
+    "{noise:.3g} vs radius {radius:.3g}); predictions are likely no better than a constant model. Raise epsilon, "
+    "or choose a solver with less noise at this epsilon (compare the outlook of their estimates, "
+    "POST /v1/fits/estimate)"
+)
+
+
+class NoiseOutlook(BaseModel):
+    """How noise-dominated a fit is expected to be, from its resolved public settings only (no row is read).
+
+    ``noise_norm`` is the expected L2 norm of the noise's contribution to the released parameter vector θ (with the
+    intercept) under the solver's own noise model (each solver's ``_noise_norm`` states its formula); ``radius`` the
+    public scale it is compared with (the radius R of the parameter ball, or the solver's public bound on ‖θ*‖);
+    ``ratio = noise_norm / radius``. ``level`` is "low" below 0.1, "moderate" below 0.8, "high" from 0.8 on, when
+    ``warning`` says that the fit is likely no better than a constant model.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    noise_norm: float = Field(ge=0.0, description="Expected L2 norm of the noise's contribution to the released θ.")
+    radius: float = Field(gt=0.0, description="The public scale of θ it is compared with (ball radius or ‖θ*‖ bound).")
+    ratio: float = Field(ge=0.0, description="noise_norm / radius.")
+    level: OutlookLevel = Field(description="low (ratio < 0.1) | moderate (< 0.8) | high (≥ 0.8).")
+    warning: str | None = Field(None, description="Set when level is high: the fit is likely no better than a "
+                                "constant model.")  # fmt: skip
+
+    @classmethod
+    def of(cls, noise_norm: float, radius: float) -> NoiseOutlook:
+        """The outlook of a noise norm against a radius (level and warning by :func:`outlook_level`)."""
+        ratio = noise_norm / radius
+        level = outlook_level(ratio)
+        warning = OUTLOOK_WARNING.format(noise=noise_norm, radius=radius) if level == "high" else None
+        return cls(noise_norm=noise_norm, radius=radius, ratio=ratio, level=level, warning=warning)
+
+
+def outlook_level(ratio: float) -> OutlookLevel:
+    """ "low" (ratio < :data:`OUTLOOK_MODERATE`), "moderate" (< :data:`OUTLOOK_HIGH`) or "high"."""
+    if ratio < OUTLOOK_MODERATE:
+        return "low"
+    return "moderate" if ratio < OUTLOOK_HIGH else "high"
+
+
+def expected_gaussian_norm(sigma: float, dimension: int) -> float:
+    """E‖v‖ for v ~ N(0, σ² I_d), exactly: σ·√2·Γ((d + 1)/2)/Γ(d/2) (σ times the mean of a χ_d variable; it lies
+    in [σ d/sqrt(d + 1), σ√d], the upper end being Jensen's bound sqrt(E‖v‖²))."""
+    return sigma * math.sqrt(2.0) * math.exp(math.lgamma((dimension + 1) / 2.0) - math.lgamma(dimension / 2.0))
+
+
+def ball_capped(noise_norm: float, radius: float) -> float:
+    """``min(noise_norm, 2R)``: a release projected onto the ball of radius R differs from the noiseless one, which
+    lies in the same ball, by at most its diameter 2R (projection onto a convex set is non-expansive)."""
+    return min(noise_norm, 2.0 * radius)
+
+
+def gradient_noise_norm(sigma: float, divisor: float, squared_steps: float, dimension: int, radius: float) -> float:
+    r"""The noise norm of projected noisy gradient descent θ_{t+1} = Π_R(θ_t − η_t (g_t + N(0, σ²I))/m), T steps.
+
+    Without projection and curvature the noise terms add up: Σ_t η_t ξ_t/m with ξ_t ~ N(0, σ²I_d) independent, a
+    N(0, (σ²/m²) Σ_t η_t² · I_d) vector, whose expected norm is :func:`expected_gaussian_norm` of
+    σ·sqrt(Σ_t η_t²)/m (= η σ sqrt(T)/m at a constant step: η σ √(T d)/m by the √d bound). Curvature of the
+    objective and the regulariser contract the noise along the directions the data constrains, so this is the
+    noise of the flat directions; the projection caps it at 2R (:func:`ball_capped`). An average of the last
+    iterates has a smaller noise (≈ sqrt(2/3) of the last iterate's for the last half), so this bounds it.
+    ``squared_steps`` is Σ_t η_t², ``divisor`` the public m (n for full-batch GD).
+    """
+    return ball_capped(expected_gaussian_norm(sigma * math.sqrt(squared_steps) / divisor, dimension), radius)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -858,6 +960,31 @@ class Solver(ABC, Generic[ParamsT, ResolvedT]):
             cost = self.cost(resolved, meta, grid)
             check_finite_cost(cost)
         return FitPlan(parsed, resolved, cost)
+
+    # --- the outlook (public, before any row) ----------------------------------------------------------
+    def outlook(self, resolved: ResolvedParams | Mapping[str, Any], meta: PublicMetadata) -> NoiseOutlook | None:
+        """The :class:`NoiseOutlook` of a fit with these settings: :meth:`_noise_norm` against
+        :meth:`_outlook_radius`, from the resolved settings and the public metadata only (data-independent: it is
+        the same for every dataset with this metadata). None when the solver has no such prediction."""
+        r = check_resolved_metadata(self, resolved, meta)
+        noise_norm = self._noise_norm(r, meta)
+        if noise_norm is None:
+            return None
+        return NoiseOutlook.of(noise_norm, self._outlook_radius(r))
+
+    def _noise_norm(self, r: ResolvedT, meta: PublicMetadata) -> float | None:
+        """Hook: the expected L2 norm of the noise's contribution to the released θ under the solver's own noise
+        model, from the resolved settings only (the docstring of the override states the formula). Default None:
+        no prediction, no outlook."""
+        return None
+
+    def _outlook_radius(self, r: ResolvedT) -> float:
+        """Hook: the public scale of θ the noise is compared with. Default: the resolved ``radius`` R of the
+        parameter ball (solvers without one override this with their public bound on ‖θ*‖)."""
+        radius = getattr(r, "radius", None)
+        if not isinstance(radius, float):  # pragma: no cover - a solver with a _noise_norm has one or overrides this
+            raise NotImplementedError(f"{self.name} has no radius: override _outlook_radius")
+        return radius
 
     # --- step 4 -----------------------------------------------------------------------------------
     def fit(

@@ -27,6 +27,7 @@ from sqlalchemy.exc import IntegrityError
 
 from privfit.datasets import DatasetSchema, encode_rows
 from privfit.db import Budget, Database, Dataset, Job
+from privfit.errors import ParameterError
 from privfit.jobs import cancel
 from privfit.ledger import budget_filter, delta_allowance, estimate, reserve
 from privfit.privacy import DeltaAllowance, curve_to_json, get_grid, pure_epsilon_to_json
@@ -34,9 +35,11 @@ from privfit.solvers.base import (
     MIN_EPSILON,
     FitPlan,
     FitResult,
+    NoiseOutlook,
     PublicMetadata,
     SolverParameterError,
     label_mismatch,
+    resolved_metadata,
 )
 from privfit.solvers.registry import get_solver
 
@@ -105,6 +108,14 @@ class FitError(BaseModel):
     detail: str
 
 
+_OUTLOOK = (
+    "How noise-dominated the fit is expected to be, from its public settings only (computed before any row is read): "
+    "the expected norm of the noise in the released parameters against the public radius of the parameters, a level "
+    "and, when high, a warning that the fit is likely no better than a constant model. null when the solver has no "
+    "such prediction."
+)
+
+
 class FitOut(BaseModel):
     """A fit: status, data-independent progress, the resolved settings, its cost and, once succeeded, its result
     (present only then); ``error`` only when it failed or was cancelled."""
@@ -125,6 +136,7 @@ class FitOut(BaseModel):
         None, description="The release: solver, model, coefficients, intercept, feature_names, metadata, predictor."
     )
     error: FitError | None = None
+    outlook: NoiseOutlook | None = Field(None, description=_OUTLOOK)
 
 
 class EstimateOut(BaseModel):
@@ -145,6 +157,7 @@ class EstimateOut(BaseModel):
     certificate_after: str | None
     measure: str
     epsilon_max: float
+    outlook: NoiseOutlook | None = Field(description=_OUTLOOK)
 
 
 class PredictionOut(BaseModel):
@@ -205,11 +218,28 @@ def _cost_json(plan: FitPlan, budget: Budget) -> dict[str, Any]:
     })  # fmt: skip
 
 
+def _outlook_json(outlook: NoiseOutlook | None) -> dict[str, Any] | None:
+    return None if outlook is None else outlook.model_dump(mode="json")
+
+
+def _stored_outlook(solver_name: str, settings: dict[str, Any]) -> dict[str, Any] | None:
+    """A fit's outlook, recomputed on read from its stored resolved settings and the public metadata they record
+    (no migration, no dataset read); None when the solver has none or the settings no longer load (a fit of a
+    retired solver or formula version)."""
+    try:
+        solver = get_solver(solver_name)
+        resolved = solver.load_resolved(settings)
+        return _outlook_json(solver.outlook(resolved, resolved_metadata(resolved)))
+    except ParameterError:
+        return None
+
+
 def _job_json(job: Job) -> dict[str, Any]:
     body: dict[str, Any] = {
         "id": job.id, "dataset_id": job.dataset_id, "solver": job.solver, "model": job.model, "status": job.status,
         "progress": job.progress, "cancel_requested": job.cancel_requested, "created_at": job.created_at,
         "started_at": job.started_at, "finished_at": job.finished_at, "settings": job.params, "cost": job.cost,
+        "outlook": _stored_outlook(job.solver, job.params),
     }  # fmt: skip
     if job.result is not None:
         body["result"] = job.result
@@ -320,8 +350,10 @@ def estimate_fit(
 
     dry = db.retrying(dry_run, what="estimate")
     settings = plan.resolved.model_dump(mode="json")
+    outlook = get_solver(body.solver).outlook(plan.resolved, _meta(dataset))
     return public_json({"dataset_id": dataset.id, "cost": _cost_json(plan, budget), "settings": settings,
-                        **asdict(dry), "epsilon_max": budget.epsilon_max})  # fmt: skip
+                        **asdict(dry), "epsilon_max": budget.epsilon_max,
+                        "outlook": _outlook_json(outlook)})  # fmt: skip
 
 
 def _visible_job(request: Request, job_id: str, principal: Principal) -> Job:

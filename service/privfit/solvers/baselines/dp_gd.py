@@ -116,6 +116,7 @@ from privfit.solvers.base import (
     design_bound,
     glm_loss,
     glm_resolved_fields,
+    gradient_noise_norm,
 )
 from privfit.solvers.geometry import clip_rows, clipped_scaled_row_sum, row_norms
 from privfit.solvers.losses import GLMLoss, RegularizedLoss, make_loss
@@ -418,3 +419,8 @@ class DPGradientDescent(Solver[DPGDParams, DPGDResolved]):
             reporter=run.reporter,
         )[0]
         return theta
+
+    def _noise_norm(self, r: DPGDResolved, meta: PublicMetadata) -> float:
+        """The noise of T steps of (2): Σ_t η ξ_t/n, ξ_t ~ N(0, σ²I), has expected norm η σ √(T d)/n (exactly:
+        :func:`~privfit.solvers.base.gradient_noise_norm` with Σ_t η_t² = Tη²), capped at 2R by the projection."""
+        return gradient_noise_norm(r.sigma, r.n, r.steps * r.step_size**2, r.d + int(r.fit_intercept), r.radius)

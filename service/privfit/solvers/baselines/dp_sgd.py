@@ -144,6 +144,7 @@ from privfit.solvers.base import (
     Solver,
     SolverParameterError,
     glm_resolved_fields,
+    gradient_noise_norm,
 )
 from privfit.solvers.baselines.dp_gd import clipped_gradient_constants, clipped_gradient_sum
 from privfit.solvers.geometry import clip_rows, row_norms
@@ -557,3 +558,11 @@ class DPSGD(Solver[DPSGDParams, DPSGDResolved]):
             reporter=run.reporter,
         )[0]
         return theta
+
+    def _noise_norm(self, r: DPSGDResolved, meta: PublicMetadata) -> float:
+        """The noise of T steps of (3): Σ_t η_t ξ_t/m, ξ_t ~ N(0, σ²I), has expected norm σ sqrt(Σ_t η_t²) √d/m
+        (η σ √(T d)/m at a constant step; exactly: :func:`~privfit.solvers.base.gradient_noise_norm`), capped at
+        2R by the projection."""
+        rates = learning_rates(r.step_size, r.lr_schedule, r.steps, r.steps_per_epoch)
+        squared = float(np.sum(rates**2))
+        return gradient_noise_norm(r.sigma, r.batch_size, squared, r.d + int(r.fit_intercept), r.radius)

@@ -111,6 +111,7 @@ from privfit.solvers.baselines.perturbation import (
     NoiseKind,
     PerturbationParams,
     default_l2_second_order,
+    expected_noise_norm,
     noise_norm_quantile,
     resolve_gradient_tolerance,
     sample_noise,
@@ -338,6 +339,21 @@ class ObjectivePerturbation(Solver[ObjectivePerturbationParams, ObjectivePerturb
 
     def _progress_steps(self, r: ObjectivePerturbationResolved) -> int:
         return r.minimiser_steps + 1
+
+    def _noise_norm(self, r: ObjectivePerturbationResolved, meta: PublicMetadata) -> float:
+        """E‖b‖/(nλ) + E‖v‖: the shift of the minimiser of (2) by the linear term plus the output noise of (3).
+
+        J_b = J_0 + ⟨b, ·⟩/n is λ-strongly convex and ∇J_0(θ_b) = −b/n at its minimiser θ_b, so strong convexity
+        gives λ‖θ_b − θ_0‖² ≤ ⟨∇J_0(θ_b) − ∇J_0(θ_0), θ_b − θ_0⟩ ≤ ‖b‖‖θ_b − θ_0‖/n, i.e. ‖θ_b − θ_0‖ ≤ ‖b‖/(nλ)
+        (an upper bound: the loss's own curvature only shrinks the shift). The expectations are exact
+        (:func:`~privfit.solvers.baselines.perturbation.expected_noise_norm`); the release is not projected."""
+        dimension = r.d + int(r.fit_intercept)
+        shift = expected_noise_norm(r.noise, dimension, r.objective_noise_scale) / (r.n * r.l2)
+        return shift + expected_noise_norm(r.noise, dimension, r.output_noise_scale)
+
+    def _outlook_radius(self, r: ObjectivePerturbationResolved) -> float:
+        """R* = sqrt(2 ℓ_max(0)/λ): (λ/2)‖θ_0‖² ≤ J_0(θ_0) ≤ J_0(0) ≤ ℓ_max(0) bounds the unperturbed minimiser."""
+        return math.sqrt(2.0 * make_loss(r.model, **r.loss_params).max_loss_at_zero(r.label_bound) / r.l2)
 
     def _fit(self, run: FitRun, r: ObjectivePerturbationResolved) -> FloatArray:
         """Draw b, N public steps towards the minimiser of (2), the certificate, release θ̂ + output noise (3)

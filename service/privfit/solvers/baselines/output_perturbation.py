@@ -63,6 +63,7 @@ from privfit.solvers.base import (
     PublicMetadata,
     Solver,
     SolverParameterError,
+    ball_capped,
     design_bound,
     glm_loss,
     glm_resolved_fields,
@@ -72,6 +73,7 @@ from privfit.solvers.baselines.perturbation import (
     NoiseKind,
     PerturbationParams,
     default_l2,
+    expected_noise_norm,
     resolve_gradient_tolerance,
     sample_noise,
     solve_certified,
@@ -220,3 +222,14 @@ class OutputPerturbation(Solver[OutputPerturbationParams, OutputPerturbationReso
         centre = solution.theta if solution.certified else np.zeros(run.X.shape[1])
         theta: FloatArray = perturb_output(centre, r, run.rng)[0]
         return theta
+
+    def _noise_norm(self, r: OutputPerturbationResolved, meta: PublicMetadata) -> float:
+        """E‖v‖ of the output noise of (2), exactly (:func:`~privfit.solvers.baselines.perturbation.
+        expected_noise_norm`: σ√2·Γ((d + 1)/2)/Γ(d/2) for the Gaussian, d·s for the L2-Laplace vector), capped at 2R*
+        (the release is projected onto the R* ball, which contains θ*: :func:`~privfit.solvers.base.ball_capped`)."""
+        norm = expected_noise_norm(r.noise, r.d + int(r.fit_intercept), r.noise_scale)
+        return ball_capped(norm, r.minimizer_radius)
+
+    def _outlook_radius(self, r: OutputPerturbationResolved) -> float:
+        """R* = sqrt(2 ℓ_max(0)/λ), the public bound on ‖θ*‖ (the solver has no other ball)."""
+        return r.minimizer_radius

@@ -29,7 +29,14 @@ from numpy.typing import NDArray
 from pydantic import Field
 from scipy import stats
 
-from privfit.solvers.base import MAX_SCALE, MIN_SCALE, GLMParams, ProgressReporter, SolverParameterError
+from privfit.solvers.base import (
+    MAX_SCALE,
+    MIN_SCALE,
+    GLMParams,
+    ProgressReporter,
+    SolverParameterError,
+    expected_gaussian_norm,
+)
 from privfit.solvers.baselines.erm import ERMSolution, MinimiserProblem, minimize_regularized_glm
 
 __all__ = [
@@ -39,6 +46,7 @@ __all__ = [
     "default_gradient_tolerance",
     "default_l2",
     "default_l2_second_order",
+    "expected_noise_norm",
     "noise_norm_quantile",
     "resolve_gradient_tolerance",
     "sample_l2_laplace",
@@ -123,6 +131,13 @@ def noise_norm_quantile(kind: NoiseKind, dimension: int, scale: float) -> float:
     if kind == "gaussian":
         return scale * (math.sqrt(dimension) + math.sqrt(-2.0 * math.log(NOISE_NORM_CONFIDENCE)))
     return float(stats.gamma.isf(NOISE_NORM_CONFIDENCE, a=dimension, scale=scale))
+
+
+def expected_noise_norm(kind: NoiseKind, dimension: int, scale: float) -> float:
+    """E‖v‖ of one :func:`sample_noise` vector, exactly: σ√2·Γ((d + 1)/2)/Γ(d/2) for N(0, σ²I_d)
+    (:func:`~privfit.solvers.base.expected_gaussian_norm`); d·s for the L2-Laplace vector, whose norm is
+    Gamma(d, s) (module docstring)."""
+    return expected_gaussian_norm(scale, dimension) if kind == "gaussian" else dimension * scale
 
 
 def default_l2(lipschitz: float, noise_norm_at_unit_l2: float, radius: float) -> float:

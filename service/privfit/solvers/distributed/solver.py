@@ -122,6 +122,7 @@ from privfit.solvers.base import (
     PublicMetadata,
     Solver,
     SolverParameterError,
+    ball_capped,
     design_bound,
     glm_loss,
     glm_resolved_fields,
@@ -652,3 +653,18 @@ class DPDistributed(Solver[DPDistributedParams, DPDistributedResolved]):
             noise_scales=mus, l2=r.l2, clip_norm=r.clip_norm, radius=r.radius, rng=run.rng,
             tail_start=r.tail_start, output=r.output, reporter=run.reporter,
         )  # fmt: skip
+
+    def _noise_norm(self, r: DPDistributedResolved, meta: PublicMetadata) -> float:
+        r"""The Laplace noise left in the last round's mean broadcast, sqrt(E‖·‖²), capped at 2R.
+
+        Mixing is doubly stochastic, so the learners' mean broadcast follows w̄_k = (1 − α_k λ) w̄_{k−1} − α_k ḡ_k +
+        ν_k, where ν_k, the mean of the m learners' Lap(μ_k)^n draws, has variance 2μ_k²/m per coordinate. Round j's
+        noise reaches round K scaled by Π_{i=j+1..K} |1 − α_i λ| (the loss's own curvature only shrinks it), so
+        E‖noise‖² = n Σ_j (2μ_j²/m) Π_{i>j} (1 − α_i λ)² over all p·K rounds. The tail average is of the same
+        order (an average of these correlated sums); the projection onto W caps the noise at 2R.
+        """
+        alphas, mus = r.round_schedule()
+        contraction = np.abs(1.0 - alphas * r.l2)
+        reach = np.append(np.cumprod(contraction[::-1])[::-1][1:], 1.0)  # Π_{i>j} |1 − α_i λ|
+        variance = 2.0 * float(np.sum((mus * reach) ** 2)) / r.n_learners
+        return ball_capped(math.sqrt(r.dimension * variance), r.radius)

@@ -89,6 +89,7 @@ from privfit.solvers.base import (
     Solver,
     SolverParameterError,
     SolverParams,
+    ball_capped,
     delta_part,
     design_matrix,
 )
@@ -402,3 +403,20 @@ class DPLazyOCO(Solver[DPLazyOCOParams, DPLazyOCOResolved]):
         run.reporter.advance(run.meta.n)
         extra = {"num_switches": outcome.num_switches} if r.report_switches else {}
         return Release(outcome.average_iterate, metadata=extra, predictor=r.z == "yx")
+
+    def _noise_norm(self, r: DPLazyOCOResolved, meta: PublicMetadata) -> float:
+        r"""The spread of the Gibbs draws averaged into x̄, capped at 2R.
+
+        x_t ~ μ̄_t ∝ exp(−β(Σ_{τ<t} l_τ + λ‖·‖²/2)) on K is a Gaussian of precision β(a(t − 1) + λ) truncated to the
+        ball (a = 1 for ``mean``, whose losses ½‖θ − z‖² add curvature; a = 0 for ``linear_loss``), so its distance
+        to its centre is at most sqrt(d/(β(a(t − 1) + λ))) in root mean square (truncation only shrinks it). By
+        the triangle inequality x̄ = (1/T)Σ_t x_t is off by at most (1/T) Σ_{s<T} sqrt(d/(β(a s + λ))) ≤
+        sqrt(d/β)·(λ^{−1/2} + 2(sqrt(T − 1 + λ) − √λ))/T for ``mean`` (the integral bound) and sqrt(d/(βλ)) for
+        ``linear_loss`` — an upper bound: the independent redraws partly cancel.
+        """
+        T, lam = r.n, r.lam
+        if r.model == "mean":
+            mean_inverse_root = (lam**-0.5 + 2.0 * (math.sqrt(T - 1 + lam) - math.sqrt(lam))) / T
+        else:
+            mean_inverse_root = lam**-0.5
+        return ball_capped(math.sqrt(r.dimension / r.beta) * mean_inverse_root, r.radius)

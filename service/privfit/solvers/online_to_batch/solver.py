@@ -74,6 +74,7 @@ from privfit.solvers.base import (
     PublicMetadata,
     Solver,
     SolverParameterError,
+    ball_capped,
     design_bound,
     glm_loss,
     glm_resolved_fields,
@@ -406,3 +407,20 @@ class DPOnlineToBatch(Solver[DPOTBParams, DPOTBResolved]):
             rng=run.rng,
             reporter=run.reporter,
         )
+
+    def _noise_norm(self, r: DPOTBResolved, meta: PublicMetadata) -> float:
+        r"""D·N/S, capped at D = 2R: the share of the tree noise in the linear losses the learner sees, times the
+        distance it can move.
+
+        Round t's noise γ_t sums at most log₂(2T) nodes of N(0, (σ_1 i^{k−1})² I), i ≤ t, so
+        N² = Σ_t E‖γ_t‖² ≤ d σ_1² log₂(2T) Σ_t t^{2k−2} ≈ d σ_1² log₂(2T) T^{2k−1}/(2k − 1), while the signal
+        g_t ≈ β_t ∇ℒ(x_t), ‖∇ℒ‖ ≤ G + λR, has S² = Σ_t β_t² (G + λR)² ≈ (G + λR)² T^{2k+1}/(2k + 1) (√ of
+        sums: the √d bound). The learners' steps are normalised by the size of what they see (AdaGrad's
+        D/sqrt(Σ‖ḡ_t‖²), OGD's D/(G√T)), so their iterates — and x_T, a weighted average of them — move across the
+        ball in proportion to N/S. S uses the worst-case gradient, so this is optimistic near θ*.
+        """
+        T, k = r.n, r.k
+        levels = math.log2(2.0 * T)
+        noise = r.noise_scale * math.sqrt((r.d + int(r.fit_intercept)) * levels * T ** (2 * k - 1) / (2 * k - 1))
+        signal = r.lipschitz_total * math.sqrt(T ** (2 * k + 1) / (2 * k + 1))
+        return ball_capped(r.diameter * noise / signal, r.radius)

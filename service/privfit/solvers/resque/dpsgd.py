@@ -65,6 +65,7 @@ from privfit.solvers.base import (
     SolverParameterError,
     SolverParams,
     design_bound,
+    gradient_noise_norm,
 )
 from privfit.solvers.baselines.dp_sgd import (
     BatchSampler,
@@ -371,3 +372,10 @@ class ReSQueDPSGD(Solver[ReSQueDPSGDParams, ReSQueDPSGDResolved]):
             reporter=run.reporter,
         )[0]
         return theta
+
+    def _noise_norm(self, r: ReSQueDPSGDResolved, meta: PublicMetadata) -> float:
+        """The noise of T steps θ_{t+1} = Π(θ_t − η g_t): Σ_t η ξ_t/m_b, ξ_t ~ N(0, σ²I), of expected norm
+        η σ √(T d)/m_b (exactly: :func:`~privfit.solvers.base.gradient_noise_norm`), capped at 2R by the
+        projection. (With the default η = R/(G√T), G ≥ σ√d/m_b, this is at most about R.)"""
+        dimension = r.d + int(r.fit_intercept)
+        return gradient_noise_norm(r.sigma, r.batch_size, r.steps * r.step_size**2, dimension, r.radius)

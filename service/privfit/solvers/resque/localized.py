@@ -392,6 +392,16 @@ class ReSQueLocalized(Solver[ReSQueLocalizedParams, ReSQueLocalizedResolved]):
 
         return ball_acceleration(context, _schedule(r), should_stop=step)
 
+    def _noise_norm(self, r: ReSQueLocalizedResolved, meta: PublicMetadata) -> float | None:
+        r"""R·sqrt(d log(1/δ))/(nε): the privacy term of the rate ε_opt = LR(1/√n + sqrt(d log(1/δ))/(nε)) the
+        parameters are chosen for (Thm. 3, module docstring), in parameter units (÷ L). Algorithm 4's own noise,
+        σ_i√d = r'·min(√d/(β√T), 1) per call, is confined to balls of radius r ≪ R and its accumulation over the
+        accelerated outer loop has no closed form, so the rate stands in for it. None without a target ε."""
+        if r.target_epsilon is None or r.delta is None:
+            return None
+        dimension = r.d + int(r.fit_intercept)
+        return r.radius * math.sqrt(dimension * math.log(1.0 / r.delta)) / (r.n * r.target_epsilon)
+
 
 def _schedule(r: ReSQueLocalizedResolved) -> OuterSchedule:
     return OuterSchedule(r.outer_iterations, r.line_search_probes, r.lam_low, r.lam_high, r.zeta, r.steps_per_call,

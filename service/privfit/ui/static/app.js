@@ -81,6 +81,30 @@ function progressBar(progress, testid = "fit-progress") {
     el("span", { class: "progress-text", "data-testid": `${testid}-text`, text: pct }));
 }
 
+/** The class of a noise outlook's badge, by level (the colours of the fit statuses). */
+const OUTLOOK_CLASSES = { low: "status-succeeded", moderate: "status-cancelled", high: "status-failed" };
+
+/**
+ * A fit's noise outlook (public, computed before any row is read): a badge with its level and the ratio of the
+ * expected noise norm to the parameters' radius, and its warning when the fit is expected to be no better than a
+ * constant model. "—" when the solver has no outlook.
+ * @param {object|null|undefined} outlook The ``outlook`` member of a fit or an estimate.
+ * @param {string} testid Prefix of the badge's (``-level``) and the warning's (``-warning``) test ids.
+ * @returns {Node}
+ */
+function outlookView(outlook, testid) {
+  if (!outlook) return el("span", { class: "muted", "data-testid": `${testid}-level`, "data-value": "", text: "—" });
+  const badge = el("span", {
+    class: `status ${OUTLOOK_CLASSES[outlook.level] || ""}`, "data-testid": `${testid}-level`,
+    "data-value": outlook.level, title: `expected noise norm ${fmtNumber(outlook.noise_norm)} vs radius `
+      + `${fmtNumber(outlook.radius)}`,
+    text: `${outlook.level} (noise/radius = ${fmtNumber(outlook.ratio, 2)})`,
+  });
+  if (!outlook.warning) return badge;
+  return el("span", {}, badge,
+    el("p", { class: "outlook-warning", role: "note", "data-testid": `${testid}-warning`, text: outlook.warning }));
+}
+
 /**
  * A labelled figure (stat tile).
  * @param {string} label
@@ -714,6 +738,7 @@ function showEstimate(target, estimate) {
       num(estimate.committed_epsilon_after, "estimate-committed-after"),
       el("span", { class: "muted" }, " of ", num(estimate.epsilon_max, "estimate-epsilon-max"))]],
     ["Remaining after", num(estimate.remaining_epsilon_after, "estimate-remaining-after")],
+    ["Noise outlook", outlookView(estimate.outlook, "estimate-outlook")],
     ["Admissible", el("span", {
       class: `status ${estimate.admissible ? "status-succeeded" : "status-failed"}`,
       "data-testid": "estimate-admissible", "data-value": String(estimate.admissible),
@@ -785,7 +810,8 @@ async function renderFit(fitId) {
         stat("δ", num(cost.delta, "fit-cost-delta", fmtDelta)),
         stat("Optimal order α", num(cost.optimal_order, "fit-cost-order", fmtOrder),
           cost.at_grid_edge ? "at the edge of the order grid" : ""),
-        stat("Dataset", el("a", { href: datasetHref, text: dataset ? dataset.name : shortId(fit.dataset_id) }))),
+        stat("Dataset", el("a", { href: datasetHref, text: dataset ? dataset.name : shortId(fit.dataset_id) })),
+        stat("Noise outlook", outlookView(fit.outlook, "fit-outlook"))),
       progressSlot, timesSlot),
     outcomeSlot,
     el("details", { class: "panel settings", "data-testid": "fit-settings" },
