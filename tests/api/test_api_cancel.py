@@ -22,7 +22,7 @@ from process_helpers import PRIVFIT, environment, process
 
 from privfit.api.auth import create_api_key
 
-LONG_FIT = {"solver": "dp_gd", "privacy": {"epsilon": 0.5}, "params": {"steps": 100_000}}  # ~1 min of steps
+LONG_FIT = {"solver": "dp_gd", "privacy": {"epsilon": 0.5}, "params": {"steps": 100_000}}  # ~20 s of steps
 SHORT_FIT = {"solver": "dp_gd", "privacy": {"epsilon": 0.05}, "params": {"steps": 7500}}  # ~1 s on a quiet machine
 CANCEL_WITHIN = 1.0
 

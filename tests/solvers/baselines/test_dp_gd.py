@@ -266,8 +266,7 @@ def test_default_steps_and_momentum_follow_the_public_noise_level(epsilon: float
     sigma_reference = gaussian_sigma(epsilon, 1e-6, sensitivity=2 * bound, count=REFERENCE_STEPS).noise
     level = sigma_reference * math.sqrt(31) / (20_000 * bound)
     assert resolved.noise_level == pytest.approx(level, rel=1e-12)
-    expected = (200, "none") if level >= 0.1 else (1000, "none") if level >= 0.03 else (
-        (200, "nesterov") if level >= 0.005 else (300, "nesterov"))  # fmt: skip
+    expected = (200, "none") if level >= 0.03 else (200, "nesterov") if level >= 0.005 else (300, "nesterov")
     assert (resolved.steps, resolved.momentum) == expected == default_schedule(level)
     flipped = "none" if resolved.momentum == "nesterov" else "nesterov"
     other = SOLVER.plan({"model": "logistic", "momentum": flipped}, meta, target_epsilon=epsilon, delta=1e-6)

@@ -59,16 +59,17 @@ noise level of a reference run of T₀ = 200 steps,
 the expected norm of the noise on the mean gradient against the scale B̃ of a gradient (|φ'| ≤ 1 for the
 classification losses, a unit residual for the squared loss). The rule (``default_schedule``):
 
-    ρ ≥ 0.1: plain, T = 200;           0.03 ≤ ρ < 0.1: plain, T = 1000;
-    0.005 ≤ ρ < 0.03: Nesterov, T = 200;   ρ < 0.005: Nesterov, T = 300.
+    ρ ≥ 0.03: plain, T = 200;   0.005 ≤ ρ < 0.03: Nesterov, T = 200;   ρ < 0.005: Nesterov, T = 300.
 
 It was read off one measurement of every (method, T) ∈ {plain, Nesterov} × {100, 200, 300, 500, 1000} on the
 three binary datasets (logistic, R = 10) and the two regression ones (linear, R = 1) at ε ∈ {0.1, 0.5, 1, 2, 5,
 50}, δ = 1e−6, 2–4 noise seeds (2026-11-25; test accuracy points against the optimum of the same objective):
 plain T = 200 is best whenever ρ ≳ 0.1 (every dataset at ε = 0.1; more steps add noise: Adult at ε = 0.1 loses
-4.6 points at T = 1000, Nesterov 7–10); for 0.03 ≤ ρ < 0.1 the extra optimisation of T = 1000 outweighs its
-noise (Adult ε = 0.5 / 1: +0.5 / +0.6 points over T = 200, HR +0.2 / +0.4; Telco at ρ = 0.08: −0.3); below
-ρ ≈ 0.03 Nesterov wins (Adult ε = 5: 84.70 % against 84.28 % for plain T = 1000; HR 79.1 against 77.8), and at
+4.6 points at T = 1000, Nesterov 7–10); for 0.03 ≤ ρ < 0.1 plain T = 1000 gained a little (Adult ε = 0.5 / 1:
++0.5 / +0.6 points over T = 200, HR +0.2 / +0.4; Telco at ρ = 0.08: −0.3) but is not the default: its noise
+random walk η·σ·sqrt(T·d)/n, the honest bound of the noise outlook (:meth:`DPGradientDescent._noise_norm`),
+is 5× that of T = 200 and would warn of a noise-dominated fit that in fact was not; below ρ ≈ 0.03 Nesterov
+wins (Adult ε = 5: 84.70 % against 84.28 % for plain T = 1000; HR 79.1 against 77.8), and at
 ε = 50 it reaches the optimum (Δ −0.11 / −0.25 / −0.05 points on Adult / Telco / HR with the rule's T, against
 −1.8 / −0.6 / −0.5 for the former fixed plain 200 steps), where T = 500–1000 lose again to the noise (Adult
 −0.16 / −0.31, Telco −0.51 / −1.05). On the squared loss ρ is 3–4.5× larger than on the logistic at the same
@@ -151,15 +152,13 @@ class DPGDParams(GLMParams):
         ge=1,
         le=MAX_STEPS,
         description="Number T of full-batch gradient steps. Each costs one Gaussian mechanism; the noise σ grows "
-        "like sqrt(T) at a fixed ε. Default: from the public noise level ρ (200, 1000 or 300 steps; see "
-        "'momentum').",
+        "like sqrt(T) at a fixed ε. Default: from the public noise level ρ (200 or 300 steps; see 'momentum').",
     )
     momentum: Literal["auto", "none", "nesterov"] = Field(
         "auto",
         description="'nesterov': FISTA's extrapolation (free: it post-processes past releases); 'none': plain "
         "projected GD. 'auto' picks from the public noise level ρ = σ₂₀₀·sqrt(d)/(n·B) of a 200-step run: "
-        "plain with T = 200 if ρ ≥ 0.1, plain with T = 1000 if 0.03 ≤ ρ < 0.1, Nesterov with T = 200 if "
-        "0.005 ≤ ρ < 0.03 and with T = 300 below.",
+        "plain with T = 200 if ρ ≥ 0.03, Nesterov with T = 200 if 0.005 ≤ ρ < 0.03 and with T = 300 below.",
     )
     step_size: float | None = Field(
         None,
@@ -251,10 +250,8 @@ def clipped_gradient_constants(params: GLMParams, meta: PublicMetadata) -> Clipp
 
 def default_schedule(noise_level: float) -> tuple[int, Momentum]:
     """The default (T, momentum) for the public noise level ρ (module docstring, "Step size and defaults")."""
-    if noise_level >= 0.1:
-        return DEFAULT_STEPS, "none"
     if noise_level >= 0.03:
-        return 1000, "none"
+        return DEFAULT_STEPS, "none"
     if noise_level >= 0.005:
         return 200, "nesterov"
     return 300, "nesterov"
@@ -358,7 +355,7 @@ class DPGradientDescent(Solver[DPGDParams, DPGDResolved]):
         "DP full-batch gradient descent: per-example gradients clipped to C (default: the loss's public "
         "Lipschitz constant), Gaussian noise on the gradient sum, projected steps on an L2 ball. Cost: T-fold "
         "composition of a Gaussian mechanism with replace-one sensitivity 2C (exact RDP). Defaults: η = 1/β, λ = 0, "
-        "T (200–1000) and Nesterov momentum from the public noise level, release of the last iterate."
+        "T (200–300) and Nesterov momentum from the public noise level, release of the last iterate."
     )
     explicit_noise: ClassVar[str | None] = "noise_multiplier"
 
