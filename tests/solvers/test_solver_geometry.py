@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from fractions import Fraction
 
 import numpy as np
@@ -48,12 +49,14 @@ def test_clip_rows_properties(G: np.ndarray, C: float) -> None:
         assert np.linalg.norm(o) == pytest.approx(C, rel=1e-12)
 
 
-@settings(max_examples=100, deadline=None)
-@given(
-    X=hnp.arrays(np.float64, st.tuples(st.integers(1, 30), st.integers(1, 8)), elements=finite),
-    data=st.data(),
-    C=thresholds,
-)
+def matrix_cases(max_rows: int, max_cols: int, examples: int) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Hypothesis cases (X, data, C): an (n ≤ max_rows, d ≤ max_cols) matrix of finite entries and a threshold."""
+    shapes = st.tuples(st.integers(1, max_rows), st.integers(1, max_cols))
+    cases = given(X=hnp.arrays(np.float64, shapes, elements=finite), data=st.data(), C=thresholds)
+    return lambda test: settings(max_examples=examples, deadline=None)(cases(test))
+
+
+@matrix_cases(30, 8, examples=100)
 def test_clipped_scaled_row_sum_equals_the_explicit_clipped_sum(X: np.ndarray, data: st.DataObject, C: float) -> None:
     """The GLM shortcut (issue 23): Σ clip_C(s_i x_i) from the row norms and scalars equals clipping the formed
     vectors with :func:`clip_rows` and summing them, to 1e-12 relative to Σ‖clip_C(s_i x_i)‖ — one θ and k θ."""
@@ -67,12 +70,7 @@ def test_clipped_scaled_row_sum_equals_the_explicit_clipped_sum(X: np.ndarray, d
     np.testing.assert_allclose(single, explicit[0], rtol=0, atol=1e-12 * max(scale, 1e-300))
 
 
-@settings(max_examples=200, deadline=None)
-@given(
-    X=hnp.arrays(np.float64, st.tuples(st.integers(1, 20), st.integers(1, 40)), elements=finite),
-    data=st.data(),
-    C=thresholds,
-)
+@matrix_cases(20, 40, examples=200)
 def test_clipped_scales_bound_every_summand_exactly(X: np.ndarray, data: st.DataObject, C: float) -> None:
     """|w_i|·‖x_i‖ ≤ C in exact rational arithmetic (the sensitivity claim: each summand w_i x_i has norm ≤ C), and
     w_i = s_i bit for bit when |s_i|·‖x_i‖ ≤ C."""
