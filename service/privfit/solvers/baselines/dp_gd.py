@@ -419,5 +419,9 @@ class DPGradientDescent(Solver[DPGDParams, DPGDResolved]):
 
     def _noise_norm(self, r: DPGDResolved, meta: PublicMetadata) -> float:
         """The noise of T steps of (2): Σ_t η ξ_t/n, ξ_t ~ N(0, σ²I), has expected norm η σ √(T d)/n (exactly:
-        :func:`~privfit.solvers.base.gradient_noise_norm` with Σ_t η_t² = Tη²), capped at 2R by the projection."""
+        :func:`~privfit.solvers.base.gradient_noise_norm` with Σ_t η_t² = Tη²), capped at 2R by the projection.
+        With Nesterov momentum (2′) the same expression is used: the default rule takes momentum only where this
+        ratio is small (for the logistic loss, η = 4/B̃² and ρ < 0.03 give a ratio ≤ 56.6·ρ/(B̃·R) < 0.17 at the default
+        R = 10), and there the
+        momentum fits measured at ε ≥ 2 on Adult, Telco and HR all beat the majority class."""
         return gradient_noise_norm(r.sigma, r.n, r.steps * r.step_size**2, r.d + int(r.fit_intercept), r.radius)
