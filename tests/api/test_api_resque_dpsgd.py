@@ -56,13 +56,13 @@ def test_solvers_endpoint_lists_the_non_smooth_models(client, keys) -> None:
 
 
 def test_a_running_fit_stops_on_cancel_keeping_its_charge(client, keys, monkeypatch) -> None:
-    real = resque_dpsgd_module.glm_subgradients
+    real = resque_dpsgd_module.glm_subgradient_scales
 
     def slow(*args, **kwargs):  # type: ignore[no-untyped-def]
         time.sleep(0.02)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(resque_dpsgd_module, "glm_subgradients", slow)
+    monkeypatch.setattr(resque_dpsgd_module, "glm_subgradient_scales", slow)
     dataset_id = upload(client, keys, csv=small_csv(n=4_000))
     request = {"dataset_id": dataset_id, "solver": "resque_dpsgd", "model": "svm", "privacy": {"epsilon": 0.5}}
     fit_id = client.post("/v1/fits", headers=keys.analyst, json=request).json()["id"]
