@@ -84,3 +84,14 @@ def test_a_noise_larger_than_the_ball_is_capped_at_its_diameter() -> None:
     resolved = solver.resolve({}, META, target_epsilon=0.02, delta=1e-6)
     outlook = solver.outlook(resolved, META)
     assert outlook is not None and outlook.noise_norm == 2.0 * resolved.radius and outlook.level == "high"
+
+
+@pytest.mark.parametrize("noise_norm", [math.inf, math.nan, 1e308])
+def test_an_overflowing_prediction_is_no_outlook(monkeypatch: pytest.MonkeyPatch, noise_norm: float) -> None:
+    """A non-finite noise norm (or a ratio that overflows against a tiny radius) gives None, never inf/NaN in JSON."""
+    solver = get_solver("dp_gd")
+    meta = PublicMetadata(n=1_000, d=5, row_norm_bound=2.0)
+    resolved = solver.resolve({"model": "logistic", "radius": 1e-3}, meta, target_epsilon=1.0, delta=1e-6)
+    assert solver.outlook(resolved, meta) is not None
+    monkeypatch.setattr(type(solver), "_noise_norm", lambda self, r, m: noise_norm)
+    assert solver.outlook(resolved, meta) is None

@@ -965,12 +965,18 @@ class Solver(ABC, Generic[ParamsT, ResolvedT]):
     def outlook(self, resolved: ResolvedParams | Mapping[str, Any], meta: PublicMetadata) -> NoiseOutlook | None:
         """The :class:`NoiseOutlook` of a fit with these settings: :meth:`_noise_norm` against
         :meth:`_outlook_radius`, from the resolved settings and the public metadata only (data-independent: it is
-        the same for every dataset with this metadata). None when the solver has no such prediction."""
+        the same for every dataset with this metadata). None when the solver has no such prediction, or when the
+        settings are so extreme that it overflows (the estimate and the fit resource then carry ``outlook: null``
+        rather than a non-finite number, which JSON cannot hold)."""
         r = check_resolved_metadata(self, resolved, meta)
-        noise_norm = self._noise_norm(r, meta)
-        if noise_norm is None:
+        try:
+            noise_norm = self._noise_norm(r, meta)
+            if noise_norm is None:
+                return None
+            outlook = NoiseOutlook.of(noise_norm, self._outlook_radius(r))
+        except (ArithmeticError, ValueError):  # extreme public settings (overflow, 0 radius): no prediction
             return None
-        return NoiseOutlook.of(noise_norm, self._outlook_radius(r))
+        return outlook if math.isfinite(outlook.noise_norm) and math.isfinite(outlook.ratio) else None
 
     def _noise_norm(self, r: ResolvedT, meta: PublicMetadata) -> float | None:
         """Hook: the expected L2 norm of the noise's contribution to the released θ under the solver's own noise

@@ -228,7 +228,10 @@ def test_squared_loss_defaults_start_with_a_stable_step() -> None:
     r = SOLVER.resolve({"model": "linear"}, meta, target_epsilon=1.0, delta=1e-6)
     beta = 3.0**2 + 1
     assert r.rounds_per_pass == SQUARED_ROUNDS and r.batch_size == 4_000 // SQUARED_ROUNDS
-    assert 1 / (r.l2 * (1 + r.lr_offset)) <= 1 / beta * (1 + 1e-12) < 1 / (r.l2 * r.lr_offset)
+    assert r.lr_offset == math.ceil(beta / r.l2) - 1 >= 1  # the smallest offset with a stable first step
+    first_step = 1 / (r.l2 * (1 + r.lr_offset))
+    assert first_step <= (1 / beta) * (1 + 1e-12)
+    assert 1 / (r.l2 * r.lr_offset) > 1 / beta  # one less would start above 1/β
     assert r.clip_norm == pytest.approx(math.sqrt(beta) / 2)
     rounds = SOLVER.resolve({"rounds": 25}, meta, target_epsilon=1.0, delta=1e-6)
     assert (rounds.rounds_per_pass, rounds.batch_size) == (25, 160)
