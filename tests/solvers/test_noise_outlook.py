@@ -69,7 +69,7 @@ def test_dp_gd_predicts_the_random_walk_of_its_noise() -> None:
     """With rows of zeros the data gradient vanishes and DP-GD's iterate is exactly its accumulated noise (a wide
     ball: no projection): E‖θ_T‖ = E‖N(0, (ησ/n)² T I)‖, the prediction. 4,000 runs: standard error < 0.6%."""
     solver, meta = get_solver("dp_gd"), PublicMetadata(n=40, d=9, row_norm_bound=2.0)
-    resolved = solver.resolve({"noise_multiplier": 3.0, "steps": 25, "radius": 1e6}, meta)
+    resolved = solver.resolve({"noise_multiplier": 3.0, "steps": 200, "radius": 1e6}, meta)
     outlook = solver.outlook(resolved, meta)
     assert outlook is not None
     zeros = np.zeros((meta.n, meta.d + 1))
@@ -79,9 +79,27 @@ def test_dp_gd_predicts_the_random_walk_of_its_noise() -> None:
     assert outlook.noise_norm == pytest.approx(float(np.linalg.norm(theta, axis=1).mean()), rel=0.025)
 
 
+def test_an_early_stopped_dp_gd_is_judged_by_its_reference_run() -> None:
+    """Fewer than T₀ = 200 steps: the noise walk is scaled by T₀/T (the signal-to-noise ratio of the displacement
+    does not depend on T at a fixed ε), so stopping early never lowers the level: equal to the 200-step run's
+    within the √T law of σ(T), and the default early-stopped fit at ε = 0.01 still warns."""
+    solver, meta = get_solver("dp_gd"), PublicMetadata(n=5_000, d=20, row_norm_bound=4.0)
+    short = solver.resolve({"steps": 20, "momentum": "none"}, meta, target_epsilon=0.05, delta=1e-6)
+    full = solver.resolve({"steps": 200, "momentum": "none"}, meta, target_epsilon=0.05, delta=1e-6)
+    short_outlook, full_outlook = solver.outlook(short, meta), solver.outlook(full, meta)
+    assert short_outlook is not None and full_outlook is not None
+    walk = short.step_size * short.sigma * math.sqrt(short.steps * (meta.d + 1)) / meta.n
+    assert short_outlook.noise_norm > 5 * walk  # the unscaled walk would have said "far less noise"
+    assert short_outlook.ratio == pytest.approx(full_outlook.ratio, rel=0.15)
+    stopped = solver.resolve({}, meta, target_epsilon=0.01, delta=1e-6)
+    assert stopped.steps < 200
+    stopped_outlook = solver.outlook(stopped, meta)
+    assert stopped_outlook is not None and stopped_outlook.level == "high" and stopped_outlook.warning
+
+
 def test_a_noise_larger_than_the_ball_is_capped_at_its_diameter() -> None:
     solver = get_solver("dp_gd")
-    resolved = solver.resolve({}, META, target_epsilon=0.02, delta=1e-6)
+    resolved = solver.resolve({"steps": 200}, META, target_epsilon=0.02, delta=1e-6)  # no early stopping
     outlook = solver.outlook(resolved, META)
     assert outlook is not None and outlook.noise_norm == 2.0 * resolved.radius and outlook.level == "high"
 

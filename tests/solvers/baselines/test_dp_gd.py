@@ -256,7 +256,7 @@ def test_adversarial_row_moves_gradient_sum_by_at_most_2c(model: str) -> None:
     assert 0 < gap <= resolved.step_size * 2 * C / meta.n * (1 + 1e-12)
 
 
-@pytest.mark.parametrize("epsilon", [0.05, 0.5, 2.0, 10.0, 100.0])
+@pytest.mark.parametrize("epsilon", [0.002, 0.02, 0.05, 0.5, 2.0, 10.0, 100.0])
 def test_default_steps_and_momentum_follow_the_public_noise_level(epsilon: float) -> None:
     """ρ = σ(T₀)·sqrt(d)/(n·B̃) (eq. (4)) recomputed here picks (T, momentum) by the documented thresholds; the
     momentum changes nothing in the cost (it post-processes past releases) and explicit values override."""
@@ -266,7 +266,10 @@ def test_default_steps_and_momentum_follow_the_public_noise_level(epsilon: float
     sigma_reference = gaussian_sigma(epsilon, 1e-6, sensitivity=2 * bound, count=REFERENCE_STEPS).noise
     level = sigma_reference * math.sqrt(31) / (20_000 * bound)
     assert resolved.noise_level == pytest.approx(level, rel=1e-12)
-    expected = (200, "none") if level >= 0.03 else (200, "nesterov") if level >= 0.005 else (300, "nesterov")
+    if level >= 0.15:  # early stopping: T = max(16, ⌈30/ρ⌉), continuous with T = 200 at ρ = 0.15
+        expected: tuple[int, str] = (max(16, math.ceil(30.0 / level)), "none")
+    else:
+        expected = (200, "none") if level >= 0.03 else (200, "nesterov") if level >= 0.005 else (300, "nesterov")
     assert (resolved.steps, resolved.momentum) == expected == default_schedule(level)
     flipped = "none" if resolved.momentum == "nesterov" else "nesterov"
     other = SOLVER.plan({"model": "logistic", "momentum": flipped}, meta, target_epsilon=epsilon, delta=1e-6)
@@ -274,6 +277,17 @@ def test_default_steps_and_momentum_follow_the_public_noise_level(epsilon: float
     np.testing.assert_array_equal(other.cost.rdp, SOLVER.cost(resolved, meta, DEFAULT_GRID).rdp)
     pinned = SOLVER.resolve({"model": "logistic", "steps": 17}, meta, target_epsilon=epsilon, delta=1e-6)
     assert pinned.steps == 17 and pinned.momentum == resolved.momentum
+
+
+def test_the_schedule_bands_cover_every_noise_level() -> None:
+    """Each band of the rule is reached (ε = 0.002 … 100 above spans them) and T never jumps up as ρ grows
+    across the early-stopping boundary: fewer steps the noisier the run, down to 16."""
+    assert default_schedule(10.0) == (16, "none") and default_schedule(1.0) == (30, "none")
+    assert default_schedule(0.15) == (200, "none") == default_schedule(0.149)
+    assert default_schedule(0.01) == (200, "nesterov") and default_schedule(0.001) == (300, "nesterov")
+    levels = np.geomspace(0.15, 5.0, 200)
+    steps = [default_schedule(float(level))[0] for level in levels]
+    assert all(a >= b for a, b in itertools.pairwise(steps)) and steps[0] == 200 and steps[-1] == 16
 
 
 def test_nesterov_reaches_the_optimum_where_plain_steps_stop_short() -> None:

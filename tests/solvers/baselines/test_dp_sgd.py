@@ -25,6 +25,7 @@ from privfit.privacy import (
     make_generator,
     poisson_noise_multiplier,
     poisson_subsampled_gaussian_rdp,
+    poisson_subsampled_gaussian_rdp_replace_one,
     without_replacement_noise_multiplier,
 )
 from privfit.solvers import (
@@ -41,7 +42,9 @@ from privfit.solvers.base import DEFAULT_RADIUS
 from privfit.solvers.baselines.dp_gd import clipped_gradient_sum
 from privfit.solvers.baselines.dp_sgd import (
     BatchSampler,
+    EpochSchedule,
     _member_gradient_sums,
+    default_epoch_schedule,
     dp_sgd,
     learning_rates,
     steps_per_epoch,
@@ -235,6 +238,51 @@ def test_defaults_clip_at_lipschitz_and_step_at_inverse_smoothness(model: str) -
     assert (r.batch_size, r.epochs, r.sampling, r.lr_schedule, r.output) == (256, 5, "poisson", "constant", "last")
     assert r.steps_per_epoch == math.ceil(5000 / 256) == 20 and r.steps == 100
     assert r.sampling_rate == 256 / 5000
+
+
+@pytest.mark.parametrize("epsilon", [0.5, 3.0, 8.0, 60.0])
+def test_default_epochs_release_and_step_follow_dp_gds_public_noise_level(epsilon: float) -> None:
+    """ρ = σ₂₀₀·sqrt(d)/(n·B̃), recomputed here from a 200-fold Gaussian of sensitivity 2C, picks (E, release,
+    η·β) by the documented bands; ε = 0.5 … 60 on this metadata reaches all three; explicit values override each
+    part; the cost is the sampled-Gaussian curve of the resolved T whichever band chose it."""
+    meta = PublicMetadata(n=20_000, d=30, row_norm_bound=3.0)
+    r = SOLVER.resolve({"model": "logistic"}, meta, target_epsilon=epsilon, delta=1e-6)
+    bound = augmented_bound(3.0)
+    level = gaussian_sigma(epsilon, 1e-6, sensitivity=2 * bound, count=200).noise * math.sqrt(31) / (20_000 * bound)
+    assert r.noise_level == pytest.approx(level, rel=1e-12)
+    if level >= 0.03:
+        expected = (5, "last", 1.0)
+    elif level >= 0.005:
+        expected = (50, "suffix_average", 1.0)
+    else:
+        expected = (100, "suffix_average", 4.0)
+    beta = make_loss("logistic").smoothness(bound)
+    assert (r.epochs, r.output, round(r.step_size * beta, 12)) == expected
+    assert r.steps == r.epochs * math.ceil(20_000 / 256)
+    expected_cost = r.steps * poisson_subsampled_gaussian_rdp_replace_one(
+        DEFAULT_GRID, q=r.sampling_rate, noise_multiplier=r.noise_multiplier
+    )
+    np.testing.assert_allclose(SOLVER.cost(r, meta).rdp, expected_cost, rtol=1e-12)
+    pinned = SOLVER.resolve(
+        {"model": "logistic", "epochs": 2, "output": "last", "step_size": 0.125},
+        meta,
+        target_epsilon=epsilon,
+        delta=1e-6,
+    )
+    assert (pinned.epochs, pinned.output, pinned.step_size) == (2, "last", 0.125)
+
+
+def test_the_epoch_bands_and_the_step_cap() -> None:
+    """Every band is reachable, an explicit noise multiplier (no ρ) keeps the first, and a huge n keeps the
+    default T within MAX_STEPS instead of refusing its own default."""
+    assert default_epoch_schedule(None) == default_epoch_schedule(0.03) == EpochSchedule(5, "last", 1.0)
+    assert default_epoch_schedule(0.0299) == EpochSchedule(50, "suffix_average", 1.0)
+    assert default_epoch_schedule(0.0049) == EpochSchedule(100, "suffix_average", 4.0)
+    assert SOLVER.resolve({"noise_multiplier": 1.0}, small_meta()).noise_level is None
+    huge = PublicMetadata(n=10**7, d=5, row_norm_bound=1.0)  # 39,063 steps per epoch: 100 epochs would be 3.9M
+    r = SOLVER.resolve({"model": "logistic"}, huge, target_epsilon=50.0, delta=1e-6)
+    assert r.noise_level is not None and r.noise_level < 0.005
+    assert r.epochs == 1_000_000 // math.ceil(10**7 / 256) == 25 and r.steps <= 1_000_000
 
 
 def test_clip_norm_below_lipschitz_is_used_and_above_is_capped() -> None:

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from dp_accounting.rdp import RdpAccountant
 
-from privfit.privacy import DEFAULT_GRID, make_generator
+from privfit.privacy import DEFAULT_GRID, gaussian_sigma, make_generator
 from privfit.solvers import FitCancelled, PublicMetadata, SolverParameterError, get_solver
 from privfit.solvers.baselines.dp_sgd import batch_noise_cost
 from privfit.solvers.geometry import clip_rows
@@ -96,21 +96,28 @@ def test_explicit_noise_multiplier_is_sigma_over_c() -> None:
 # ---------------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("n", "batch", "epochs"), [(1_000, 64, 10), (40_000, 200, 10), (200_000, 447, 5),
-                                                      (50_000_000, 4096, 5)])  # fmt: skip
-def test_default_batch_size_epochs_smoothing_clip_and_step(n: int, batch: int, epochs: int) -> None:
+@pytest.mark.parametrize(
+    ("n", "batch", "epochs", "factor"),
+    [(1_000, 64, 10, 1), (40_000, 200, 10, 1), (200_000, 447, 100, 16), (50_000_000, 4096, 81, 16)],
+)
+def test_default_batch_size_epochs_smoothing_clip_and_step(n: int, batch: int, epochs: int, factor: float) -> None:
+    """The spec's defaults; where dp_gd's public noise level ρ = σ₂₀₀(2B̃)·sqrt(d)/(n·B̃) < 0.005 (the two
+    large n at ε = 1), 100 epochs (capped at T ≤ 1e6: 81 at n = 5e7) and 16× the step."""
     meta = PublicMetadata(n=n, d=9, row_norm_bound=2.0)
+    bound = math.sqrt(2.0**2 + 1)
+    level = gaussian_sigma(1.0, 1e-6, sensitivity=2 * bound, count=200).noise * math.sqrt(10) / (n * bound)
+    assert (level < 0.005) == (factor == 16)
     for model, lipschitz_phi, radius in (("svm", 1.0, 10.0), ("quantile", 0.7, 1.0)):
         params = {"model": model} | ({"quantile_tau": 0.3} if model == "quantile" else {})
         r = SOLVER.resolve(params, meta, target_epsilon=1.0, delta=1e-6)
         assert (r.batch_size, r.epochs, r.radius) == (batch, epochs, radius)
-        bound = math.sqrt(2.0**2 + 1)
+        assert r.noise_level == pytest.approx(level, rel=1e-12)
         assert r.design_norm_bound == pytest.approx(bound) and r.lipschitz == pytest.approx(lipschitz_phi * bound)
         assert r.clip_norm == r.lipschitz and r.block_length == 1
         expected_rho = radius * max(1 / math.sqrt(n), math.sqrt(10 * math.log(1e6)) / n)
         assert r.smoothing == pytest.approx(expected_rho)
         gradient_scale = r.lipschitz + r.sigma * math.sqrt(10) / r.batch_size
-        assert r.step_size == pytest.approx(radius / (gradient_scale * math.sqrt(r.steps)))
+        assert r.step_size == pytest.approx(factor * radius / (gradient_scale * math.sqrt(r.steps)))
         assert r.output == "suffix_average"
     blocked = SOLVER.resolve({"model": "svm", "block_length": 8}, meta, target_epsilon=1.0, delta=1e-6)
     assert blocked.clip_norm == pytest.approx(2 * blocked.lipschitz)
