@@ -62,7 +62,11 @@ leaves the ball ‖θ‖ ≤ R, SLSQP with that constraint from its projection; 
 at the released θ (mean over seeds), F*, their gap, and the test accuracy (RMSE) of the released models against
 the optimum's. ``resque_dpsgd`` minimises a smoothed version of its loss; its reference is the unsmoothed loss
 on its radius. Last, a summary over the datasets: at each ε the best privfit solver (by mean test accuracy or
-RMSE) next to non-private, diffprivlib and the constant model. ``--markdown`` prints every table in Markdown (for
+RMSE) next to non-private, diffprivlib and the constant model; and the RECOMMENDED solver of each (dataset, ε) —
+``privfit.solvers.recommendation.recommend(model, n, ε)``, the rule of docs/solvers.md's "Which solver when" —
+with issue 21's checks: it beats the constant model and diffprivlib (mean accuracy, or mean RMSE), and at ε = 1
+it is within 1.5 points and 0.03 AUC of non-private (binary) or within 10 % of its RMSE (numeric); ✓/✗ marks
+report, they do not judge (exit 0). ``--markdown`` prints every table in Markdown (for
 docs/benchmarks.md); progress goes to stderr.
 
 ``--quick``: 1 seed, ε ∈ {1}, 3,000 rows per dataset (explicit ``--epsilons``/``--seeds``/``--max-rows`` win).
@@ -108,6 +112,7 @@ from privfit.datasets import (
 )
 from privfit.privacy import make_generator
 from privfit.solvers import FitResult, PublicMetadata, SolverParameterError
+from privfit.solvers.recommendation import recommend
 from privfit.solvers.registry import get_solver, solver_names
 
 REPO = Path(__file__).resolve().parents[1]
@@ -669,6 +674,45 @@ def summary_lines(split: Split, rows: list[Row], reference: Row, floor: Row, eps
     return out
 
 
+def mark(ok: bool | None) -> str:
+    return "—" if ok is None else "✓" if ok else "✗"
+
+
+def recommended_lines(
+    split: Split, rows: list[Row], reference: Row, floor: Row, epsilons: list[float]
+) -> list[list[str]]:
+    """Per ε: the solver ``privfit.solvers.recommendation.recommend`` names for (model, n, ε) — the rule of
+    docs/solvers.md's "Which solver when" — and issue 21's checks on it: beats the constant model and diffprivlib
+    (mean accuracy; mean RMSE for a numeric label); at ε = 1 also within 1.5 points and 0.03 AUC of non-private
+    (binary) or within 10 % of its RMSE (numeric). ``—`` where a check does not apply or a row is missing."""
+    main = "accuracy" if split.binary else "rmse"
+    sign = 1.0 if split.binary else -1.0
+    dp = next((row for row in rows if row.label.startswith("diffprivlib")), None)
+    out = []
+    for epsilon in epsilons:
+        name = recommend(split.model, split.train.n, epsilon).solver
+        row = next((r for r in rows if r.label == name), None)
+        value = row.mean(epsilon, main) if row else None
+        if value is None:
+            out.append([f"`{split.spec.name}`", f"{epsilon:g}", f"`{name}`", "not run", "—", "—", "—"])
+            continue
+        floor_value, dp_value = floor.mean(epsilon, main) or 0.0, dp.mean(epsilon, main) if dp else None
+        beats_floor = sign * (value - floor_value) > 0
+        beats_dp = None if dp_value is None else sign * (value - dp_value) > 0
+        gap: bool | None = None
+        reference_value = reference.mean(epsilon, main) or 0.0
+        if epsilon == GAP_EPSILON and split.binary:
+            auc, reference_auc = row.mean(epsilon, "auc") or 0.0, reference.mean(epsilon, "auc") or 0.0
+            gap = 100 * (reference_value - value) <= 1.5 and reference_auc - auc <= 0.03
+        elif epsilon == GAP_EPSILON:
+            gap = value <= 1.10 * reference_value
+        shown = f"{100 * value:.2f} / {row.mean(epsilon, 'auc') or 0.0:.3f}" if split.binary else f"{value:.3f}"
+        out.append(
+            [f"`{split.spec.name}`", f"{epsilon:g}", f"`{name}`", shown, mark(beats_floor), mark(beats_dp), mark(gap)]
+        )
+    return out
+
+
 def solver_order(requested: list[str] | None) -> list[str]:
     registered = set(solver_names())
     if requested:
@@ -740,6 +784,7 @@ def main() -> None:
     dp_classes = (import_diffprivlib_logistic(), import_diffprivlib_linear())
     warmed: set[tuple[str, str]] = set()
     summary: dict[bool, list[list[str]]] = {True: [], False: []}
+    recommended: dict[bool, list[list[str]]] = {True: [], False: []}
     for name in args.datasets:
         spec = DATASETS[name]
         heading = f"\n{'###' if md else '=='} {spec.title} (`{spec.name}`)"
@@ -784,6 +829,7 @@ def main() -> None:
                 if scipy_notes:
                     print("\n" + "\n".join(scipy_notes))
         summary[split.binary].extend(summary_lines(split, rows, reference, floor, epsilons))
+        recommended[split.binary].extend(recommended_lines(split, rows, reference, floor, epsilons))
         print(f"\n{spec.name}: {time.perf_counter() - started:.1f} s")
     print(f"\n{'###' if md else '=='} Summary: the best privfit solver at each ε (by mean test metric)")
     columns = ["best privfit solver", "its {m}", "non-private", "diffprivlib", "{c}"]
@@ -793,6 +839,15 @@ def main() -> None:
         metric, constant = ("accuracy % / AUC", "majority class") if binary else ("RMSE / MAE", "training mean")
         header = ["dataset", "ε", *(c.format(m=metric, c=constant) for c in columns)]
         print(f"\n{'Binary labels' if binary else 'Numeric labels'} ({metric}, means over seeds):\n")
+        print(render(header, lines, md, left=3))
+    print(f"\n{'###' if md else '=='} The recommended solver (docs/solvers.md, `privfit.solvers.recommendation`)")
+    for binary, lines in recommended.items():
+        if not lines:
+            continue
+        metric, constant = ("accuracy % / AUC", "majority class") if binary else ("RMSE", "training mean")
+        gap = "ε = 1: ≤ 1.5 points and ≤ 0.03 AUC from non-private" if binary else "ε = 1: RMSE ≤ 1.1 × non-private"
+        header = ["dataset", "ε", "recommended", metric, f"beats the {constant}", "beats diffprivlib", gap]
+        print(f"\n{'Binary labels' if binary else 'Numeric labels'}:\n")
         print(render(header, lines, md, left=3))
     print(f"\ntotal run time: {time.perf_counter() - _START:.1f} s")
 
