@@ -76,11 +76,14 @@ def test_cost_is_t_fold_gaussian_with_sensitivity_2c_from_metadata_alone(model: 
     bound = augmented_bound(2.0)
     radius = DEFAULT_RADIUS[model]
     loss = make_loss(model)
-    expected_c = loss.lipschitz(bound, 1.0, radius)
+    lipschitz = loss.lipschitz(bound, 1.0, radius)
+    assert resolved.lipschitz == lipschitz
     if model == "linear":
-        assert expected_c == pytest.approx((radius * bound + 1.0) * bound)  # G of the squared loss grows with R
+        assert lipschitz == pytest.approx((radius * bound + 1.0) * bound)  # G of the squared loss grows with R
+        expected_c = bound / 4  # the default clips residuals at ¼ of the label's half-range, far below G
     else:
-        assert expected_c == pytest.approx(bound)  # |φ'| ≤ 1 (logistic, svm; huber with its default δ = 1)
+        assert lipschitz == pytest.approx(bound)  # |φ'| ≤ 1 (logistic, svm; huber with its default δ = 1)
+        expected_c = lipschitz
     assert resolved.clip_norm == expected_c and resolved.sensitivity == 2 * expected_c
     assert resolved.sigma == pytest.approx(3.0 * 2 * expected_c, rel=1e-15)
     cost = SOLVER.cost(resolved, meta)
@@ -211,7 +214,8 @@ def test_tiny_noise_converges_to_regularised_optimum(model: str, radius: float) 
 
 
 def test_default_clip_is_a_no_op_on_rows_within_bounds() -> None:
-    for model in MODELS:
+    """For the classification and Huber losses; the squared loss is clipped on purpose (the next test)."""
+    for model in (m for m in MODELS if m != "linear"):
         X, y = synthetic(200, 4, model, seed=3, row_norm_bound=2.0)
         meta = meta_for(X, row_norm_bound=2.0)
         resolved = SOLVER.resolve({"model": model, "noise_multiplier": 1.0}, meta)
@@ -223,6 +227,30 @@ def test_default_clip_is_a_no_op_on_rows_within_bounds() -> None:
             theta *= resolved.radius * rng.uniform() / np.linalg.norm(theta)
             clipped = clipped_gradient_sum(loss, theta, A, y, resolved.clip_norm)
             np.testing.assert_allclose(clipped, loss.gradient_sum(theta, A, y), rtol=1e-12, atol=1e-12)
+
+
+def test_the_squared_loss_clips_residuals_at_a_quarter_of_the_label_range() -> None:
+    """Default C = B̃/4 for 'linear': a row whose residual |⟨θ, x⟩ − y| is at most ¼ keeps its exact gradient,
+    a larger residual counts as ±¼ (the Huber loss of threshold ¼, whose gradient is checked here row by row)."""
+    X, y = synthetic(300, 4, "linear", seed=5, row_norm_bound=2.0)
+    meta = meta_for(X, row_norm_bound=2.0)
+    resolved = SOLVER.resolve({"model": "linear", "noise_multiplier": 1.0}, meta)
+    A, bound = augment_intercept(X), augmented_bound(2.0)
+    assert resolved.clip_norm == pytest.approx(bound / 4) and resolved.clip_norm < resolved.lipschitz / 10
+    loss = make_loss("linear")
+    rng = np.random.default_rng(1)
+    for _ in range(5):
+        theta = rng.normal(size=A.shape[1]) * 0.3
+        residual = A @ theta - y
+        huber = np.clip(residual, -0.25, 0.25)  # with ‖x̃‖ = B̃ at most, the clip factor min(1, C/(|r|‖x̃‖)) ≥ this
+        exact = np.abs(residual) * np.linalg.norm(A, axis=1) <= resolved.clip_norm
+        clipped = clipped_gradient_sum(loss, theta, A, y, resolved.clip_norm)
+        scales = np.where(
+            exact, residual, residual * resolved.clip_norm / (np.abs(residual) * np.linalg.norm(A, axis=1))
+        )
+        np.testing.assert_allclose(clipped, A.T @ scales, rtol=1e-12, atol=1e-12)
+        assert np.all(np.abs(scales) * np.linalg.norm(A, axis=1) <= resolved.clip_norm * (1 + 1e-12))
+        assert np.all(np.abs(scales) >= np.abs(huber) * np.linalg.norm(A, axis=1) / bound - 1e-12)
 
 
 # ---------------------------------------------------------------------------------------------------------

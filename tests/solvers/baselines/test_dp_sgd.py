@@ -232,7 +232,8 @@ def test_defaults_clip_at_lipschitz_and_step_at_inverse_smoothness(model: str) -
     r = SOLVER.resolve({"model": model, "noise_multiplier": 1.0}, meta)
     bound = augmented_bound(2.0)
     loss = make_loss(model)
-    assert r.clip_norm == loss.lipschitz(bound, 1.0, DEFAULT_RADIUS[model]) == r.lipschitz
+    assert r.lipschitz == loss.lipschitz(bound, 1.0, DEFAULT_RADIUS[model])
+    assert r.clip_norm == (bound / 4 if model == "linear" else r.lipschitz)  # residuals clipped at ¼ (dp_gd)
     assert r.sensitivity == 2 * r.clip_norm
     assert r.step_size == pytest.approx(1.0 / make_loss(model).smoothness(bound))
     assert (r.batch_size, r.epochs, r.sampling, r.lr_schedule, r.output) == (256, 5, "poisson", "constant", "last")
