@@ -286,6 +286,17 @@ def test_the_epoch_bands_and_the_step_cap() -> None:
     assert r.epochs == 1_000_000 // math.ceil(10**7 / 256) == 25 and r.steps <= 1_000_000
 
 
+def test_an_epsilon_too_small_for_the_reference_run_keeps_the_first_band() -> None:
+    """At ε = 1e-4 the 200-fold Gaussian reference of ρ exceeds the noise cap, but Poisson subsampling still
+    reaches the target: the fit is planned (ρ null, first band), not refused because of the reference."""
+    meta = PublicMetadata(n=26_049, d=104, row_norm_bound=3.6056)  # Adult's shape
+    with pytest.raises(ParameterError):
+        gaussian_sigma(1e-4, 1e-6, sensitivity=2 * augmented_bound(3.6056), count=200)
+    r = SOLVER.resolve({"model": "logistic"}, meta, target_epsilon=1e-4, delta=1e-6)
+    assert r.noise_level is None and (r.epochs, r.output) == (5, "last")
+    assert SOLVER.cost(r, meta).epsilon(1e-6).epsilon <= 1e-4
+
+
 def test_clip_norm_below_lipschitz_is_used_and_above_is_capped() -> None:
     meta = small_meta()
     assert SOLVER.resolve({"clip_norm": 0.5, "noise_multiplier": 1.0}, meta).clip_norm == 0.5

@@ -129,7 +129,7 @@ from typing import ClassVar, Literal
 import numpy as np
 from pydantic import Field
 
-from privfit.privacy import OrderGrid, PrivacyCost, gaussian_rdp, gaussian_sigma
+from privfit.privacy import OrderGrid, PrivacyCost, PrivacyParameterError, gaussian_rdp, gaussian_sigma
 from privfit.solvers.base import (
     MAX_SCALE,
     MIN_SCALE,
@@ -163,6 +163,7 @@ __all__ = [
     "default_schedule",
     "dp_gradient_descent",
     "public_noise_level",
+    "reference_noise_level",
     "squared_loss_schedule",
 ]
 
@@ -315,6 +316,22 @@ def public_noise_level(reference_sigma: float, meta: PublicMetadata, fit_interce
     function of (n, d, ε, δ, the declared bounds) only. ``dp_sgd`` reads its defaults from the same ρ."""
     dimension = meta.d + int(fit_intercept)
     return reference_sigma * math.sqrt(dimension) / (meta.n * design_bound(meta, fit_intercept))
+
+
+def reference_noise_level(
+    target: tuple[float, float] | None, sensitivity: float, meta: PublicMetadata, fit_intercept: bool, grid: OrderGrid
+) -> float | None:
+    """ρ of :func:`public_noise_level` for a target (ε, δ) and a per-step sensitivity, for solvers that read their
+    defaults from it (``dp_sgd``, ``resque_dpsgd``). None without a target (explicit noise) or when the 200-step
+    reference itself is beyond the noise cap (an ε so small that every run is noise: their first band applies,
+    and their own calibration, with its sampling amplification, decides whether the fit is possible)."""
+    if target is None:
+        return None
+    try:
+        reference = gaussian_sigma(*target, sensitivity=sensitivity, count=REFERENCE_STEPS, grid=grid)
+    except PrivacyParameterError:
+        return None
+    return public_noise_level(reference.noise, meta, fit_intercept)
 
 
 def default_schedule(noise_level: float) -> tuple[int, Momentum]:

@@ -171,10 +171,9 @@ from privfit.solvers.base import (
 from privfit.solvers.baselines.dp_gd import (
     NESTEROV_NOISE_LEVEL,
     PLAIN_NOISE_LEVEL,
-    REFERENCE_STEPS,
     clipped_gradient_constants,
     clipped_gradient_sum,
-    public_noise_level,
+    reference_noise_level,
 )
 from privfit.solvers.geometry import clip_rows, row_norms
 from privfit.solvers.losses import GLMLoss, make_loss
@@ -301,7 +300,7 @@ class DPSGDResolved(GLMResolved):
     noise_level: float | None = Field(
         None,
         description="The public noise level ρ that chose the default epochs, output and step (dp_gd's eq. (4)); "
-        "null with an explicit noise multiplier.",
+        "null with an explicit noise multiplier, or when ε is too small for the 200-step reference (first band).",
     )
 
 
@@ -550,12 +549,7 @@ class DPSGD(Solver[DPSGDParams, DPSGDResolved]):
         per_epoch = steps_per_epoch(meta.n, batch_size)
         constants = clipped_gradient_constants(p, meta)
         clip = constants.clip_norm
-        level = None
-        if privacy.target is not None:
-            reference = gaussian_sigma(
-                *privacy.target, sensitivity=2.0 * clip, count=REFERENCE_STEPS, grid=privacy.grid
-            ).noise
-            level = public_noise_level(reference, meta, p.fit_intercept)
+        level = reference_noise_level(privacy.target, 2.0 * clip, meta, p.fit_intercept, privacy.grid)
         schedule = default_epoch_schedule(level)
         epochs = min(schedule.epochs, max(1, MAX_STEPS // per_epoch)) if p.epochs is None else p.epochs
         steps = epochs * per_epoch

@@ -62,7 +62,7 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import Field, ValidationInfo, field_validator
 
-from privfit.privacy import OrderGrid, PrivacyCost, gaussian_sigma
+from privfit.privacy import OrderGrid, PrivacyCost
 from privfit.solvers.base import (
     MAX_SCALE,
     MIN_SCALE,
@@ -77,7 +77,7 @@ from privfit.solvers.base import (
     design_bound,
     gradient_noise_norm,
 )
-from privfit.solvers.baselines.dp_gd import REFERENCE_STEPS, public_noise_level
+from privfit.solvers.baselines.dp_gd import reference_noise_level
 from privfit.solvers.baselines.dp_sgd import (
     BatchSampler,
     Output,
@@ -216,7 +216,7 @@ class ReSQueDPSGDResolved(MetadataResolved):
     noise_level: float | None = Field(
         None,
         description="dp_gd's public noise level ρ (gradient scale B̃) that switches to the cheap-privacy defaults "
-        "below 0.01; null with an explicit noise multiplier.",
+        "below 0.01; null with an explicit noise multiplier or when ε is too small for the 200-step reference.",
     )
 
 
@@ -324,12 +324,7 @@ class ReSQueDPSGD(Solver[ReSQueDPSGDParams, ReSQueDPSGDResolved]):
         batch_size = p.batch_size or min(meta.n, max(low, min(high, round(math.sqrt(meta.n)))))
         per_epoch = steps_per_epoch(meta.n, batch_size)
         bound = design_bound(meta, p.fit_intercept)
-        level = None
-        if privacy.target is not None:
-            reference = gaussian_sigma(
-                *privacy.target, sensitivity=2.0 * bound, count=REFERENCE_STEPS, grid=privacy.grid
-            )
-            level = public_noise_level(reference.noise, meta, p.fit_intercept)
+        level = reference_noise_level(privacy.target, 2.0 * bound, meta, p.fit_intercept, privacy.grid)
         cheap = level is not None and level < CHEAP_PRIVACY_NOISE_LEVEL
         if p.epochs is not None:
             epochs = p.epochs
