@@ -66,8 +66,8 @@ def main() -> None:
             seconds.append(time.perf_counter() - start)
             accuracies.append(100.0 * float(np.mean(result.predict(X_test) == y_test)))
         results[name] = (accuracies, seconds)
-        settings = {key: getattr(resolved, key) for key in ("radius", "learner", "prefix_estimator", "steps") if
-                    hasattr(resolved, key)}  # fmt: skip
+        keys = ("radius", "step_bound", "learner", "prefix_estimator", "steps")
+        settings = {key: getattr(resolved, key) for key in keys if hasattr(resolved, key)}
         print(
             f"{name:7s} accuracy {statistics.fmean(accuracies):6.2f} %  fit {statistics.fmean(seconds):7.2f} s  "
             f"({args.rows / statistics.fmean(seconds):,.0f} rows/s)  {settings}",
