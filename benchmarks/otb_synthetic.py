@@ -6,8 +6,9 @@ item 5), both at their DEFAULTS through the public planning path, measured in th
 
 Data (public, seeded generator ``numpy.random.default_rng(2022)``): features i.i.d. uniform on [−1, 1] (the
 declared bounds of every feature, so the public row-norm bound is sqrt(d) and no row is clipped); θ* a fixed
-N(0, I) draw rescaled to ‖θ*‖ = 4, intercept 0; labels ±1 with P[y = +1 | x] = σ(⟨θ*, x⟩) (Bayes accuracy
-≈ 82 %). The test rows come from the same generator after the training rows.
+N(0, I) draw rescaled to ‖θ*‖ = 4, intercept 0; labels ±1 with P[y = +1 | x] = σ(⟨θ*, x⟩) (Bayes
+accuracy ≈ 80.0 %: E[σ(|⟨θ*, x⟩|)] = 79.97 % on the 100,000 test rows of the default run, where θ* itself scores
+80.10 %). The test rows come from the same generator after the training rows.
 
 Each solver: ``resolve_checked`` (``solver.resolve({"model": "logistic"}, meta, target_epsilon=ε, delta=δ)``
 at defaults; the charged ε at δ must be ≤ ε), then ``solver.fit(X, y, meta, resolved,
