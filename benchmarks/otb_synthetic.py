@@ -6,8 +6,9 @@ item 5), both at their DEFAULTS through the public planning path, measured in th
 
 Data (public, seeded generator ``numpy.random.default_rng(2022)``): features i.i.d. uniform on [−1, 1] (the
 declared bounds of every feature, so the public row-norm bound is sqrt(d) and no row is clipped); θ* a fixed
-N(0, I) draw rescaled to ‖θ*‖ = 4, intercept 0; labels ±1 with P[y = +1 | x] = σ(⟨θ*, x⟩) (Bayes accuracy
-≈ 82 %). The test rows come from the same generator after the training rows.
+N(0, I) draw rescaled to ‖θ*‖ = 4, intercept 0; labels ±1 with P[y = +1 | x] = σ(⟨θ*, x⟩) (Bayes
+accuracy ≈ 80.0 %: E[σ(|⟨θ*, x⟩|)] = 79.97 % on the 100,000 test rows of the default run, where θ* itself scores
+80.10 %). The test rows come from the same generator after the training rows.
 
 Each solver: ``resolve_checked`` (``solver.resolve({"model": "logistic"}, meta, target_epsilon=ε, delta=δ)``
 at defaults; the charged ε at δ must be ≤ ε), then ``solver.fit(X, y, meta, resolved,
@@ -66,8 +67,8 @@ def main() -> None:
             seconds.append(time.perf_counter() - start)
             accuracies.append(100.0 * float(np.mean(result.predict(X_test) == y_test)))
         results[name] = (accuracies, seconds)
-        settings = {key: getattr(resolved, key) for key in ("radius", "learner", "prefix_estimator", "steps") if
-                    hasattr(resolved, key)}  # fmt: skip
+        keys = ("radius", "step_bound", "learner", "prefix_estimator", "steps")
+        settings = {key: getattr(resolved, key) for key in keys if hasattr(resolved, key)}
         print(
             f"{name:7s} accuracy {statistics.fmean(accuracies):6.2f} %  fit {statistics.fmean(seconds):7.2f} s  "
             f"({args.rows / statistics.fmean(seconds):,.0f} rows/s)  {settings}",

@@ -685,9 +685,10 @@ class FitRun:
 
     Attributes:
         X: the private rows, of the metadata's shape, with the declared bounds enforced
-            (:func:`enforce_declared_bounds`): the design matrix (a trailing column of ones when the resolved
+            (:func:`enforce_declared_bounds`; as given for a solver with :attr:`Solver.enforces_declared_bounds`,
+            which enforces them itself): the design matrix (a trailing column of ones when the resolved
             settings fit an intercept), or the rows themselves for a solver without :attr:`Solver.appends_intercept`.
-        y: the labels, within the declared bound.
+        y: the labels, within the declared bound (same exception).
         meta: the public metadata (the resolved settings were resolved for it).
         rng: the fit's only source of randomness (OS-seeded for private data).
         reporter: progress and cancellation, counted in :meth:`Solver._progress_steps` steps.
@@ -762,6 +763,12 @@ class Solver(ABC, Generic[ParamsT, ResolvedT]):
     #: True: :meth:`_fit` gets the design matrix (``X`` with a trailing column of ones when the resolved settings
     #: have ``fit_intercept``); False: the bounded ``X`` itself (the solver handles any intercept)
     appends_intercept: ClassVar[bool] = True
+    #: True: :meth:`_fit` gets the rows and labels as given (shape-checked float64 arrays, not copied) and enforces
+    #: the declared bounds itself, row by row and with the same work for every row, exactly as
+    #: :func:`enforce_declared_bounds` does (a non-finite entry is 0, a row is clipped to B_x, a label to
+    #: [−B_y, B_y]; rows within the bounds are used bit for bit): a one-pass solver saves the O(nd) copy. Only
+    #: with ``appends_intercept`` False. False (default): :meth:`fit` enforces them before :meth:`_fit`
+    enforces_declared_bounds: ClassVar[bool] = False
     #: experimental solvers are hidden and refused by the API unless the operator enables them
     experimental: ClassVar[bool] = False
     #: solvers whose cost has δ-only parts (an (ε, δ)-DP charge, an approximate-RDP slack) size them within the
@@ -1015,7 +1022,14 @@ class Solver(ABC, Generic[ParamsT, ResolvedT]):
             SolverParameterError: ``X``/``y`` do not have the shapes of ``meta`` (public facts only).
         """
         r = check_resolved_metadata(self, resolved, meta)
-        A, v = check_fit_inputs(X, y, meta, rng, fits_intercept(r) if self.appends_intercept else None)
+        A, v = check_fit_inputs(
+            X,
+            y,
+            meta,
+            rng,
+            fits_intercept(r) if self.appends_intercept else None,
+            enforce=not (self.enforces_declared_bounds and not self.appends_intercept),
+        )
         run = FitRun(A, v, meta, rng, ProgressReporter(self._progress_steps(r), progress, should_stop))
         released = self._fit(run, r)
         run.reporter.finish()
@@ -1190,17 +1204,20 @@ def design_bound(meta: PublicMetadata, fit_intercept: bool) -> float:
 
 
 def check_fit_inputs(
-    X: Any, y: Any, meta: PublicMetadata, rng: Any, fit_intercept: bool | None = None
+    X: Any, y: Any, meta: PublicMetadata, rng: Any, fit_intercept: bool | None = None, *, enforce: bool = True
 ) -> tuple[np.ndarray, np.ndarray]:
     """The fit's design matrix and labels, after checking the generator and the public shapes, with the declared
-    bounds enforced (:func:`enforce_declared_bounds`).
+    bounds enforced (:func:`enforce_declared_bounds`; with ``enforce`` False the shape-checked arrays as given, for
+    a solver that enforces them itself: :attr:`Solver.enforces_declared_bounds`).
 
     ``rng`` must be a numpy ``Generator`` (:func:`privfit.privacy.make_generator`). With ``fit_intercept`` set,
     the returned matrix is the design matrix (:func:`design_matrix`); with ``None`` it is the (bounded) ``X``.
     """
     if not isinstance(rng, np.random.Generator):
         raise SolverParameterError("rng", "must be a numpy Generator (privfit.privacy.make_generator())")
-    A, v = enforce_declared_bounds(*meta.check_data(X, y), meta)
+    A, v = meta.check_data(X, y)
+    if enforce:
+        A, v = enforce_declared_bounds(A, v, meta)
     return (A if fit_intercept is None else design_matrix(A, fit_intercept)), v
 
 

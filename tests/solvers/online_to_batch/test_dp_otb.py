@@ -13,6 +13,7 @@ from dp_accounting.rdp import RdpAccountant
 
 from privfit.privacy import DEFAULT_GRID, make_generator
 from privfit.solvers import FitCancelled, PublicMetadata, SolverParameterError, get_solver
+from privfit.solvers.base import enforce_declared_bounds
 from privfit.solvers.geometry import augment_intercept, clip_rows
 from privfit.solvers.losses import make_loss
 from privfit.solvers.online_to_batch.learners import LEARNERS, learner_update
@@ -86,12 +87,12 @@ def test_noise_scale_is_equation_6_with_the_public_diameter() -> None:
     # σ_t² = (2kG + (k+1)HD)² log2(2T) t^{2k−2}/ρ²: k = 2, G = 3, H = 0.5, D = 4, T = 1000, ρ = 0.25, t = 7
     k, G, H, D, T, rho, t = 2.0, 3.0, 0.5, 4.0, 1000, 0.25, 7
     variance = (2 * k * G + (k + 1) * H * D) ** 2 / rho**2 * math.log2(2 * T) * t ** (2 * k - 2)
-    sigma_1 = noise_scale(k=k, lipschitz=G, smoothness=H, diameter=D, horizon=T, rho=rho)
+    sigma_1 = noise_scale(k=k, lipschitz=G, smoothness=H, step_bound=D, horizon=T, rho=rho)
     assert (sigma_1 * t ** (k - 1)) ** 2 == pytest.approx(variance, rel=1e-14)
     assert sigma_1 == pytest.approx((12 + 6) * math.sqrt(math.log2(2000)) / 0.25, rel=1e-14)
     # node t's sensitivity bound over σ_t is ρ / sqrt(log2(2T)) for every t (proof of Theorem 3)
     for t in (1, 5, 64):
-        ratio = tree_sensitivity_bound(t, k=k, lipschitz=G, smoothness=H, diameter=D) / (sigma_1 * t ** (k - 1))
+        ratio = tree_sensitivity_bound(t, k=k, lipschitz=G, smoothness=H, step_bound=D) / (sigma_1 * t ** (k - 1))
         assert ratio == pytest.approx(rho / math.sqrt(math.log2(2 * T)), rel=1e-13)
 
 
@@ -99,7 +100,7 @@ def test_noise_scale_is_equation_6_with_the_public_diameter() -> None:
 def test_noise_norm_matches_equation_7_by_monte_carlo(k: float) -> None:
     """E‖γ_t‖² = p Σ_{i∈I_t} σ_i² ≤ 8(k+1)² V (G+DH)² log2²(2T) t^{2k−2} / (λρ²), V = p, λ = 2 (eq. (7))."""
     G, H, D, T, rho, p = 1.0, 0.25, 2.0, 64, 0.5, 4
-    sigma_1 = noise_scale(k=k, lipschitz=G, smoothness=H, diameter=D, horizon=T, rho=rho)
+    sigma_1 = noise_scale(k=k, lipschitz=G, smoothness=H, step_bound=D, horizon=T, rho=rho)
     runs = 4000
     rng = make_generator(11, data_is_public=True)
     squared = np.zeros(T)
@@ -148,20 +149,25 @@ def test_cost_and_noise_do_not_depend_on_the_learner_except_through_k() -> None:
     one = SOLVER.resolve({"rho": 0.4}, META)
     three = SOLVER.resolve({"rho": 0.4, "learner": "parameter_free"}, META)
     ratio = tree_sensitivity_bound(
-        1, k=3.0, lipschitz=one.lipschitz, smoothness=one.smoothness, diameter=one.diameter
-    ) / tree_sensitivity_bound(1, k=1.0, lipschitz=one.lipschitz, smoothness=one.smoothness, diameter=one.diameter)
+        1, k=3.0, lipschitz=one.lipschitz, smoothness=one.smoothness, step_bound=one.step_bound
+    ) / tree_sensitivity_bound(1, k=1.0, lipschitz=one.lipschitz, smoothness=one.smoothness, step_bound=one.step_bound)
     assert three.k == 3 and three.noise_scale == pytest.approx(one.noise_scale * ratio, rel=1e-14)  # 2kG+(k+1)HD
 
 
-def test_noise_uses_the_data_terms_constants_and_the_public_diameter() -> None:
+def test_noise_uses_the_data_terms_constants_and_the_public_step_bound() -> None:
     params = {"rho": 0.5, "model": "linear", "radius": 1.5, "l2": 0.2, "fit_intercept": False}
     meta = PublicMetadata(n=100, d=3, row_norm_bound=2.0, label_bound=1.0)
     r = SOLVER.resolve(params, meta)
     G = (1.5 * 2.0 + 1.0) * 2.0  # (R B_x + B_y) B_x
     H = 4.0  # B_x²
     assert (r.lipschitz, r.smoothness, r.diameter) == (G, H, 3.0)
+    assert r.step_bound == 0.375 * G / H == 0.75  # the default rule r = c G/H, c = 0.375 for linear
     assert (r.lipschitz_total, r.smoothness_total) == (pytest.approx(G + 0.2 * 1.5), pytest.approx(H + 0.2))
-    assert r.noise_scale == pytest.approx((2 * G + 2 * H * 3.0) * math.sqrt(math.log2(200)) / 0.5, rel=1e-14)
+    assert r.noise_scale == pytest.approx((2 * G + 2 * H * 0.75) * math.sqrt(math.log2(200)) / 0.5, rel=1e-14)
+    # an explicit bound above D is D: the noise of formula v2 (‖w_t − x_{t−1}‖ ≤ D always)
+    wide = SOLVER.resolve({**params, "step_bound": 100.0}, meta)
+    assert wide.step_bound == 3.0
+    assert wide.noise_scale == pytest.approx((2 * G + 2 * H * 3.0) * math.sqrt(math.log2(200)) / 0.5, rel=1e-14)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -209,6 +215,9 @@ def literal_algorithm_1(X, y, resolved: DPOTBResolved, normals: np.ndarray, orde
     iterates = []
     for t in range(1, len(order) + 1):
         beta_t, beta_prev = float(t) ** k, float(t - 1) ** k
+        step = np.linalg.norm(w - x_prev)
+        if step > resolved.step_bound:  # the played point, projected onto the ball of radius r around x_{t−1}
+            w[:] = x_prev + (w - x_prev) * (resolved.step_bound / step)
         x_t = (beta_sum * x_prev + beta_t * w) / (beta_sum + beta_t)
         beta_sum += beta_t
         row, label = A[order[t - 1] : order[t - 1] + 1], y[order[t - 1] : order[t - 1] + 1]
@@ -259,31 +268,36 @@ def test_compiled_loop_with_honaker_uses_the_audited_noise_path(learner: str) ->
 def _run(X, y, resolved: DPOTBResolved, order: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     return dp_online_to_batch(
         X, y, model=resolved.model, loss_parameter=next(iter(resolved.loss_params.values()), 0.0), l2=resolved.l2,
-        fit_intercept=resolved.fit_intercept, row_bound=resolved.design_norm_bound, label_bound=resolved.label_bound,
-        radius=resolved.radius, k=resolved.k, sigma_1=resolved.noise_scale, learner_name=resolved.learner,
+        fit_intercept=resolved.fit_intercept, feature_bound=resolved.row_norm_bound, label_bound=resolved.label_bound,
+        radius=resolved.radius, k=resolved.k, sigma_1=resolved.noise_scale, step_bound=resolved.step_bound,
+        learner_name=resolved.learner,
         estimator=resolved.prefix_estimator, context=SOLVER.learner_context(resolved), rng=rng, order=order,
     )  # fmt: skip
 
 
-def test_rows_and_labels_outside_the_bounds_are_clipped_to_them() -> None:
+def test_rows_and_labels_outside_the_bounds_are_brought_to_them_in_the_loop() -> None:
+    """The loop enforces the declared bounds itself (``enforces_declared_bounds``: the fit passes the rows as
+    given, without the O(nd) copy) exactly as :func:`enforce_declared_bounds` does: the same release as on the
+    enforced rows, up to the rounding of the clipping factor; and ``fit`` on rows within the bounds is the loop
+    on those very rows."""
     X, y = synthetic(100, 3, "linear", seed=4)
     meta = PublicMetadata(n=100, d=3, row_norm_bound=1.0, label_bound=0.5)
     resolved = SOLVER.resolve({"model": "linear", "rho": 1.0, "radius": 1.0}, meta)
     wild_X, wild_y = X * 7.0, y * 9.0
+    wild_X[3, 1], wild_X[5], wild_X[6, 0], wild_X[8] = np.nan, np.inf, -np.inf, 1e200
+    wild_y[7], wild_y[9] = np.nan, -np.inf
     order = np.arange(100)
-    clipped_design = clip_rows(augment_intercept(wild_X), resolved.design_norm_bound)
-    # the loop clips the design row (a, 1); feed the equivalent pre-clipped rows without intercept handling
-    reference_meta = PublicMetadata(n=100, d=4, row_norm_bound=resolved.design_norm_bound, label_bound=0.5)
-    reference = SOLVER.resolve({"model": "linear", "rho": 1.0, "fit_intercept": False, "radius": 1.0}, reference_meta)
+    with np.errstate(over="ignore"):  # the 1e200 row's squares overflow: its norm is inf, its factor 0
+        A, v = enforce_declared_bounds(wild_X, wild_y, meta)
+    assert np.all(np.isfinite(A)) and np.all(np.linalg.norm(A, axis=1) <= 1.0)
     got = _run(wild_X, wild_y, resolved, order, make_generator(1, data_is_public=True))
-    expected = dp_online_to_batch(
-        clipped_design, np.clip(wild_y, -0.5, 0.5), model="linear", loss_parameter=0.0, l2=0.0, fit_intercept=False,
-        row_bound=resolved.design_norm_bound, label_bound=0.5, radius=resolved.radius, k=1.0,
-        sigma_1=resolved.noise_scale, learner_name=resolved.learner, estimator="honaker",
-        context=SOLVER.learner_context(reference),
-        rng=make_generator(1, data_is_public=True), order=order,
-    )  # fmt: skip
+    expected = _run(A, v, resolved, order, make_generator(1, data_is_public=True))
     np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-12)
+    assert np.all(np.isfinite(got))
+    inside = SOLVER.fit(X, y, meta, resolved, make_generator(2, data_is_public=True))
+    rng = make_generator(2, data_is_public=True)
+    direct = _run(X, y, resolved, rng.permutation(100), rng)
+    np.testing.assert_array_equal(direct, [*inside.coefficients, inside.intercept])
 
 
 def test_fit_releases_x_t_from_a_secret_order_and_is_reproducible_only_with_a_public_seed() -> None:
@@ -385,7 +399,7 @@ def test_fit_result_metadata_is_the_resolved_settings() -> None:
 @pytest.mark.parametrize("model", ["logistic", "linear", "huber", "svm"])
 def test_replacing_a_row_moves_delta_t_by_at_most_the_data_terms_bound_even_with_l2(model: str) -> None:
     """Proof of Theorem 3 with the L2 term: given the same history (x_{t−1}, w_t), δ_t − δ'_t involves only the
-    data term, so Δ_t ≤ t^{k−1}(2kG + (k+1)HD) with the UNREGULARISED G and H (what σ_t uses) even when λ > 0."""
+    data term, so Δ_t ≤ t^{k−1}(2kG + (k+1)Hr) with the UNREGULARISED G and H (what σ_t uses) even when λ > 0."""
     rng = np.random.default_rng(21)
     meta = PublicMetadata(n=500, d=3, row_norm_bound=1.0)
     for k in (1.0, 3.0):
@@ -398,6 +412,7 @@ def test_replacing_a_row_moves_delta_t_by_at_most_the_data_terms_bound_even_with
             beta_t, beta_prev = float(t) ** k, float(t - 1) ** k
             beta_sum = sum(float(i) ** k for i in range(1, t + 1))
             x_prev, w = clip_rows(rng.uniform(-3, 3, (2, 4)), r.radius)
+            w = x_prev + clip_rows((w - x_prev)[None, :], r.step_bound)[0]  # the loop's step bound
             x_t = x_prev + beta_t / beta_sum * (w - x_prev)
             rows = clip_rows(rng.choice([-1.0, 1.0], (2, 4)) * rng.uniform(0.5, 1, (2, 4)), r.design_norm_bound)
             labels = rng.choice([-1.0, 1.0], 2) * r.label_bound
@@ -406,6 +421,8 @@ def test_replacing_a_row_moves_delta_t_by_at_most_the_data_terms_bound_even_with
                 - beta_prev * loss.per_example_gradients(x_prev, rows[i : i + 1], labels[i : i + 1])[0]
                 for i in (0, 1)
             ]
-            bound = tree_sensitivity_bound(t, k=k, lipschitz=r.lipschitz, smoothness=r.smoothness, diameter=r.diameter)
+            bound = tree_sensitivity_bound(
+                t, k=k, lipschitz=r.lipschitz, smoothness=r.smoothness, step_bound=r.step_bound
+            )
             worst = max(worst, float(np.linalg.norm(deltas[0] - deltas[1])) / bound)
         assert 0.05 < worst <= 1.0, (model, k, worst)

@@ -89,14 +89,14 @@ def test_every_row_enters_at_most_log2_2t_nodes_of_the_full_tree_each_within_its
     for k in (1.0, 3.0):
         for T in (1, 2, 3, 5, 8, 100, 1000):
             nodes = full_tree(T)
-            sigma = {e: tree_sensitivity_bound(1, k=k, lipschitz=G, smoothness=H, diameter=D)
+            sigma = {e: tree_sensitivity_bound(1, k=k, lipschitz=G, smoothness=H, step_bound=D)
                      * math.sqrt(math.log2(2 * T)) / rho * e ** (k - 1.0) for _, e in nodes}  # fmt: skip
             for q in range(1, T + 1):
                 containing = [(h, e) for h, e in nodes if e - (1 << h) < q <= e]
                 assert len(containing) <= math.log2(2 * T)
                 # Σ over the row's nodes of (Δ_q/σ_e)² ≤ ρ²: the zCDP parameter of Theorem 3 is unchanged
                 loss = sum(
-                    (tree_sensitivity_bound(q, k=k, lipschitz=G, smoothness=H, diameter=D) / sigma[e]) ** 2
+                    (tree_sensitivity_bound(q, k=k, lipschitz=G, smoothness=H, step_bound=D) / sigma[e]) ** 2
                     for _, e in containing
                 )
                 assert loss <= rho**2 * (1 + 1e-12)
@@ -112,7 +112,9 @@ def test_white_box_audit_of_the_honaker_release(variant: str) -> None:
     meta = PublicMetadata(n=T, d=1, row_norm_bound=1.0, label_bound=1.0)
     r = SOLVER.resolve({"model": "linear", "fit_intercept": False}, meta, target_epsilon=1.0, delta=delta)
     assert r.prefix_estimator == "honaker" and r.k == 1.0
-    sensitivity = tree_sensitivity_bound(1, k=1.0, lipschitz=r.lipschitz, smoothness=r.smoothness, diameter=r.diameter)
+    sensitivity = tree_sensitivity_bound(
+        1, k=1.0, lipschitz=r.lipschitz, smoothness=r.smoothness, step_bound=r.step_bound
+    )
     sigma_1 = r.noise_scale / (2.0 if variant == "sigma / 2" else 1.0)
     L = sampler_matrix(T, sigma_1, 1.0, 1)
     precision_ones = np.linalg.solve(L @ L.T, np.ones(T))

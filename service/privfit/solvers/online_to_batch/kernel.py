@@ -3,7 +3,10 @@ r"""The compiled one-pass loop of DP online-to-batch (Zhang, Tran & Cutkosky 202
 :func:`online_to_batch_block` runs rounds ``t_start … t_stop − 1`` (1-based t) of Algorithm 1 on GLM rows,
 updating its state arrays in place so the caller can run the pass in blocks (fresh noise per block, progress
 and cancellation between blocks). Round t, with β_t = t^k, β_0 = 0 and row z_t = (a_t, y_t) the t-th row of the
-secret order, clipped to the public bounds:
+secret order, with the declared bounds enforced (the fit passes the rows as given: the loop maps a non-finite
+entry to 0 and clips the features to B_x and the label to [−B_y, B_y], as ``enforce_declared_bounds`` does,
+without copying X), and w_t the learner's point projected onto the ball of the public radius r (the step bound)
+around x_{t−1} (tree module §A′):
 
     x_t = x_{t−1} + (β_t / β_{1:t}) (w_t − x_{t−1})                       (= (β_{1:t−1}x_{t−1} + β_t w_t)/β_{1:t})
     δ_t = β_t ∇ℓ(x_t, z_t) − β_{t−1} ∇ℓ(x_{t−1}, z_t)                         (Algorithm 1, line 5)
@@ -14,8 +17,9 @@ For a GLM ℓ(x, z) = φ(⟨x, a⟩, y) + (λ/2)‖x‖², ∇ℓ(x, z) = φ'(�
 products and two axpys. The node error E_t uses the caller's standard normals R̃_t, one vector per round
 (:mod:`privfit.solvers.online_to_batch.tree_aggregation`, eq. (3)–(5)): E_t = σ_1 t^{k−1} R̃_t for the plain
 estimator, Honaker's minimum-variance node estimate (§B there, O(p) amortised per round) otherwise. Every w_t
-and x_t is (re-)projected onto the public ball as a backstop for the D bound the noise relies on (a no-op up to
-rounding: learners stay in W and x_t is a convex combination of points of W). No per-round allocation.
+and x_t is (re-)projected onto the public ball W as a backstop (a no-op up to rounding: learners stay in W and
+x_t is a convex combination of points of W), and every w_t onto the step ball B(x_{t−1}, r), which the noise
+relies on (‖w_t − x_{t−1}‖ ≤ r in (A1)). No per-round allocation; the same passes for every row.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ import numpy as np
 
 from privfit.solvers.compiled_losses import glm_slope
 from privfit.solvers.geometry import UNIT_ROUNDOFF
-from privfit.solvers.online_to_batch.learners import learner_update, project_ball
+from privfit.solvers.online_to_batch.learners import bound_step, learner_update, project_ball
 from privfit.solvers.online_to_batch.tree_aggregation import honaker_noise_step, tree_noise_step
 
 __all__ = ["online_to_batch_block"]
@@ -48,9 +52,10 @@ def online_to_batch_block(
     loss_parameter: float,
     l2: float,
     intercept: bool,
-    row_bound: float,
+    feature_bound: float,
     label_bound: float,
     radius: float,
+    step_bound: float,
     learner_kind: int,
     w: np.ndarray,
     x: np.ndarray,
@@ -72,52 +77,69 @@ def online_to_batch_block(
         sigma_1: σ_1 of eq. (4); round t's node noise has standard deviation σ_1 t^{k−1}.
         estimator: 0 = plain (E_t = R_t), 1 = Honaker (``ESTIMATORS`` of the tree module).
         intercept: p = d + 1 and the design row is (a, 1).
-        row_bound, label_bound: public clipping bounds of the design row (with intercept) and of |y|.
+        feature_bound, label_bound: the declared bounds B_x of the feature row a (without intercept) and B_y of |y|,
+            enforced here (the fit gets the rows as given: ``DPOnlineToBatch.enforces_declared_bounds``).
+        radius: R of the ball W; step_bound: r, the public bound on ‖w_t − x_{t−1}‖ (each played w_t is projected
+            onto the ball of radius r around x_{t−1}).
         w: w_t of the first round on entry, w_{t_stop} on exit; x, g: x_{t−1} and g_{t−1} (same convention).
         prefix: tree prefix sums (levels + 1, p); beta_total: [β_{1:t−1}].
         left, left_variance: Honaker's stored left-children errors (levels + 1, p) and variances (levels + 1).
         vectors, scalars, config: the learner's state (:class:`~privfit.solvers.online_to_batch.learners.LearnerState`).
-        scratch: (3, p) work space.
+        scratch: (4, p) work space.
     """
     d = X.shape[1]
     p = w.shape[0]
-    x_prev, gamma, gbar = scratch[0], scratch[1], scratch[2]
-    safety = 1.0 - 2.0 * (p + 2) * UNIT_ROUNDOFF  # geometry._safety_factor: exact norm of a clipped row ≤ bound
+    x_prev, gamma, gbar, a = scratch[0], scratch[1], scratch[2], scratch[3]
+    clip_factor = 1.0 - 4.0 * (d + 2) * UNIT_ROUNDOFF  # geometry._clip_factor: exact norm of a clipped row < B_x
     for t in range(t_start, t_stop):
-        project_ball(w, radius)
+        project_ball(w, radius)  # backstop: the learners play points of W
+        bound_step(w, x, step_bound)  # ‖w_t − x_{t−1}‖ ≤ r, the bound (A1) of the noise relies on
         beta_t = float(t) ** k
         beta_prev = float(t - 1) ** k
         beta_total[0] += beta_t
         ratio = beta_t / beta_total[0]
+        norm_sq = 0.0
         for j in range(p):
             x_prev[j] = x[j]
-            x[j] += ratio * (w[j] - x[j])
-        project_ball(x, radius)
-        # the row of round t, clipped to the public bounds (rows within them are unchanged)
-        row = X[order[t - 1]]
-        norm_sq = 1.0 if intercept else 0.0
-        for j in range(d):
-            norm_sq += row[j] * row[j]
-        scale = 1.0
-        if norm_sq > row_bound * row_bound:
-            scale = row_bound * safety / math.sqrt(norm_sq)
-        label = min(max(y[order[t - 1]], -label_bound), label_bound)
+            value = x[j] + ratio * (w[j] - x[j])
+            x[j] = value
+            norm_sq += value * value
+        if norm_sq > 0.5 * radius * radius:  # (a computed norm² below R²/2 is certainly ≤ R²)
+            project_ball(x, radius)  # backstop: x_t is a convex combination of points of W, ‖x_t‖ ≤ R
+        # the row of round t with the declared bounds enforced as enforce_declared_bounds does (a non-finite
+        # entry is 0, the features are clipped to B_x, the label to [−B_y, B_y]; rows within the bounds are used
+        # unchanged), so the design row (a, 1) has norm ≤ sqrt(B_x² + 1). The clipping factor multiplies the dot
+        # products and the gradient's coefficient, so every row costs the same passes (issue 18)
+        index = order[t - 1]
+        row = X[index]
+        feature_sq = 0.0
         z_now = 0.0
         z_before = 0.0
         for j in range(d):
-            z_now += x[j] * row[j]
-            z_before += x_prev[j] * row[j]
+            value = row[j] if math.isfinite(row[j]) else 0.0
+            a[j] = value
+            feature_sq += value * value
+            z_now += x[j] * value
+            z_before += x_prev[j] * value
+        scale = 1.0
+        if feature_sq > feature_bound * feature_bound:
+            scale = feature_bound * clip_factor / math.sqrt(feature_sq)
+            if scale == 0.0:  # the squares overflowed (as enforce_declared_bounds, the row becomes 0)
+                z_now = 0.0
+                z_before = 0.0
+        z_now *= scale
+        z_before *= scale
+        label = y[index] if math.isfinite(y[index]) else 0.0
+        label = min(max(label, -label_bound), label_bound)
         if intercept:
             z_now += float(x[d])
             z_before += float(x_prev[d])
-        z_now *= scale
-        z_before *= scale
-        coefficient = (
-            beta_t * glm_slope(loss_kind, z_now, label, loss_parameter)
-            - beta_prev * glm_slope(loss_kind, z_before, label, loss_parameter)
-        ) * scale
+        coefficient = beta_t * glm_slope(loss_kind, z_now, label, loss_parameter) - beta_prev * glm_slope(
+            loss_kind, z_before, label, loss_parameter
+        )
+        scaled = coefficient * scale
         for j in range(d):
-            g[j] += coefficient * row[j]
+            g[j] += scaled * a[j]
         if intercept:
             g[d] += coefficient
         if l2 > 0.0:

@@ -3,8 +3,9 @@ r"""Online learners for DP online-to-batch (Zhang, Tran & Cutkosky 2022): one in
 Every learner plays points w_t of the public ball W = {w : ‖w‖₂ ≤ R} (diameter D = 2R) and, after round t,
 receives the PRIVATISED linear loss ℓ_t(w) = ⟨ḡ_t, w⟩ with ḡ_t = g_t + γ_t (Algorithm 1, line 7). What a
 learner does with ḡ_t is post-processing: it cannot affect privacy, except through the one fact the noise
-calibration relies on — every w_t lies in W, so ‖w_t − x_{t−1}‖ ≤ D (eq. (6)). The compiled loop re-projects
-each w_t onto W as a backstop.
+calibration relies on — every PLAYED w_t has ‖w_t − x_{t−1}‖ ≤ r, the public step bound (eq. (4) of the tree
+module, r ≤ D): the compiled loop re-projects each w_t onto W as a backstop and then onto the ball B(x_{t−1}, r)
+(:func:`bound_step`; a learner whose state is its played point continues from the projected one).
 
 A learner is a small Python class (:class:`OnlineLearner`) that builds its state from public quantities
 (:class:`LearnerContext`) and names a compiled update; :func:`learner_update` dispatches on ``kind`` so that
@@ -301,6 +302,30 @@ def project_ball(v: np.ndarray, radius: float) -> None:
             return
         for j in range(v.shape[0]):
             v[j] *= _SHRINK
+
+
+@numba.njit(cache=True, nogil=True)
+def bound_step(w: np.ndarray, centre: np.ndarray, bound: float) -> None:
+    """In place: w ← centre + Π_{‖·‖ ≤ bound}(w − centre), the nearest point to w in the ball B(centre, bound),
+    rounded so that the computed ‖w − centre‖ is ≤ bound: the step bound (A2) of the tree module's §A′ (the loop
+    calls it with centre = x_{t−1}, a function of the past releases only). A no-op when w is within the bound."""
+    total = 0.0
+    for j in range(w.shape[0]):
+        total += (w[j] - centre[j]) ** 2
+    norm = math.sqrt(total)
+    if norm <= bound:
+        return
+    scale = bound * (1.0 - 4.0 * (w.shape[0] + 2) * UNIT_ROUNDOFF) / norm
+    for j in range(w.shape[0]):
+        w[j] = centre[j] + scale * (w[j] - centre[j])
+    for _ in range(64):
+        total = 0.0
+        for j in range(w.shape[0]):
+            total += (w[j] - centre[j]) ** 2
+        if math.sqrt(total) <= bound:
+            return
+        for j in range(w.shape[0]):
+            w[j] = centre[j] + _SHRINK * (w[j] - centre[j])
 
 
 @numba.njit(cache=True, nogil=True)

@@ -22,22 +22,22 @@ and every step strictly between t − lowbit(t) and t has a larger popcount. So 
 is exact and costs O(d) per step and O(d log T) memory (:func:`tree_noise_step`), where E_t is the error of
 the estimate of node t's sum: E_t = R_t for the plain estimator, and Honaker's E_t of §B.
 
-Noise scale (eq. (6) with the sensitivity of §A). With β_t = t^k, W of diameter D, ℓ convex, G-Lipschitz on W
-and H-smooth,
+Noise scale (eq. (6) with the sensitivity of §A). With β_t = t^k, ℓ convex, G-Lipschitz on the ball W of
+diameter D and H-smooth, and r ≤ D a PUBLIC bound on every step ‖w_t − x_{t−1}‖ (the step bound, §A′),
 
-    σ_t = (2kG + (k + 1)H·D) · sqrt(log₂(2T)) · t^{k−1} / ρ                                          (4)
+    σ_t = (2kG + (k + 1)H·r) · sqrt(log₂(2T)) · t^{k−1} / ρ                                          (4)
 
-using the public D in place of max_{i ≤ t} ‖w_i − x_{i−1}‖ (≤ D for every learner that stays in W). The paper's
-eq. (6) has 2(k + 1)(G + H·D) in place of 2kG + (k + 1)H·D (:func:`theorem3_sensitivity_bound`); for k = 1 the
-new constant, 2G + 2HD, is half of the paper's 4G + 4HD.
+The paper's eq. (6) has 2(k + 1)(G + H·D) in place of 2kG + (k + 1)H·r (:func:`theorem3_sensitivity_bound`):
+for k = 1 and r = D the new constant, 2G + 2HD, is half of the paper's 4G + 4HD (formula v2), and the step
+bound r < D (formula v3) shrinks its H term further, which dominates when H·D ≫ G.
 
 **§A. Replace-one sensitivity** (replaces Lemma 15's use in the proof of Theorem 3; DESIGN §1.1).
 
-*Claim.* Let ℓ(·, z) be convex and H-smooth on R^p and G-Lipschitz on W for every row z, ‖w_i − x_{i−1}‖ ≤ D,
+*Claim.* Let ℓ(·, z) be convex and H-smooth on R^p and G-Lipschitz on W for every row z, ‖w_i − x_{i−1}‖ ≤ r,
 x_i = x_{i−1} + (β_i/β_{1:i})(w_i − x_{i−1}) and δ_i(z) = β_i ∇ℓ(x_i, z) − β_{i−1}∇ℓ(x_{i−1}, z). Then for any
 two rows z, z′ (given the same history, hence the same x_{i−1}, w_i, x_i)
 
-    ‖δ_i(z) − δ_i(z′)‖ ≤ Δ_i := i^{k−1} (2kG + (k + 1)H·D)                                          (A1)
+    ‖δ_i(z) − δ_i(z′)‖ ≤ Δ_i := i^{k−1} (2kG + (k + 1)H·r)                                          (A1)
 
 and node t's sum Σ_{i∈S_t} δ_i, which contains the replaced row at most once (at its round q ≤ t), moves by at
 most Δ_q ≤ Δ_t (Δ_i is non-decreasing in i).
@@ -51,11 +51,33 @@ theorem (d/ds s^k = k s^{k−1} ≤ k i^{k−1} on [i−1, i], k ≥ 1).
 (ii) Co-coercivity of a convex H-smooth function (Nesterov 2004, Thm 2.1.5): ⟨u, s⟩ ≥ ‖u‖²/H with
 s = x_i − x_{i−1}, i.e. ‖u − Hs/2‖ ≤ H‖s‖/2: u(z) and u(z′) both lie in the ball of centre Hs/2 and radius
 H‖s‖/2, so ‖u(z) − u(z′)‖ ≤ H‖s‖ (the ball's diameter; without convexity it would be 2H‖s‖).
-(iii) ‖s‖ = (β_i/β_{1:i}) ‖w_i − x_{i−1}‖ ≤ β_i D/β_{1:i}, and β_{1:i} = Σ_{j≤i} j^k ≥ ∫_0^i s^k ds =
+(iii) ‖s‖ = (β_i/β_{1:i}) ‖w_i − x_{i−1}‖ ≤ β_i r/β_{1:i}, and β_{1:i} = Σ_{j≤i} j^k ≥ ∫_0^i s^k ds =
 i^{k+1}/(k + 1), so β_{i−1} β_i/β_{1:i} ≤ (k + 1)(i − 1)^k i^k / i^{k+1} ≤ (k + 1) i^{k−1}.
-Together: ‖δ_i(z) − δ_i(z′)‖ ≤ 2k i^{k−1} G + (k + 1) i^{k−1} H D. For k = 1 the exact constants are
-β_i − β_{i−1} = 1 and β_{i−1}β_i/β_{1:i} = 2(i − 1)/(i + 1) < 2: Δ_i = 2G + 2HD·(i − 1)/(i + 1) ≤ 2G + 2HD.
+Together: ‖δ_i(z) − δ_i(z′)‖ ≤ 2k i^{k−1} G + (k + 1) i^{k−1} H r. For k = 1 the exact constants are
+β_i − β_{i−1} = 1 and β_{i−1}β_i/β_{1:i} = 2(i − 1)/(i + 1) < 2: Δ_i = 2G + 2Hr·(i − 1)/(i + 1) ≤ 2G + 2Hr.
 Each of the two constants k and k + 1 is attained as i → ∞ (checked numerically up to i = 10⁷ in the tests). ∎
+
+**§A′. The step bound is enforced by a public projection** (formula v3). The loop plays, instead of the
+learner's point v_i ∈ W,
+
+    w_i = x_{i−1} + Π_{B(0, r)}(v_i − x_{i−1}),   i.e. the nearest point to v_i in the ball B(x_{i−1}, r),   (A2)
+
+so ‖w_i − x_{i−1}‖ ≤ r by construction, and w_i ∈ W (it lies on the segment [x_{i−1}, v_i], both in the convex
+W). Everything in (A2) is a function of the past releases only: v_i is the learner's output after ḡ_1, …, ḡ_{i−1},
+and x_{i−1} the weighted average of w_1, …, w_{i−1}, themselves functions of those releases (and of the public
+initial point). So, conditioned on the past releases, (A2) fixes x_{i−1}, w_i and x_i identically on the two
+neighbouring datasets — exactly what the Claim assumes — whatever the learner, the data, or the adaptivity
+(the history is arbitrary in the Claim: it only uses ‖w_i − x_{i−1}‖ ≤ r). The projection reads no row and
+draws no random number; r is fixed before the fit from public constants (:func:`~privfit.solvers.
+online_to_batch.solver.default_step_bound`). With r = D (any r ≥ D is clipped to D) (A2) is a no-op and (A1) is
+formula v2. (The learners whose state is the played point continue from w_i: post-processing too.)
+Rounding: (A2) is computed with the target r·(1 − 4(p + 2)u) and a shrinking backstop, so the computed step is
+≤ r; x_i is then formed in floating point, which may exceed the exact ‖x_i − x_{i−1}‖ ≤ (β_i/β_{1:i}) r by
+O(p u) relatively (u = 2⁻⁵³). The bound (iii) has a relative slack ≥ 1/i — (k + 1) i^{k−1} ((i − 1)/i)^k ≤
+(k + 1) i^{k−1} (1 − 1/i); for k = 1 exactly 2(i − 1)/(i + 1) = 2 − 4/(i + 1) — which covers it for every
+i ≤ 10¹² (and i = 1 has β_0 = 0: no H term). The tests check ‖x_i − x_{i−1}‖ ≤
+(β_i/β_{1:i}) r on the compiled loop round by round, and that adversarial rows replacing one another on those
+realised histories stay within Δ_i.
 
 The L2 term (λ/2)‖x‖² is the same function on neighbouring datasets, so it cancels in δ_i(z) − δ_i(z′) and G, H
 are the data term's. All of privfit's GLM data terms φ(⟨x, a⟩, y) (logistic, squared, Huber, smoothed hinge) are
@@ -149,9 +171,10 @@ def tree_levels(horizon: int) -> int:
     return int(tree_levels_compiled(int(horizon)))
 
 
-def tree_sensitivity_bound(t: int, *, k: float, lipschitz: float, smoothness: float, diameter: float) -> float:
-    """Δ_t = t^{k−1}(2kG + (k + 1)H D): replace-one sensitivity of node t, eq. (A1) of the module docstring."""
-    return float(t ** (k - 1.0) * (2.0 * k * lipschitz + (k + 1.0) * smoothness * diameter))
+def tree_sensitivity_bound(t: int, *, k: float, lipschitz: float, smoothness: float, step_bound: float) -> float:
+    """Δ_t = t^{k−1}(2kG + (k + 1)H r): replace-one sensitivity of node t, eq. (A1) of the module docstring, with r
+    the public bound on ‖w_i − x_{i−1}‖ (the step bound the loop enforces, r ≤ D)."""
+    return float(t ** (k - 1.0) * (2.0 * k * lipschitz + (k + 1.0) * smoothness * step_bound))
 
 
 def theorem3_sensitivity_bound(t: int, *, k: float, lipschitz: float, smoothness: float, diameter: float) -> float:
@@ -159,11 +182,12 @@ def theorem3_sensitivity_bound(t: int, *, k: float, lipschitz: float, smoothness
     return float(2.0 * (k + 1.0) * t ** (k - 1.0) * (lipschitz + smoothness * diameter))
 
 
-def noise_scale(*, k: float, lipschitz: float, smoothness: float, diameter: float, horizon: int, rho: float) -> float:
-    """σ_1 of eq. (4) (= Δ_1 sqrt(log₂ 2T)/ρ); node t's standard deviation is σ_t = σ_1 · t^{k−1}."""
+def noise_scale(*, k: float, lipschitz: float, smoothness: float, step_bound: float, horizon: int, rho: float) -> float:
+    """σ_1 of eq. (4) (= Δ_1 sqrt(log₂ 2T)/ρ, with r = ``step_bound``); node t's standard deviation is
+    σ_t = σ_1 · t^{k−1}."""
     if rho <= 0 or not math.isfinite(rho):
         raise ValueError(f"rho must be finite and > 0, got {rho!r}")
-    sensitivity = tree_sensitivity_bound(1, k=k, lipschitz=lipschitz, smoothness=smoothness, diameter=diameter)
+    sensitivity = tree_sensitivity_bound(1, k=k, lipschitz=lipschitz, smoothness=smoothness, step_bound=step_bound)
     return sensitivity * math.sqrt(math.log2(2.0 * horizon)) / rho
 
 
