@@ -1,7 +1,7 @@
 """dp_otb in its own regime: 1,000,000 × 50 synthetic logistic rows at ε = 1, δ = 1e-6, next to dp_gd (issue 21
 item 5), both at their DEFAULTS through the public planning path, measured in the same run.
 
-    nice -n 10 .venv/bin/python benchmarks/otb_synthetic.py [--rows 1000000] [--features 50] [--seeds 1]
+    nice -n 10 .venv/bin/python benchmarks/otb_synthetic.py [--rows 1000000] [--features 50] [--seeds 1] [--repeats 2]
                                                             [--epsilon 1] [--delta 1e-6] [--test-rows 100000]
 
 Data (public, seeded generator ``numpy.random.default_rng(2022)``): features i.i.d. uniform on [−1, 1] (the
@@ -13,8 +13,10 @@ accuracy ≈ 80.0 %: E[σ(|⟨θ*, x⟩|)] = 79.97 % on the 100,000 test rows of
 Each solver: ``resolve_checked`` (``solver.resolve({"model": "logistic"}, meta, target_epsilon=ε, delta=δ)``
 at defaults; the charged ε at δ must be ≤ ε), then ``solver.fit(X, y, meta, resolved,
 make_generator(seed, data_is_public=True))`` (public data: seeded noise allowed), timed (fit only; numba warmed
-up on 2,000 rows first). Prints test accuracy and seconds per solver, then dp_otb − dp_gd in accuracy points and
-the time ratio dp_otb / dp_gd. Reports; judges nothing.
+up on 2,000 rows first; each seed's fit is run ``--repeats`` times, default 2, and the fastest counts — timeit's
+rule, the same for both solvers: the first fit of a million rows also pays first-touch page faults, which moved
+dp_otb's time from 1.5 s to 1.9 s). Prints test accuracy and seconds per solver, then dp_otb − dp_gd in accuracy
+points and the time ratio dp_otb / dp_gd. Reports; judges nothing.
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ def main() -> None:
     parser.add_argument("--test-rows", type=int, default=100_000)
     parser.add_argument("--features", type=int, default=50)
     parser.add_argument("--seeds", type=int, default=1)
+    parser.add_argument("--repeats", type=int, default=2, help="timed fits per seed; the fastest counts")
     parser.add_argument("--epsilon", type=float, default=1.0)
     parser.add_argument("--delta", type=float, default=1e-6)
     args = parser.parse_args()
@@ -62,9 +65,12 @@ def main() -> None:
         solver.fit(X[:2000], y[:2000], small, warm, make_generator(0, data_is_public=True))
         accuracies, seconds = [], []
         for seed in range(args.seeds):
-            start = time.perf_counter()
-            result = solver.fit(X, y, meta, resolved, make_generator(seed, data_is_public=True))
-            seconds.append(time.perf_counter() - start)
+            times = []
+            for _ in range(args.repeats):  # the same seed: the same release, timed again
+                start = time.perf_counter()
+                result = solver.fit(X, y, meta, resolved, make_generator(seed, data_is_public=True))
+                times.append(time.perf_counter() - start)
+            seconds.append(min(times))
             accuracies.append(100.0 * float(np.mean(result.predict(X_test) == y_test)))
         results[name] = (accuracies, seconds)
         keys = ("radius", "step_bound", "learner", "prefix_estimator", "steps")
