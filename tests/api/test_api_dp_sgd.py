@@ -80,7 +80,10 @@ def test_solvers_endpoint_lists_dp_sgd(client, keys) -> None:
     entry = solvers["dp_sgd"]
     schema = entry["params_schema"]["properties"]
     assert set(schema["sampling"]["enum"]) == {"poisson", "fixed_size", "shuffle"}
-    assert schema["sampling"]["default"] == "poisson" and schema["epochs"]["default"] == 5
+    assert schema["sampling"]["default"] == "poisson"
+    # epochs and the release default to null: the solver picks them from the public noise level, as documented
+    assert schema["epochs"]["default"] is None and "public noise level" in schema["epochs"]["description"]
+    assert schema["output"]["default"] is None
     assert entry["models"] == ["logistic", "linear", "huber", "svm"]
     assert entry["formula_version"] == "dp_sgd/sampled-gaussian-rdp/v1"
 
