@@ -307,6 +307,27 @@ def test_default_steps_and_momentum_follow_the_public_noise_level(epsilon: float
     assert pinned.steps == 17 and pinned.momentum == resolved.momentum
 
 
+@pytest.mark.parametrize("epsilon", [0.05, 1.0, 50.0])
+def test_the_squared_loss_runs_1000_plain_averaged_steps_at_every_noise_level(epsilon: float) -> None:
+    """'linear': T = 1000, no momentum, suffix average whatever ρ (which is still reported); explicit values win;
+    the cost is the 1000-fold Gaussian of sensitivity 2C with the residual clip C = B̃/4."""
+    meta = PublicMetadata(n=5_000, d=11, row_norm_bound=3.0)
+    r = SOLVER.resolve({"model": "linear"}, meta, target_epsilon=epsilon, delta=1e-6)
+    assert (r.steps, r.momentum, r.output) == (1000, "none", "suffix_average") and r.noise_level > 0
+    bound = augmented_bound(3.0)
+    assert r.clip_norm == pytest.approx(bound / 4) and r.sensitivity == 2 * r.clip_norm
+    expected = PrivacyCost(1000 * gaussian_rdp(DEFAULT_GRID, sigma=r.sigma, sensitivity=2 * r.clip_norm))
+    np.testing.assert_array_equal(SOLVER.cost(r, meta).rdp, expected.rdp)
+    assert SOLVER.cost(r, meta).epsilon(1e-6).epsilon <= epsilon
+    pinned = SOLVER.resolve(
+        {"model": "linear", "steps": 50, "momentum": "nesterov", "output": "last"}, meta, target_epsilon=epsilon,
+        delta=1e-6,
+    )  # fmt: skip
+    assert (pinned.steps, pinned.momentum, pinned.output) == (50, "nesterov", "last")
+    logistic = SOLVER.resolve({"model": "logistic"}, meta, target_epsilon=epsilon, delta=1e-6)
+    assert logistic.output == "last" and logistic.steps != 1000
+
+
 def test_the_schedule_bands_cover_every_noise_level() -> None:
     """Each band of the rule is reached (ε = 0.002 … 100 above spans them) and T never jumps up as ρ grows
     across the early-stopping boundary: fewer steps the noisier the run, down to 16."""

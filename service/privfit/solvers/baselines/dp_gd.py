@@ -100,7 +100,7 @@ encoded label units on the two datasets). The default clips at C = B̃/4 (``RESI
 half-range B_y = 1; :func:`default_clip_norm`): a residual beyond ¼ counts as ¼ (the Huber loss of that
 threshold), and the noise is (R·B̃ + 1)·4 ≈ 13–18× smaller than at C = G. Clipping at ½ and 1 was in between
 (ε = 1, power plant: 5.8 / 5.5 MW against 5.1 at ¼ and 7.2 at G).
-*Schedule* (:func:`squared_loss_schedule`): T = 1000 plain steps with the suffix average, at every ρ. With the
+*Schedule* (``SQUARED_LOSS_SCHEDULE``): T = 1000 plain steps with the suffix average, at every ρ. With the
 smaller C, ρ falls into the Nesterov bands of the classification rule, where momentum accumulated the noise
 (ε = 1: 5.08 MW and 0.909 with Nesterov T = 200, 5.42 and 0.789 plain T = 200, 4.86 and 0.761 with T = 1000
 and the suffix average); at ε = 0.1 the early-stopping band lost on wine (0.968 at T = 116 against 0.852, the
@@ -153,6 +153,7 @@ from privfit.solvers.losses import GLMLoss, RegularizedLoss, make_loss
 __all__ = [
     "DEFAULT_STEPS",
     "REFERENCE_STEPS",
+    "SQUARED_LOSS_SCHEDULE",
     "ClippedGradientConstants",
     "DPGDParams",
     "DPGDResolved",
@@ -164,7 +165,6 @@ __all__ = [
     "dp_gradient_descent",
     "public_noise_level",
     "reference_noise_level",
-    "squared_loss_schedule",
 ]
 
 DEFAULT_STEPS = 200
@@ -288,8 +288,6 @@ def clipped_gradient_constants(params: GLMParams, meta: PublicMetadata) -> Clipp
 
 #: The default clipping of the squared loss, as a residual in label units (module docstring, "Linear regression").
 RESIDUAL_CLIP = 0.25
-#: T of the squared loss's schedule below the early-stopping band (module docstring, "Linear regression").
-SQUARED_LOSS_STEPS = 1000
 
 
 def default_clip_norm(model: str, bound: float, label_bound: float, lipschitz: float) -> float:
@@ -301,6 +299,9 @@ def default_clip_norm(model: str, bound: float, label_bound: float, lipschitz: f
         return RESIDUAL_CLIP * label_bound * bound
     return lipschitz
 
+
+#: The squared loss's default (T, momentum, release) at every noise level (module docstring, "Linear regression").
+SQUARED_LOSS_SCHEDULE: tuple[int, Momentum, Output] = (1000, "none", "suffix_average")
 
 #: the bands of :func:`default_schedule` (module docstring, "Step size and defaults")
 EARLY_STOP_CONSTANT = 30.0
@@ -343,14 +344,6 @@ def default_schedule(noise_level: float) -> tuple[int, Momentum]:
     if noise_level >= NESTEROV_NOISE_LEVEL:
         return DEFAULT_STEPS, "nesterov"
     return 300, "nesterov"
-
-
-def squared_loss_schedule(noise_level: float) -> tuple[int, Momentum, Output]:
-    """The default (T, momentum, release) of the squared loss (module docstring, "Linear regression"): T = 1000
-    plain steps released as a suffix average at every noise level ρ (recorded, not used: no band of the
-    classification rule did better on the regression datasets)."""
-    del noise_level
-    return SQUARED_LOSS_STEPS, "none", "suffix_average"
 
 
 def clipped_gradient_sum(
@@ -468,7 +461,7 @@ class DPGradientDescent(Solver[DPGDParams, DPGDResolved]):
 
         level = public_noise_level(noise(REFERENCE_STEPS), meta, p.fit_intercept)
         if p.model == "linear":
-            steps, momentum, output = squared_loss_schedule(level)
+            steps, momentum, output = SQUARED_LOSS_SCHEDULE
         else:
             (steps, momentum), output = default_schedule(level), "last"
         if p.output is not None:
