@@ -713,6 +713,37 @@ def recommended_lines(
     return out
 
 
+def auto_lines(split: Split, rows: list[Row], floor: Row, epsilons: list[float]) -> list[list[str]]:
+    """Per ε: ``auto`` (issue 22 §1: private selection, or the public rule's solver when selection cannot pay;
+    its resolved ``mode`` is shown) next to the best single privfit solver at its defaults IN HINDSIGHT (the best
+    mean test metric of this run, ``auto`` excluded) and the constant model; the checks of issue 22: within 0.5
+    accuracy points of that best (binary; for a numeric label the RMSE ratio is shown) and above the majority
+    class (below the training mean's RMSE)."""
+    main = "accuracy" if split.binary else "rmse"
+    sign = 1.0 if split.binary else -1.0
+    auto = next((row for row in rows if row.label == "auto"), None)
+    out = []
+    for epsilon in epsilons:
+        value = auto.mean(epsilon, main) if auto else None
+        singles = [r for r in rows if r.private and r.label not in ("auto",) and not r.label.startswith("diffprivlib")]
+        measured = [r for r in singles if r.mean(epsilon, main) is not None]
+        best = max(measured, key=lambda r: sign * (r.mean(epsilon, main) or 0.0), default=None)
+        if auto is None or value is None or best is None:
+            out.append([f"`{split.spec.name}`", f"{epsilon:g}", "not run", "—", "—", "—", "—", "—"])
+            continue
+        best_value, floor_value = best.mean(epsilon, main) or 0.0, floor.mean(epsilon, main) or 0.0
+        mode = getattr(auto.resolved.get(epsilon), "mode", "?")
+        if split.binary:
+            shown, best_shown = f"{100 * value:.2f}", f"`{best.label}` {100 * best_value:.2f}"
+            gap, within = f"{100 * (value - best_value):+.2f}", mark(100 * (best_value - value) <= 0.5)
+        else:
+            shown, best_shown = f"{value:.3f}", f"`{best.label}` {best_value:.3f}"
+            gap, within = f"×{value / best_value:.3f}", "—"
+        beats = mark(sign * (value - floor_value) > 0)
+        out.append([f"`{split.spec.name}`", f"{epsilon:g}", mode, shown, best_shown, gap, within, beats])
+    return out
+
+
 def solver_order(requested: list[str] | None) -> list[str]:
     registered = set(solver_names())
     if requested:
@@ -785,6 +816,7 @@ def main() -> None:
     warmed: set[tuple[str, str]] = set()
     summary: dict[bool, list[list[str]]] = {True: [], False: []}
     recommended: dict[bool, list[list[str]]] = {True: [], False: []}
+    automatic: dict[bool, list[list[str]]] = {True: [], False: []}
     for name in args.datasets:
         spec = DATASETS[name]
         heading = f"\n{'###' if md else '=='} {spec.title} (`{spec.name}`)"
@@ -830,6 +862,7 @@ def main() -> None:
                     print("\n" + "\n".join(scipy_notes))
         summary[split.binary].extend(summary_lines(split, rows, reference, floor, epsilons))
         recommended[split.binary].extend(recommended_lines(split, rows, reference, floor, epsilons))
+        automatic[split.binary].extend(auto_lines(split, rows, floor, epsilons))
         print(f"\n{spec.name}: {time.perf_counter() - started:.1f} s")
     print(f"\n{'###' if md else '=='} Summary: the best privfit solver at each ε (by mean test metric)")
     columns = ["best privfit solver", "its {m}", "non-private", "diffprivlib", "{c}"]
@@ -849,6 +882,15 @@ def main() -> None:
         header = ["dataset", "ε", "recommended", metric, f"beats the {constant}", "beats diffprivlib", gap]
         print(f"\n{'Binary labels' if binary else 'Numeric labels'}:\n")
         print(render(header, lines, md, left=3))
+    print(f"\n{'###' if md else '=='} `auto`: private selection against the best single solver in hindsight")
+    for binary, lines in automatic.items():
+        if not lines:
+            continue
+        metric, constant = ("accuracy %", "majority class") if binary else ("RMSE", "training mean")
+        header = ["dataset", "ε", "mode", f"`auto` {metric}", "best single solver (hindsight)", "gap",
+                  "within 0.5 points", f"beats the {constant}"]  # fmt: skip
+        print(f"\n{'Binary labels' if binary else 'Numeric labels'}:\n")
+        print(render(header, lines, md, left=5))
     print(f"\ntotal run time: {time.perf_counter() - _START:.1f} s")
 
 

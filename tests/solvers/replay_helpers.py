@@ -155,6 +155,9 @@ SOLVER_CASES: tuple[SolverCase, ...] = (
     SolverCase("resque_dpsgd", {"model": "svm", "epochs": 1, "batch_size": 32}),
     SolverCase("resque_dpsgd", {"model": "quantile", "epochs": 1, "batch_size": 32, "sampling": "shuffle"}),
     SolverCase("resque_localized", _RESQUE_LOCALIZED_TINY, n=2_000, d=2),
+    SolverCase("auto", {"model": "logistic", "mode": "selection"}),
+    SolverCase("auto", {"model": "linear", "mode": "selection"}),
+    SolverCase("auto", {"model": "svm", "mode": "recommended"}),
 )
 
 

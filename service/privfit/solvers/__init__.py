@@ -13,6 +13,8 @@ The shared pieces live here; each research family and the baselines have a subpa
 - :mod:`.lazy_oco`: ``dp_lazy_oco`` (private lazy OCO, P-COMW with exact truncated-Gaussian draws).
 - :mod:`.resque`: the ReSQue estimator, ``resque_dpsgd`` (non-smooth losses) and the experimental
   ``resque_localized``.
+- :mod:`.selection`: ``auto``, private selection among public candidate solvers on a secret train/validation
+  split (or the recommended solver where selection cannot pay).
 
 Job-runner sequence (cost before data, DESIGN §1.4)::
 

@@ -56,7 +56,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Generic, Literal, NamedTuple, TypeVar, get_args, get_origin
 
 import numpy as np
@@ -581,6 +581,10 @@ class FitResult:
         metadata: the resolved settings and noise scales (no quantity computed from private rows).
         predictor: whether ⟨θ, x⟩ + b predicts the label (False for an estimate of a feature statistic, e.g.
             ``dp_lazy_oco``'s mean of the features, which has no predictions).
+        selected: for a private selection (``auto``), the candidate whose model this is (its solver and resolved
+            settings). Unlike ``metadata`` it depends on the rows — through the selection's accounted mechanism,
+            like the coefficients — and is part of the release; None for every other solver (and left out of
+            :meth:`to_dict`).
     """
 
     solver: str
@@ -590,10 +594,11 @@ class FitResult:
     feature_names: list[str] | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     predictor: bool = True
+    selected: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict (plain lists, floats, strings)."""
-        return {
+        released = {
             "solver": self.solver,
             "model": self.model,
             "coefficients": list(self.coefficients),
@@ -602,6 +607,7 @@ class FitResult:
             "metadata": dict(self.metadata),
             "predictor": self.predictor,
         }
+        return released if self.selected is None else {**released, "selected": dict(self.selected)}
 
     def decision_function(self, X: Any) -> np.ndarray:
         """⟨θ, x⟩ + b for each row of ``X`` (client-supplied or public rows)."""
@@ -710,11 +716,13 @@ class Release:
         metadata: data-independent entries added after the resolved settings in :attr:`FitResult.metadata`
             (post-processing of the release, e.g. ``dp_lazy_oco``'s number of switches).
         predictor: :attr:`FitResult.predictor`.
+        selected: :attr:`FitResult.selected` (a private selection's winner; part of the release).
     """
 
     theta: FloatArray
     metadata: Mapping[str, Any] = field(default_factory=dict)
     predictor: bool = True
+    selected: Mapping[str, Any] | None = None
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -1034,7 +1042,8 @@ class Solver(ABC, Generic[ParamsT, ResolvedT]):
         released = self._fit(run, r)
         run.reporter.finish()
         release = released if isinstance(released, Release) else Release(released)
-        return glm_fit_result(self, release.theta, meta, r, metadata=release.metadata, predictor=release.predictor)
+        result = glm_fit_result(self, release.theta, meta, r, metadata=release.metadata, predictor=release.predictor)
+        return result if release.selected is None else replace(result, selected=dict(release.selected))
 
     @abstractmethod
     def _progress_steps(self, r: ResolvedT) -> int:

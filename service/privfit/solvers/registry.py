@@ -20,6 +20,7 @@ from .online_to_batch.solver import DPOnlineToBatch
 from .resque.dpsgd import ReSQueDPSGD
 from .resque.estimator import RESQUE_MODELS
 from .resque.localized import ReSQueLocalized
+from .selection.auto import AutoSelection
 
 __all__ = [
     "UnknownSolverError",
@@ -82,6 +83,7 @@ def describe_solvers() -> list[dict[str, Any]]:
 
 
 _BUILTIN: tuple[type[AnySolver], ...] = (
+    AutoSelection,
     DPGradientDescent,
     DPOnlineToBatch,
     DPDistributed,
