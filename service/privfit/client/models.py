@@ -181,6 +181,7 @@ class LedgerEntry(ApiObject):
 
     id: int = 0
     job_id: str | None = None
+    evaluation_id: str | None = None
     kind: str = ""
     epsilon: float = 0.0
     optimal_order: float | None = None
