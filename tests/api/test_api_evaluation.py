@@ -54,6 +54,20 @@ def test_a_split_upload_shows_public_sizes_and_deleting_purges_both_matrices(
     assert len(list((tmp_path / "store").glob("*.npz"))) == 1  # only the plain dataset's matrix is left
 
 
+def test_a_second_split_upload_of_the_same_content_is_a_duplicate(client: TestClient, keys: Keys):
+    """The split is random, so the stored matrices differ between two uploads; the content hash (of all the rows)
+    does not, and the duplicate is refused like any other."""
+    first = upload(client, keys, schema=SPLIT_SCHEMA, allow_duplicate=False)
+    again = client.post(
+        "/v1/datasets", headers=keys.owner, files={"file": ("d.csv", small_csv(), "text/csv")},
+        data={"schema": json.dumps(SPLIT_SCHEMA)},
+    )  # fmt: skip
+    assert again.status_code == 409 and again.json()["existing_dataset_id"] == first
+    content = client.get(f"/v1/datasets/{first}", headers=keys.owner).json()["content_hash"]
+    plain = client.get(f"/v1/datasets/{upload(client, keys)}", headers=keys.owner).json()["content_hash"]
+    assert content != plain  # the declared fraction is part of the schema, hence of the content hash
+
+
 @pytest.mark.parametrize(("fraction", "rows"), [(0.6, 4000), (0.0, 4000), (0.25, 3)])
 def test_an_invalid_validation_fraction_is_a_422_naming_the_field(
     client: TestClient, keys: Keys, fraction: float, rows: int

@@ -104,29 +104,34 @@ def begin_upload(
     owner_key_id: str,
     allow_duplicate: bool,
     validation_key: str | None = None,
+    content_hash: str | None = None,
 ) -> None:
     """Commit a pending upload of ``key`` (and of ``validation_key``, the validation matrix of a split upload)
     before anything is written to the store, under the keys' locks.
 
     Raises :class:`DuplicateDatasetError` if ``owner_key_id`` already has a live dataset with this content and
-    ``allow_duplicate`` is false (nothing is recorded then).
+    ``allow_duplicate`` is false (nothing is recorded then). A split upload's keys are random (the split is), so it
+    also passes its ``content_hash`` (of the whole encoded data): it is locked like a key and matched too.
     """
     with db.write() as session:
-        _lock_keys(session, key, validation_key)
+        _lock_keys(session, key, validation_key, content_hash)
         if not allow_duplicate:
-            refuse_duplicate(session, owner_key_id, key)
+            refuse_duplicate(session, owner_key_id, key, content_hash)
         session.add(
             DatasetUpload(id=upload_id, storage_key=key, validation_storage_key=validation_key, created_at=utcnow())
         )
 
 
-def refuse_duplicate(session: Session, owner_key_id: str, key: str) -> None:
-    """Raise :class:`DuplicateDatasetError` if ``owner_key_id`` has a live dataset stored under ``key``. Called under
-    the key's lock when an upload begins and again when it registers, so two identical uploads racing each other
-    cannot both register (the second sees the first's dataset)."""
+def refuse_duplicate(session: Session, owner_key_id: str, key: str, content_hash: str | None = None) -> None:
+    """Raise :class:`DuplicateDatasetError` if ``owner_key_id`` has a live dataset stored under ``key`` (or, given,
+    with ``content_hash``). Called under the key's lock when an upload begins and again when it registers, so two
+    identical uploads racing each other cannot both register (the second sees the first's dataset)."""
+    same = Dataset.storage_key == key
+    if content_hash is not None:
+        same = or_(same, Dataset.content_hash == content_hash)
     existing = session.scalar(
         select(Dataset.id)
-        .where(Dataset.owner_key_id == owner_key_id, Dataset.storage_key == key, Dataset.deleted_at.is_(None))
+        .where(Dataset.owner_key_id == owner_key_id, same, Dataset.deleted_at.is_(None))
         .order_by(Dataset.created_at)
         .limit(1)
     )
@@ -134,10 +139,13 @@ def refuse_duplicate(session: Session, owner_key_id: str, key: str) -> None:
         raise DuplicateDatasetError(existing)
 
 
-def finish_upload(session: Session, upload_id: str, key: str, validation_key: str | None = None) -> bool:
-    """In the transaction that registers the dataset: take the keys' locks and remove the pending upload. False if
-    it is gone (the sweep judged it abandoned and may have purged the data): the caller must not register."""
-    _lock_keys(session, key, validation_key)
+def finish_upload(
+    session: Session, upload_id: str, key: str, validation_key: str | None = None, content_hash: str | None = None
+) -> bool:
+    """In the transaction that registers the dataset: take the locks :func:`begin_upload` took and remove the
+    pending upload. False if it is gone (the sweep judged it abandoned and may have purged the data): the caller
+    must not register."""
+    _lock_keys(session, key, validation_key, content_hash)
     removed = session.execute(delete(DatasetUpload).where(DatasetUpload.id == upload_id).returning(DatasetUpload.id))
     return removed.first() is not None
 

@@ -1,7 +1,7 @@
 """The validation split declared by ``validation_fraction`` (issue #22 §2): training and validation rows.
 
-With a declared public fraction f ∈ (0, 0.5] and the public row count n, n_val = ⌊f·n⌋ (computed exactly from the
-float f) and n_train = n − n_val are public. Which rows go where is a uniformly random subset of size n_val drawn
+With a declared public fraction f ∈ (0, 0.5] and the public row count n, n_val = ⌊f·n⌋ (computed exactly for the
+decimal f) and n_train = n − n_val are public. Which rows go where is a uniformly random subset of size n_val drawn
 from an operating-system-seeded generator (:func:`privfit.privacy.secure_generator`) at upload; it is independent
 of the values, never stored on its own and never exposed. Each part is stored as its own content-addressed matrix
 (rows in file order); fits read only the training part (the dataset's ``n`` is n_train), evaluations only the
@@ -30,8 +30,9 @@ class ValidationSplitError(ValueError):
 
 
 def validation_size(n: int, fraction: float) -> int:
-    """n_val = ⌊f·n⌋, exact for the binary value of ``fraction`` (no rounding of f·n)."""
-    return math.floor(Fraction(fraction) * int(n))
+    """n_val = ⌊f·n⌋ computed exactly for f the decimal the owner wrote (the float's shortest repr: 0.3 is 3/10,
+    so 0.3 · 10 gives 3, not the 2 the binary value 0.29999… would), with no rounding of f·n."""
+    return math.floor(Fraction(repr(float(fraction))) * int(n))
 
 
 def _part(encoded: EncodedDataset, rows: np.ndarray) -> EncodedDataset:

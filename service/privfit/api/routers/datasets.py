@@ -281,7 +281,7 @@ def upload_dataset(
     except MemoryError:  # the caps make this unlikely; when the machine is short anyway, it is a retryable state
         raise HTTPException(503, "the server has not enough memory for this upload now; retry later",
                             headers={"Retry-After": "30"}) from None  # fmt: skip
-    validation = None
+    validation, content_hash = None, encoded.content_hash  # the hash of all the rows, split or not
     if declared.validation_fraction is not None:
         try:  # a secret, uniformly random split of the rows (OS entropy), never stored or shown on its own
             encoded, validation = split_validation(encoded, declared.validation_fraction, secure_generator())
@@ -289,7 +289,7 @@ def upload_dataset(
             raise Problem(422, "Invalid schema", str(error), field="schema.validation_fraction") from None
     dataset = _store_and_register(
         request.app.state.db, request.app.state.store, principal, name or _default_name(file.filename), declared,
-        encoded, validation, grid, allow_duplicate,
+        encoded, validation, content_hash, grid, allow_duplicate,
     )  # fmt: skip
     return _out(dataset, principal)
 
@@ -302,6 +302,7 @@ def _store_and_register(
     declared: DatasetSchema,
     encoded: EncodedDataset,
     validation: EncodedDataset | None,
+    content_hash: str,
     grid: OrderGrid,
     allow_duplicate: bool,
 ) -> Dataset:
@@ -317,10 +318,11 @@ def _store_and_register(
     """
     storage_key = store.key_of(encoded)
     validation_key = None if validation is None else store.key_of(validation)
+    split_hash = None if validation is None else content_hash  # a split's keys are random: match the content
     dataset_id = str(uuid.uuid4())
     try:
         begin_upload(db, dataset_id, storage_key, owner_key_id=principal.key_id, allow_duplicate=allow_duplicate,
-                     validation_key=validation_key)  # fmt: skip
+                     validation_key=validation_key, content_hash=split_hash)  # fmt: skip
         try:
             crash_point("upload:pending")  # test-only fault injection (privfit.faults)
             store.put(encoded)  # stores under store.key_of(encoded) == storage_key
@@ -328,8 +330,8 @@ def _store_and_register(
                 crash_point("upload:training-stored")
                 store.put(validation)
             crash_point("upload:stored")
-            return _register(db, dataset_id, principal, name, declared, encoded, validation, storage_key,
-                             validation_key, store.identity, grid, allow_duplicate)  # fmt: skip
+            return _register(db, dataset_id, principal, name, declared, encoded, validation, content_hash,
+                             storage_key, validation_key, store.identity, grid, allow_duplicate)  # fmt: skip
         except BaseException:
             try:
                 abandon_upload(db, store, dataset_id, storage_key, validation_key)  # no orphan data
@@ -353,6 +355,7 @@ def _register(
     declared: DatasetSchema,
     encoded: EncodedDataset,
     validation: EncodedDataset | None,
+    content_hash: str,
     storage_key: str,
     validation_key: str | None,
     store_id: str,
@@ -364,19 +367,20 @@ def _register(
     503 (retry) if the pending upload is gone — the orphan sweep judged it abandoned, so its data may be purged;
     :class:`DuplicateDatasetError` if an identical upload of the same owner registered meanwhile."""
     with db.write() as session:
-        if not finish_upload(session, dataset_id, storage_key, validation_key):
+        split_hash = None if validation is None else content_hash
+        if not finish_upload(session, dataset_id, storage_key, validation_key, split_hash):
             raise HTTPException(
                 503,
                 "the upload took longer than PRIVFIT_UPLOAD_GRACE_SECONDS and its stored data was swept; upload again",
                 headers={"Retry-After": "1"},
             )  # problem+json (problems.py)
         if not allow_duplicate:
-            refuse_duplicate(session, principal.key_id, storage_key)  # under the key's lock (finish_upload)
+            refuse_duplicate(session, principal.key_id, storage_key, split_hash)  # under the locks (finish_upload)
         dataset = Dataset(
             id=dataset_id, owner_key_id=principal.key_id, name=name,
             schema_json=json.loads(declared.canonical_json()), feature_names=list(encoded.feature_names),
             n=encoded.n, d=encoded.d, row_norm_bound=encoded.row_norm_bound, label_bound=encoded.label_bound,
-            content_hash=encoded.content_hash, storage_key=storage_key, store_id=store_id,
+            content_hash=content_hash, storage_key=storage_key, store_id=store_id,
             validation_fraction=declared.validation_fraction, n_validation=0 if validation is None else validation.n,
             validation_storage_key=validation_key,
         )  # fmt: skip
