@@ -166,7 +166,8 @@ def _datasets_upload(client: Client, args: argparse.Namespace, out: Output) -> i
 
 def _dataset_fields(out: Output, dataset: Any) -> None:
     out.fields(f"dataset {dataset.name}", [
-        ("id", dataset.id), ("name", dataset.name), ("rows (n)", dataset.n), ("encoded columns (d)", dataset.d),
+        ("id", dataset.id), ("name", dataset.name), ("rows (n)", dataset.n),
+        ("private validation rows", dataset.n_validation or None), ("encoded columns (d)", dataset.d),
         ("row norm bound", dataset.row_norm_bound), ("label bound", dataset.label_bound),
         ("budget", _budget_text(dataset.schema.get("budget", {}))), ("created", dataset.created_at),
     ])  # fmt: skip

@@ -341,6 +341,8 @@ async function renderDataset(datasetId) {
         el("h1", { "data-testid": "dataset-title", text: dataset.name }),
         el("p", { class: "muted" },
           el("span", { "data-testid": "dataset-n", "data-value": dataset.n, text: fmtInt(dataset.n) }), " rows · ",
+          dataset.n_validation ? el("span", { "data-testid": "dataset-n-validation", "data-value": dataset.n_validation,
+            text: `${fmtInt(dataset.n_validation)} private validation rows · ` }) : null,
           el("span", { "data-testid": "dataset-d", "data-value": dataset.d, text: fmtInt(dataset.d) }),
           " features · registered ", fmtTime(dataset.created_at)),
         el("p", { class: "muted small mono", text: `id ${dataset.id}` }))),
