@@ -125,30 +125,44 @@ AUDIT_SAMPLES = 200_000
 AUDIT_EPSILON = 1.0
 
 
-def _released(plan, inputs, metric, seed, samples):
+RELEASE_SAMPLES = 100_000
+
+
+def _released(plan, inputs, seed):
+    """The value :func:`release` itself returns (the service's code path), ``RELEASE_SAMPLES`` times."""
     rng = make_generator(seed, data_is_public=True)
-    return np.array([next(r for r in release(plan, inputs, rng) if r.metric == metric).value for _ in range(samples)])
+    return np.array([release(plan, inputs, rng)[0].value for _ in range(RELEASE_SAMPLES)])
 
 
-def test_accuracy_audit_on_neighbouring_validation_sets():
-    """D' replaces one correctly classified row by a misclassified one; the count moves by the sensitivity 1."""
-    correct = np.ones(50, dtype=bool)
+def test_accuracy_release_audit_on_neighbouring_validation_sets():
+    """D' replaces one correctly classified row by a misclassified one: the count moves by the sensitivity 1. The
+    audit runs release() itself (its clamping to [0, 1] is post-processing)."""
+    correct = np.arange(50) < 25
     neighbour = correct.copy()
     neighbour[0] = False
     plan = plan_evaluation(AUDIT_EPSILON, ["accuracy"], label_type="binary", probabilities=False, n=50)
-    rng = make_generator(11, data_is_public=True)
-    b = plan.scale("accuracy")
-    # release() clamps to [0, n]; audit the unclamped noisy count (clamping is post-processing and only helps).
-    scores_d = correct.sum() + rng.laplace(0, b, AUDIT_SAMPLES)
-    scores_d2 = neighbour.sum() + rng.laplace(0, b, AUDIT_SAMPLES)
-    result = epsilon_lower_bound(scores_d, scores_d2, delta=0.0)
+    result = epsilon_lower_bound(_released(plan, EvaluationInputs(correct=correct), 11),
+                                 _released(plan, EvaluationInputs(correct=neighbour), 12), delta=0.0)  # fmt: skip
+    assert 0.5 < result.epsilon_lower_bound <= AUDIT_EPSILON
+
+
+def test_log_loss_release_audit_on_neighbouring_validation_sets():
+    """release() on D (one row certain and right, p = 1) and D' (that row certain and wrong, p = 1e-12): the
+    clipped sum moves by log(1/p_min), the sensitivity the noise is calibrated to."""
+    p = np.full(20, 0.5)
+    p_d, p_d2 = p.copy(), p.copy()
+    p_d[0], p_d2[0] = 1.0, 1e-12
+    plan = plan_evaluation(AUDIT_EPSILON, ["log_loss"], label_type="binary", probabilities=True, n=20)
+    result = epsilon_lower_bound(_released(plan, EvaluationInputs(p_true=p_d), 13),
+                                 _released(plan, EvaluationInputs(p_true=p_d2), 14), delta=0.0)  # fmt: skip
     assert 0.5 < result.epsilon_lower_bound <= AUDIT_EPSILON
 
 
 @pytest.mark.parametrize("clipped", [True, False])
 def test_log_loss_audit_detects_missing_clipping(clipped):
     """D' replaces a confident correct row (p = 1) by a confidently wrong one (p = 1e-12): −log p moves by 27.6
-    without clipping — beyond the sensitivity log(1/p_min) = 6.9 the noise is calibrated to."""
+    without clipping — beyond the sensitivity log(1/p_min) = 6.9 the noise is calibrated to. (The mechanism of
+    release() with its clipping removed: the noisy sum, unclamped.)"""
     p = np.full(20, 0.9)
     p_d, p_d2 = p.copy(), p.copy()
     p_d[0], p_d2[0] = 1.0, 1e-12
