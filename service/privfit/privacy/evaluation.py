@@ -30,7 +30,7 @@ is twice the sensitivity-1 curve and its pure bound 2/(2/ε_m) = ε_m.
 
 **Why Laplace, not Gaussian.** Each metric is a one-dimensional sum (or a histogram of L1 sensitivity 2), and the
 targets are small ε (0.1): Laplace gives pure ε-DP with noise sd √2·Δ/ε, whereas the Gaussian needs
-σ ≈ Δ·√(2 log(1.25/δ))/ε — about 4.3× the Laplace sd at δ = 1e-6 — for one release.
+σ ≈ Δ·√(2 log(1.25/δ))/ε — about 3.7× the Laplace sd at δ = 1e-6 — for one release.
 
 **Intervals** (level ``confidence``, default 0.95). The true validation-set metric is a deterministic function of
 the rows, so only the noise is random. For a sum S released as S̃ = S + L with L ~ Lap(b), P(|L| ≤ t) = 1 − e^{−t/b},
