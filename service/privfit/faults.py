@@ -5,7 +5,10 @@ Never set it in a deployment. Steps (see ``tests/api/test_api_crash_consistency.
 
 * ``upload:pending`` — the pending upload is committed, nothing written to the store yet;
 * ``store:partial`` — half of the local store's temporary file is written (and flushed);
-* ``upload:stored`` — the matrix is completely stored, the dataset not yet registered.
+* ``upload:training-stored`` — (an upload with a validation split) the training matrix is stored, the validation
+  matrix not yet;
+* ``upload:stored`` — the matrix (both matrices, for a split upload) is completely stored, the dataset not yet
+  registered.
 """
 
 from __future__ import annotations

@@ -66,10 +66,13 @@ def server(database_url: str, tmp_path: Path, **extra: str) -> Iterator[str]:
         raise AssertionError(f"server did not start: {(tmp_path / 'serve.log').read_text()[-2000:]}")
 
 
-def register(base: str, owner: str, epsilon: float, name: str = "") -> str:
-    """Upload the small public dataset with budget ``epsilon`` (and a display ``name``, duplicates allowed); its id."""
+def register(base: str, owner: str, epsilon: float, name: str = "", validation_fraction: float | None = None) -> str:
+    """Upload the small public dataset with budget ``epsilon`` (and a display ``name``, duplicates allowed, and a
+    ``validation_fraction`` if given); its id."""
     declared = json.loads(json.dumps(SMALL_SCHEMA))
     declared["budget"]["epsilon"] = epsilon
+    if validation_fraction is not None:
+        declared["validation_fraction"] = validation_fraction
     response = httpx.post(
         f"{base}/v1/datasets", headers={"Authorization": f"Bearer {owner}"}, files={"file": ("d.csv", small_csv())},
         data={"schema": json.dumps(declared), "name": name, "allow_duplicate": "true"}, timeout=30,

@@ -48,34 +48,42 @@ def leftovers(database_url: str, data_dir: Path) -> dict[str, int]:
     return counts
 
 
-def crashing_upload(base: str, owner: str) -> None:
-    """Upload the small dataset to a server that kills itself on the way: the connection drops, no answer."""
+def crashing_upload(base: str, owner: str, split: bool = False) -> None:
+    """Upload the small dataset to a server that kills itself on the way: the connection drops, no answer. With
+    ``split`` the schema declares a validation fraction: two matrices are stored."""
     from api_helpers import SMALL_SCHEMA, small_csv
 
+    schema = {**SMALL_SCHEMA, "validation_fraction": 0.25} if split else SMALL_SCHEMA
     with pytest.raises(httpx.TransportError):
         httpx.post(f"{base}/v1/datasets", headers={"Authorization": f"Bearer {owner}"},
-                   files={"file": ("d.csv", small_csv())}, data={"schema": json.dumps(SMALL_SCHEMA)},
+                   files={"file": ("d.csv", small_csv())}, data={"schema": json.dumps(schema)},
                    timeout=30)  # fmt: skip
 
 
 CASES = [
-    # (store, crash step, what the crash must have left behind)
-    ("local", "upload:pending", {"pending uploads": 1}),
-    ("local", "store:partial", {"pending uploads": 1, "tmp files": 1}),
-    ("local", "upload:stored", {"pending uploads": 1, "npz files": 1}),
-    ("database", "upload:pending", {"pending uploads": 1}),
-    ("database", "upload:stored", {"pending uploads": 1, "blob rows": 1}),
+    # (store, crash step, split upload, what the crash must have left behind)
+    ("local", "upload:pending", False, {"pending uploads": 1}),
+    ("local", "store:partial", False, {"pending uploads": 1, "tmp files": 1}),
+    ("local", "upload:stored", False, {"pending uploads": 1, "npz files": 1}),
+    ("database", "upload:pending", False, {"pending uploads": 1}),
+    ("database", "upload:stored", False, {"pending uploads": 1, "blob rows": 1}),
+    ("local", "upload:training-stored", True, {"pending uploads": 1, "npz files": 1}),
+    ("local", "upload:stored", True, {"pending uploads": 1, "npz files": 2}),
+    ("database", "upload:stored", True, {"pending uploads": 1, "blob rows": 2}),
 ]
 
 
-@pytest.mark.parametrize(("store", "step", "left"), CASES, ids=[f"{store}-{step}" for store, step, _ in CASES])
+@pytest.mark.parametrize(
+    ("store", "step", "split", "left"), CASES,
+    ids=[f"{store}-{step}{'-split' if split else ''}" for store, step, split, _ in CASES],
+)  # fmt: skip
 def test_a_server_killed_during_an_upload_leaves_nothing_after_its_restart(
-    sqlite_url: str, tmp_path: Path, store: str, step: str, left: dict
+    sqlite_url: str, tmp_path: Path, store: str, step: str, split: bool, left: dict
 ):
     owner, _ = keys_for(sqlite_url)
     data_dir = tmp_path / "store"
     with server(sqlite_url, tmp_path, PRIVFIT_STORE=store, PRIVFIT_TEST_CRASH_AT=step) as base:
-        crashing_upload(base, owner)
+        crashing_upload(base, owner, split)
     nothing = {"blob rows": 0, "pending uploads": 0, "datasets": 0, "npz files": 0, "tmp files": 0}
     assert leftovers(sqlite_url, data_dir) == {**nothing, **left}  # the crash happened exactly there
     time.sleep(0.3)  # older than the restarted server's grace period

@@ -184,6 +184,27 @@ def test_fit_wait_reports_progress_and_json_outputs_parse(live: dict[str, str]):
     assert prediction["n"] == 2 and set(prediction["predictions"]) <= {"yes", "no"}  # CSV rows from stdin, decoded
 
 
+def test_fits_evaluate_prints_the_noisy_metrics_and_lists_them(live: dict[str, str]):
+    env = env_for(live, "owner")
+    dataset = register(live["base"], live["owner"], 3.0, validation_fraction=0.25)
+    fit_id = run(env, "fit", dataset, "--epsilon", "0.5", "--wait", "-q").stdout.strip()
+    done = run(env, "fits", "evaluate", fit_id, "--epsilon", "0.5", "--metrics", "accuracy,roc_auc")
+    assert done.returncode == EXIT_OK, done.stderr
+    assert "metrics (noisy, on the private validation rows)" in done.stdout and "roc_auc" in done.stdout
+    assert "validation rows" in done.stdout and "1000" in done.stdout
+    as_json = json.loads(run(env, "fits", "evaluate", fit_id, "--epsilon", "0.2", "--json").stdout)
+    assert as_json["status"] == "succeeded" and as_json["metrics"] == ["accuracy", "roc_auc", "log_loss"]
+    listed = json.loads(run(env, "fits", "evaluations", fit_id, "--json").stdout)
+    assert len(listed) == 2 and listed[1]["id"] == as_json["id"]
+    ledger = json.loads(run(env, "ledger", dataset, "--all", "--json").stdout)
+    assert ledger[-1]["evaluation_id"] == as_json["id"] and ledger[-1]["kind"] == "charge"
+    assert "evaluation" in run(env, "ledger", dataset, "--all").stdout
+    invalid = run(env, "fits", "evaluate", fit_id, "--epsilon", "0")
+    assert invalid.returncode == EXIT_INVALID and "epsilon" in invalid.stderr
+    over = run(env, "fits", "evaluate", fit_id, "--epsilon", "5")
+    assert over.returncode == EXIT_CONFLICT and "409 Privacy budget exceeded" in over.stderr
+
+
 def test_server_text_is_printed_as_text_never_as_markup(live: dict[str, str]):
     """Dataset names are the owner's text, shown to everyone granted: rich markup in them is printed as written
     (``[/bold]`` used to crash ``datasets list`` for all who could see it; ``[link=…]`` was rendered), and control

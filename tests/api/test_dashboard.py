@@ -508,3 +508,36 @@ def test_admin_reads_every_budget_but_gets_no_fit_form(live: Live, driver: WebDr
     assert drawn["plotted"] == 3 and drawn["infinite"] == 2 and drawn["lines"] == 1, drawn
     assert "∞ at 2 of 5 orders" in drawn["note"] and "not plotted" in drawn["note"]
     _assert_no_script_errors(driver)
+
+
+def test_fit_page_runs_and_lists_private_evaluations(live: Live, driver: WebDriver):
+    """A fit on a dataset with validation rows: the fit page's evaluations panel runs one (charged to the budget)
+    and lists its noisy metrics as the API does; a fit on a dataset without them says so and offers no form."""
+    dataset_id = register(live.base, live.owner, 3.0, "with validation rows", validation_fraction=0.25)
+    created = httpx.post(f"{live.base}/v1/fits", headers=bearer(live.owner), timeout=30, json={
+        "dataset_id": dataset_id, "solver": "dp_gd", "model": "logistic", "privacy": {"epsilon": 0.5},
+    })  # fmt: skip
+    assert created.status_code == 202, created.text
+    fit_id = created.json()["id"]
+    assert _wait_fit(live.base, live.owner, fit_id)["status"] == "succeeded"
+    _login(driver, live.base, live.owner)
+    driver.get(f"{live.base}/ui#/fits/{fit_id}")
+    assert "1000 private validation rows" in _visible(driver, "evaluations-note").text
+    _visible(driver, "evaluations-empty")
+    field = _visible(driver, "evaluate-epsilon")
+    field.clear()
+    field.send_keys("0.5")
+    _visible(driver, "evaluate-run").click()
+    row = _visible(driver, "evaluation-row")
+    (evaluation,) = live.get(f"/v1/fits/{fit_id}/evaluations")
+    assert row.get_attribute("data-status") == evaluation["status"] == "succeeded"
+    shown = {m.get_attribute("data-metric"): float(m.get_attribute("data-value"))
+             for m in row.find_elements(*_testid("evaluation-metric"))}  # fmt: skip
+    assert shown == {r["metric"]: pytest.approx(r["value"]) for r in evaluation["results"]}
+    assert evaluation["cost"]["pure_epsilon"] == pytest.approx(0.5)
+    _screenshot(driver, "08-fit-evaluations.png", full_page=True)
+
+    driver.get(f"{live.base}/ui#/fits/{live.warmup_fit_id}")
+    assert "no private validation rows" in _visible(driver, "evaluations-note").text
+    assert not driver.find_elements(*_testid("evaluate-form"))
+    _assert_no_script_errors(driver)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import uuid
 
 import numpy as np
 import pytest
@@ -10,12 +11,13 @@ from ledger_helpers import DELTA, fit_cost, make_dataset
 from sqlalchemy import func, select, text
 from sqlalchemy.exc import DBAPIError, IntegrityError
 
-from privfit.db import Budget, Database, LedgerEntry
+from privfit.db import Budget, Database, Evaluation, LedgerEntry
 from privfit.db.migrate import check
 from privfit.ledger import (
     BudgetExceededError,
     LedgerError,
     charge,
+    charge_evaluation,
     committed_cost_from_entries,
     estimate,
     release,
@@ -83,6 +85,67 @@ def test_a_job_is_reserved_and_charged_at_most_once_by_the_database(database: Da
                 grid_name=DEFAULT_GRID.name, formula_version="x", epsilon=0.0, optimal_order=2.0,
                 committed_epsilon_after=0.0, budget_version=99,
             ))  # fmt: skip
+
+
+def _evaluation(session, dataset_id: str, job_id: str) -> str:
+    """An evaluation row of ``job_id`` (the ledger's foreign key needs it)."""
+    evaluation_id = str(uuid.uuid4())
+    key_id = session.execute(text("SELECT owner_key_id FROM datasets WHERE id = :id"), {"id": dataset_id}).scalar_one()
+    session.add(Evaluation(id=evaluation_id, job_id=job_id, dataset_id=dataset_id, api_key_id=key_id,
+                           request_hash="0" * 64, epsilon=1.0, confidence=0.95, metrics=["accuracy"], n_validation=10,
+                           cost={}, status="running"))  # fmt: skip
+    session.flush()
+    return evaluation_id
+
+
+def test_an_evaluation_is_admitted_by_the_filter_reserved_and_charged_once_and_never_released(database: Database):
+    """Evaluations compose with fits in every sum of the ledger: committed (reservations not released), charged,
+    reserved (none left), and the recomputation a release of another job triggers."""
+    dataset_id, (a, b) = make_dataset(database, epsilon_max=5.0, jobs=2)
+    pure = PrivacyCost.pure_dp(0.5)
+    with database.write() as session:
+        reserve(session, dataset_id, a, fit_cost())
+        reserve(session, dataset_id, b, fit_cost())
+        evaluation_id = _evaluation(session, dataset_id, a)
+        charged = charge_evaluation(session, dataset_id, evaluation_id, pure, "evaluation")
+        assert (charged.kind, charged.job_id, charged.evaluation_id) == ("charge", None, evaluation_id)
+    with database.write() as session:
+        release(session, dataset_id, b)  # recomputes the committed cost from the entries
+    with database.read() as session:
+        budget = session.get_one(Budget, dataset_id)
+        recomputed = committed_cost_from_entries(session, budget)
+        np.testing.assert_allclose(recomputed.rdp, (fit_cost() + pure).rdp, rtol=1e-12)
+        np.testing.assert_allclose(budget.committed_rdp, recomputed.rdp, rtol=1e-12)
+        assert recomputed.pure_epsilon == np.inf  # the Gaussian fit has no pure bound
+        view = status(session, dataset_id)
+        measure = PrivacyFilter.for_budget(5.0, DELTA, DEFAULT_GRID).measure
+        assert view.reserved_epsilon == pytest.approx(
+            measure(fit_cost()).epsilon
+        )  # fit a only; the evaluation is charged
+        assert view.committed_epsilon == pytest.approx(measure(fit_cost() + pure).epsilon)
+    with pytest.raises(IntegrityError), database.write() as session:  # UNIQUE(evaluation_id, kind)
+        session.add(LedgerEntry(
+            dataset_id=dataset_id, evaluation_id=evaluation_id, kind="charge", rdp=[0.0] * len(DEFAULT_GRID),
+            extra_delta=0.0, grid_name=DEFAULT_GRID.name, formula_version="x", epsilon=0.0, optimal_order=2.0,
+            committed_epsilon_after=0.0, budget_version=99,
+        ))  # fmt: skip
+    for subject in ({}, {"job_id": a, "evaluation_id": evaluation_id}):  # exactly one subject (CHECK one_subject)
+        with pytest.raises(IntegrityError), database.write() as session:
+            session.add(LedgerEntry(
+                dataset_id=dataset_id, kind="release", rdp=[0.0] * len(DEFAULT_GRID), extra_delta=0.0,
+                grid_name=DEFAULT_GRID.name, formula_version="x", epsilon=0.0, optimal_order=2.0,
+                committed_epsilon_after=0.0, budget_version=99, **subject,
+            ))  # fmt: skip
+
+
+def test_an_evaluation_over_budget_is_refused_and_writes_nothing(database: Database):
+    dataset_id, (a,) = make_dataset(database, epsilon_max=1.0, jobs=1)
+    with pytest.raises(BudgetExceededError), database.write() as session:
+        evaluation_id = _evaluation(session, dataset_id, a)
+        charge_evaluation(session, dataset_id, evaluation_id, PrivacyCost.pure_dp(2.0), "evaluation")
+    with database.read() as session:
+        assert session.scalar(select(func.count()).select_from(LedgerEntry)) == 0
+        assert session.scalar(select(func.count()).select_from(Evaluation)) == 0
 
 
 def test_ledger_entries_are_append_only(database: Database):

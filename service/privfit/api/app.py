@@ -22,7 +22,7 @@ from privfit.ui import mount_ui
 
 from .limits import BodySizeLimit, UploadConcurrencyLimit
 from .problems import finish_openapi, install_problem_handlers
-from .routers import datasets, fits, health, keys, solvers
+from .routers import datasets, evaluations, fits, health, keys, solvers
 
 log = logging.getLogger("privfit.api")
 
@@ -84,7 +84,7 @@ def create_app(settings: Settings | None = None, *, run_workers: bool | None = N
     app.state.settings = settings
     app.openapi = finish_openapi(app)  # type: ignore[method-assign]
     install_problem_handlers(app)
-    for router in (health.router, keys.router, datasets.router, fits.router, solvers.router):
+    for router in (health.router, keys.router, datasets.router, fits.router, evaluations.router, solvers.router):
         app.include_router(router)
     mount_ui(app)
     app.add_middleware(BodySizeLimit, limit=settings.max_upload_bytes, json_limit=settings.max_json_bytes)

@@ -10,6 +10,7 @@ Retries (``retries`` extra attempts, exponential back-off from ``backoff`` secon
 * fit creation is retried in the same cases, always with the same ``Idempotency-Key`` (a fresh UUID unless the
   caller passes one): the server answers a repeat with the fit it already admitted, so a retry can never charge
   the budget twice;
+* an evaluation is retried like fit creation, with one ``Idempotency-Key``: charged at most once;
 * key revocation is retried like a request without side effects: revoking a revoked key changes nothing;
 * uploads, deletes (of datasets and grants) and key creation are not retried once sent.
 """
@@ -36,6 +37,7 @@ from .models import (
     CreatedKey,
     Dataset,
     Estimate,
+    Evaluation,
     Fit,
     Grant,
     LedgerEntry,
@@ -299,6 +301,31 @@ class Client:
     def predict(self, fit_id: str, rows: Sequence[Mapping[str, Any]] | Any) -> Prediction:
         """``POST /v1/fits/{id}/predict``: predictions for your own rows (dicts by column, or a DataFrame)."""
         return Prediction.from_json(self._json("POST", f"/v1/fits/{fit_id}/predict", json={"rows": _rows(rows)}))
+
+    def evaluate(
+        self,
+        fit_id: str,
+        *,
+        epsilon: float,
+        metrics: Sequence[str] | None = None,
+        confidence: float | None = None,
+        idempotency_key: str | None = None,
+    ) -> Evaluation:
+        """``POST /v1/fits/{id}/evaluate``: DP metrics of a succeeded fit on its dataset's private validation rows,
+        each with an interval, charged ``epsilon`` on the dataset's ledger (or refused:
+        :class:`~privfit.client.errors.BudgetExceededError`). ``metrics`` default to all that apply. Retried safely
+        with one ``Idempotency-Key``."""
+        body: dict[str, Any] = {"privacy": {"epsilon": float(epsilon)}}
+        if metrics is not None:
+            body["metrics"] = list(metrics)
+        if confidence is not None:
+            body["confidence"] = float(confidence)
+        headers = {"Idempotency-Key": idempotency_key or str(uuid.uuid4())}
+        return Evaluation.from_json(self._json("POST", f"/v1/fits/{fit_id}/evaluate", json=body, headers=headers))
+
+    def evaluations(self, fit_id: str) -> list[Evaluation]:
+        """``GET /v1/fits/{id}/evaluations``: the fit's private evaluations, oldest first."""
+        return [Evaluation.from_json(item) for item in self._json("GET", f"/v1/fits/{fit_id}/evaluations")]
 
 
 def _error(response: httpx.Response) -> ApiError:

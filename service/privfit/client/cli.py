@@ -1,12 +1,12 @@
 """The ``privfit`` command's client commands, built on :class:`privfit.client.Client`.
 
-``privfit datasets upload|list|show|delete|grant|grants|revoke``, ``privfit fit``, ``privfit estimate``,
-``privfit fits list|show|wait|cancel``, ``privfit predict``, ``privfit budget``, ``privfit ledger``,
+``privfit datasets upload|list|show|delete|grant|grants|revoke``, ``privfit fit``, ``privfit estimate``, ``privfit
+fits list|show|wait|cancel|evaluate|evaluations``, ``privfit predict``, ``privfit budget``, ``privfit ledger``,
 ``privfit solvers``, ``privfit whoami``, ``privfit keys list|revoke`` (admins; ``privfit keys create`` works on the
 server's database directly). The server and key come from ``--url`` / ``--api-key`` or ``PRIVFIT_URL`` /
-``PRIVFIT_API_KEY``. Output is a readable table, or the API's JSON with ``--json``; ``-q`` prints only the id
-of what was created. Errors go to stderr as ``error: <status> <title>: <detail>`` (with ``--json`` the
-problem document also goes to stdout) and the exit status says what happened (:data:`EXIT_CODES`).
+``PRIVFIT_API_KEY``. Output is a readable table, or the API's JSON with ``--json``; ``-q`` prints only the id of what
+was created. Errors go to stderr as ``error: <status> <title>: <detail>`` (with ``--json`` the problem document also
+goes to stdout) and the exit status says what happened (:data:`EXIT_CODES`).
 
 Everything the server sends (dataset and key names, error details, statuses, …) is shown as plain text, never
 as rich markup: ``[bold]`` or ``[link=…]`` in a dataset's name is printed as written, and control characters
@@ -36,7 +36,7 @@ from rich.text import Text
 
 from . import errors
 from ._client import Client
-from .models import ApiObject, Fit, Outlook
+from .models import ApiObject, Evaluation, Fit, Outlook
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 
@@ -166,7 +166,8 @@ def _datasets_upload(client: Client, args: argparse.Namespace, out: Output) -> i
 
 def _dataset_fields(out: Output, dataset: Any) -> None:
     out.fields(f"dataset {dataset.name}", [
-        ("id", dataset.id), ("name", dataset.name), ("rows (n)", dataset.n), ("encoded columns (d)", dataset.d),
+        ("id", dataset.id), ("name", dataset.name), ("rows (n)", dataset.n),
+        ("private validation rows", dataset.n_validation or None), ("encoded columns (d)", dataset.d),
         ("row norm bound", dataset.row_norm_bound), ("label bound", dataset.label_bound),
         ("budget", _budget_text(dataset.schema.get("budget", {}))), ("created", dataset.created_at),
     ])  # fmt: skip
@@ -415,6 +416,44 @@ def _fits_cancel(client: Client, args: argparse.Namespace, out: Output) -> int:
     return _show(out, fit, lambda: _fit_fields(out, fit))
 
 
+def _evaluation_fields(out: Output, evaluation: Evaluation) -> None:
+    cost = evaluation.cost
+    pairs: list[tuple[str, Any]] = [
+        ("id", evaluation.id), ("fit", evaluation.fit_id), ("status", evaluation.status),
+        ("validation rows", evaluation.n_validation),
+        ("privacy cost", f"ε = {evaluation.epsilon:g} (pure), ε = {cost.epsilon:.6g} at δ = {cost.delta:g}"
+         if cost else None),
+        ("created", evaluation.created_at),
+    ]  # fmt: skip
+    if evaluation.error:
+        pairs.append(("error", evaluation.error.get("detail")))
+    out.fields(f"evaluation {evaluation.id}", pairs)
+    if evaluation.results:
+        rows = [(r.metric, r.value, f"[{r.interval[0]:.4g}, {r.interval[1]:.4g}]", f"{r.confidence:.0%}",
+                 f"{r.noise} b = {r.scale:.4g}", r.epsilon) for r in evaluation.results]  # fmt: skip
+        out.table("metrics (noisy, on the private validation rows)",
+                  ("metric", "value", "interval", "level", "noise", "ε"), rows)  # fmt: skip
+
+
+def _fits_evaluate(client: Client, args: argparse.Namespace, out: Output) -> int:
+    metrics = None if args.metrics is None else [m.strip() for m in args.metrics.split(",") if m.strip()]
+    evaluation = client.evaluate(args.fit, epsilon=args.epsilon, metrics=metrics, confidence=args.confidence,
+                                 idempotency_key=args.idempotency_key)  # fmt: skip
+    _show(out, evaluation, lambda: _evaluation_fields(out, evaluation))
+    return EXIT_OK if evaluation.status == "succeeded" else EXIT_FIT_FAILED
+
+
+def _fits_evaluations(client: Client, args: argparse.Namespace, out: Output) -> int:
+    evaluations = client.evaluations(args.fit)
+    if out.as_json:
+        out.json(evaluations)
+    else:
+        rows = [(e.id, e.status, e.epsilon, ", ".join(f"{r.metric} {r.value:.4g}" for r in e.results), e.created_at)
+                for e in evaluations]  # fmt: skip
+        out.table(f"evaluations of fit {args.fit}", ("id", "status", "ε", "metrics", "created"), rows)
+    return EXIT_OK
+
+
 def _predict(client: Client, args: argparse.Namespace, out: Output) -> int:
     prediction = client.predict(args.fit, _read_rows(args.rows))
     if out.as_json:
@@ -480,8 +519,8 @@ def _ledger(client: Client, args: argparse.Namespace, out: Output) -> int:
     if out.as_json:
         out.json(entries)
     else:
-        rows = [(e.id, e.created_at, e.kind, e.job_id, e.epsilon, e.committed_epsilon_after, e.description)
-                for e in entries]  # fmt: skip
+        rows = [(e.id, e.created_at, e.kind, e.job_id or f"evaluation {e.evaluation_id}", e.epsilon,
+                 e.committed_epsilon_after, e.description) for e in entries]  # fmt: skip
         out.table(f"ledger of {args.dataset}", ("#", "time", "kind", "fit", "ε", "committed ε after (filter)", "what"),
                   rows)  # fmt: skip
     return EXIT_OK
@@ -588,7 +627,7 @@ def add_client_commands(commands: argparse._SubParsersAction, keys: argparse._Su
             parser.add_argument("--timeout", type=float, default=None, help="with --wait: give up after S seconds")
             parser.add_argument("--idempotency-key", default=None, help="reuse to make a retried request safe")
 
-    fits = commands.add_parser("fits", help="list, show, wait for and cancel fits")
+    fits = commands.add_parser("fits", help="list, show, wait for, cancel and privately evaluate fits")
     sub = fits.add_subparsers(dest="fits_command", required=True)
     command(sub, "list", _fits_list, "the fits of a dataset").add_argument("dataset")
     command(sub, "show", _fits_show, "a fit's status, cost and result").add_argument("fit")
@@ -596,6 +635,15 @@ def add_client_commands(commands: argparse._SubParsersAction, keys: argparse._Su
     wait.add_argument("fit")
     wait.add_argument("--timeout", type=float, default=None, help="give up after S seconds")
     command(sub, "cancel", _fits_cancel, "cancel a queued or running fit").add_argument("fit")
+    evaluate_help = "DP metrics of a succeeded fit on its dataset's private validation rows (charged to the ledger)"
+    evaluate = command(sub, "evaluate", _fits_evaluate, evaluate_help)
+    evaluate.add_argument("fit")
+    evaluate.add_argument("--epsilon", type=float, required=True, help="the evaluation's ε (pure, Laplace noise)")
+    evaluate.add_argument("--metrics", default=None, help="comma-separated, e.g. accuracy,roc_auc (default: all that "
+                          "apply: accuracy, roc_auc, log_loss | rmse, mae)")  # fmt: skip
+    evaluate.add_argument("--confidence", type=float, default=None, help="interval level (default 0.95)")
+    evaluate.add_argument("--idempotency-key", default=None, help="reuse to make a retried request safe")
+    command(sub, "evaluations", _fits_evaluations, "a fit's private evaluations").add_argument("fit")
 
     predict = command(commands, "predict", _predict, "predict with a finished fit on your own rows")
     predict.add_argument("fit")

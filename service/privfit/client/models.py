@@ -124,6 +124,8 @@ class Dataset(ApiObject):
     id: str = ""
     name: str = ""
     n: int = 0
+    n_validation: int = 0
+    validation_fraction: float | None = None
     d: int = 0
     feature_names: list[str] = field(default_factory=list)
     row_norm_bound: float = 0.0
@@ -181,6 +183,7 @@ class LedgerEntry(ApiObject):
 
     id: int = 0
     job_id: str | None = None
+    evaluation_id: str | None = None
     kind: str = ""
     epsilon: float = 0.0
     optimal_order: float | None = None
@@ -317,6 +320,55 @@ class Fit(ApiObject):
     def finished(self) -> bool:
         """Succeeded, failed or cancelled: the status will not change again."""
         return self.status in FINISHED_STATUSES
+
+
+@dataclass(frozen=True)
+class MetricResult(ApiObject):
+    """One privately released metric: the noisy ``value``, its ``interval`` at level ``confidence`` (it accounts for
+    the noise; the validation rows are fixed), and its mechanism: ``noise`` of ``scale`` on a sum of replace-one
+    ``sensitivity``, costing ``epsilon`` (the share ``weight`` of the evaluation's ε)."""
+
+    metric: str = ""
+    value: float = 0.0
+    interval: list[float] = field(default_factory=list)
+    confidence: float = 0.0
+    noise: str = ""
+    scale: float = 0.0
+    sensitivity: float = 0.0
+    epsilon: float = 0.0
+    weight: float = 0.0
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Evaluation(ApiObject):
+    """``POST /v1/fits/{id}/evaluate``: a private evaluation of a fit on its dataset's validation rows, charged to
+    the dataset's ledger; ``results`` once succeeded."""
+
+    _timestamps: ClassVar[tuple[str, ...]] = ("created_at", "finished_at")
+    _nested: ClassVar[dict[str, type[ApiObject]]] = {"cost": Cost}
+    _nested_lists: ClassVar[dict[str, type[ApiObject]]] = {"results": MetricResult}
+
+    id: str = ""
+    fit_id: str = ""
+    dataset_id: str = ""
+    status: str = ""
+    epsilon: float = 0.0
+    confidence: float = 0.0
+    metrics: list[str] = field(default_factory=list)
+    n_validation: int = 0
+    cost: Cost | None = None
+    results: list[MetricResult] = field(default_factory=list)
+    error: dict[str, Any] | None = None
+    created_at: datetime | None = None
+    finished_at: datetime | None = None
+
+    def metric(self, name: str) -> MetricResult:
+        """The released metric ``name`` (KeyError if it was not requested)."""
+        for result in self.results:
+            if result.metric == name:
+                return result
+        raise KeyError(name)
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
 """The lifecycle of stored private data: nothing the store holds is ever left unaccounted for.
 
-Invariant: every key in the dataset store is referenced by a live dataset (``datasets.storage_key``) or by a
-pending upload (``dataset_uploads``) — except briefly, between the commit that drops the last reference and the
+Invariant: every key in the dataset store is referenced by a live dataset (``datasets.storage_key`` or, for a
+dataset with a validation split, ``datasets.validation_storage_key``) or by a pending upload (``dataset_uploads``,
+both of whose keys count) — except briefly, between the commit that drops the last reference and the
 purge that follows it, and after a crash at that point, which the orphan sweep repairs.
 
 * **Upload** (:func:`begin_upload` → ``store.put`` → :func:`finish_upload` in the registering transaction): the
@@ -29,7 +30,7 @@ import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from sqlalchemy import delete, func, select, text
+from sqlalchemy import delete, func, or_, select, text
 from sqlalchemy.orm import Session
 
 from privfit.db import Database, Dataset
@@ -77,32 +78,60 @@ def lock_key(session: Session, key: str) -> None:
         session.execute(text("SELECT pg_advisory_xact_lock(:id)"), {"id": lock_id})
 
 
+def _lock_keys(session: Session, *keys: str | None) -> None:
+    """Lock each distinct key, in sorted order (two uploads sharing keys never wait on each other in a cycle)."""
+    for key in sorted({k for k in keys if k is not None}):
+        lock_key(session, key)
+
+
 def _referenced(session: Session, key: str) -> bool:
-    live = session.scalar(select(func.count()).select_from(Dataset).where(Dataset.storage_key == key))
-    pending = session.scalar(select(func.count()).select_from(DatasetUpload).where(DatasetUpload.storage_key == key))
+    live = session.scalar(
+        select(func.count()).select_from(Dataset)
+        .where(or_(Dataset.storage_key == key, Dataset.validation_storage_key == key))
+    )  # fmt: skip
+    pending = session.scalar(
+        select(func.count()).select_from(DatasetUpload)
+        .where(or_(DatasetUpload.storage_key == key, DatasetUpload.validation_storage_key == key))
+    )  # fmt: skip
     return bool(live or pending)
 
 
-def begin_upload(db: Database, upload_id: str, key: str, *, owner_key_id: str, allow_duplicate: bool) -> None:
-    """Commit a pending upload of ``key`` (before anything is written to the store), under the key's lock.
+def begin_upload(
+    db: Database,
+    upload_id: str,
+    key: str,
+    *,
+    owner_key_id: str,
+    allow_duplicate: bool,
+    validation_key: str | None = None,
+    content_hash: str | None = None,
+) -> None:
+    """Commit a pending upload of ``key`` (and of ``validation_key``, the validation matrix of a split upload)
+    before anything is written to the store, under the keys' locks.
 
     Raises :class:`DuplicateDatasetError` if ``owner_key_id`` already has a live dataset with this content and
-    ``allow_duplicate`` is false (nothing is recorded then).
+    ``allow_duplicate`` is false (nothing is recorded then). A split upload's keys are random (the split is), so it
+    also passes its ``content_hash`` (of the whole encoded data): it is locked like a key and matched too.
     """
     with db.write() as session:
-        lock_key(session, key)
+        _lock_keys(session, key, validation_key, content_hash)
         if not allow_duplicate:
-            refuse_duplicate(session, owner_key_id, key)
-        session.add(DatasetUpload(id=upload_id, storage_key=key, created_at=utcnow()))
+            refuse_duplicate(session, owner_key_id, key, content_hash)
+        session.add(
+            DatasetUpload(id=upload_id, storage_key=key, validation_storage_key=validation_key, created_at=utcnow())
+        )
 
 
-def refuse_duplicate(session: Session, owner_key_id: str, key: str) -> None:
-    """Raise :class:`DuplicateDatasetError` if ``owner_key_id`` has a live dataset stored under ``key``. Called under
-    the key's lock when an upload begins and again when it registers, so two identical uploads racing each other
-    cannot both register (the second sees the first's dataset)."""
+def refuse_duplicate(session: Session, owner_key_id: str, key: str, content_hash: str | None = None) -> None:
+    """Raise :class:`DuplicateDatasetError` if ``owner_key_id`` has a live dataset stored under ``key`` (or, given,
+    with ``content_hash``). Called under the key's lock when an upload begins and again when it registers, so two
+    identical uploads racing each other cannot both register (the second sees the first's dataset)."""
+    same = Dataset.storage_key == key
+    if content_hash is not None:
+        same = or_(same, Dataset.content_hash == content_hash)
     existing = session.scalar(
         select(Dataset.id)
-        .where(Dataset.owner_key_id == owner_key_id, Dataset.storage_key == key, Dataset.deleted_at.is_(None))
+        .where(Dataset.owner_key_id == owner_key_id, same, Dataset.deleted_at.is_(None))
         .order_by(Dataset.created_at)
         .limit(1)
     )
@@ -110,19 +139,25 @@ def refuse_duplicate(session: Session, owner_key_id: str, key: str) -> None:
         raise DuplicateDatasetError(existing)
 
 
-def finish_upload(session: Session, upload_id: str, key: str) -> bool:
-    """In the transaction that registers the dataset: take the key's lock and remove the pending upload. False if
-    it is gone (the sweep judged it abandoned and may have purged the data): the caller must not register."""
-    lock_key(session, key)
+def finish_upload(
+    session: Session, upload_id: str, key: str, validation_key: str | None = None, content_hash: str | None = None
+) -> bool:
+    """In the transaction that registers the dataset: take the locks :func:`begin_upload` took and remove the
+    pending upload. False if it is gone (the sweep judged it abandoned and may have purged the data): the caller
+    must not register."""
+    _lock_keys(session, key, validation_key, content_hash)
     removed = session.execute(delete(DatasetUpload).where(DatasetUpload.id == upload_id).returning(DatasetUpload.id))
     return removed.first() is not None
 
 
-def abandon_upload(db: Database, store: DatasetStore, upload_id: str, key: str) -> None:
+def abandon_upload(
+    db: Database, store: DatasetStore, upload_id: str, key: str, validation_key: str | None = None
+) -> None:
     """An upload that failed after :func:`begin_upload`: drop its pending record, and its data unless referenced."""
     with db.write() as session:
         session.execute(delete(DatasetUpload).where(DatasetUpload.id == upload_id))
-    release_key(db, store, key)
+    for each in sorted({k for k in (key, validation_key) if k is not None}):
+        release_key(db, store, each)
 
 
 def release_key(db: Database, store: DatasetStore, key: str) -> bool:
@@ -173,7 +208,13 @@ def sweep_orphans(db: Database, store: DatasetStore, grace_seconds: float, now: 
     for each in stores:
         with db.read() as session:  # a cheap first pass; each candidate is decided again under its lock
             referenced = set(session.scalars(select(Dataset.storage_key).where(Dataset.storage_key.is_not(None))))
+            referenced |= set(session.scalars(
+                select(Dataset.validation_storage_key).where(Dataset.validation_storage_key.is_not(None))
+            ))  # fmt: skip
             referenced |= set(session.scalars(select(DatasetUpload.storage_key)))
+            referenced |= set(session.scalars(
+                select(DatasetUpload.validation_storage_key).where(DatasetUpload.validation_storage_key.is_not(None))
+            ))  # fmt: skip
         for key in each.stored_keys():
             if key not in referenced and release_key(db, each, key):
                 report.purged_keys.append(key)

@@ -19,7 +19,8 @@ JSON format (every object forbids unknown keys)::
       "missing":  "reject" | "impute",                  # default "reject"
       "budget":   {"epsilon": float > 0, "delta": float in (0, 1)},
       "csv":      {"header": bool, "columns": [str]?, "na_values": [str], "delimiter": str,
-                   "comment": str?}                     # optional; defaults below
+                   "comment": str?},                    # optional; defaults below
+      "validation_fraction": float in (0, 0.5]?         # optional: private validation rows (datasets/split.py)
     }
 
 Encoding rules fixed by the schema (implemented in :mod:`privfit.datasets.encoding`):
@@ -343,7 +344,8 @@ class CsvOptions(_Model):
 
 
 class DatasetSchema(_Model):
-    """The public declaration of a dataset: label, ordered features, missing policy, budget, CSV layout.
+    """The public declaration of a dataset: label, ordered features, missing policy, budget, CSV layout, and an
+    optional validation fraction (:mod:`privfit.datasets.split`).
 
     Build it from JSON with ``DatasetSchema.model_validate_json(text)`` or from a dict with
     ``DatasetSchema.model_validate(obj)``; invalid declarations raise :class:`pydantic.ValidationError`
@@ -355,6 +357,14 @@ class DatasetSchema(_Model):
     missing: Literal["reject", "impute"] = "reject"
     budget: Budget
     csv: CsvOptions = Field(default_factory=CsvOptions)
+    validation_fraction: float | None = Field(
+        None,
+        gt=0,
+        le=0.5,
+        description="Public share f ∈ (0, 0.5] of the rows set apart, by a secret uniformly random split at upload, "
+        "as private validation rows for POST /v1/fits/{id}/evaluate: n_validation = ⌊f·n⌋ rows are never fitted "
+        "on; fits see the other n − ⌊f·n⌋. Default: none.",
+    )
 
     @model_validator(mode="after")
     def _validate(self) -> DatasetSchema:
@@ -447,4 +457,6 @@ class DatasetSchema(_Model):
         for feature in document["features"]:  # schemas without transforms hash as they did before transforms
             if feature.get("transform", "absent") is None:
                 del feature["transform"]
+        if document.get("validation_fraction", "absent") is None:  # likewise for schemas without a validation split
+            del document["validation_fraction"]
         return json.dumps(document, sort_keys=True, separators=(",", ":"), allow_nan=False)

@@ -1,7 +1,7 @@
 """Database layer: SQLAlchemy 2 models and engine/session setup for SQLite (default) and PostgreSQL."""
 
 from .engine import Database, make_database
-from .models import ApiKey, Base, Budget, Dataset, DatasetBlob, DatasetGrant, Job, LedgerEntry
+from .models import ApiKey, Base, Budget, Dataset, DatasetBlob, DatasetGrant, Evaluation, Job, LedgerEntry
 
 __all__ = [
     "ApiKey",
@@ -11,6 +11,7 @@ __all__ = [
     "Dataset",
     "DatasetBlob",
     "DatasetGrant",
+    "Evaluation",
     "Job",
     "LedgerEntry",
     "make_database",

@@ -2,8 +2,9 @@
 
 The privacy-relevant invariants are enforced by the database itself, not by convention:
 - ``ledger_entries`` is append-only (triggers in the migration refuse UPDATE and DELETE on both dialects);
-- one job has at most one reservation, one charge and one release: ``UNIQUE(job_id, kind)``;
-- a job's idempotency key is unique per API key.
+- one job has at most one reservation, one charge and one release: ``UNIQUE(job_id, kind)``; likewise one
+  evaluation: ``UNIQUE(evaluation_id, kind)``; every entry belongs to exactly one job or one evaluation;
+- a job's (and an evaluation's) idempotency key is unique per API key.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ NAMING_CONVENTION = {
 }
 
 JOB_STATUSES = ("queued", "running", "succeeded", "failed", "cancelled")
+EVALUATION_STATUSES = ("running", "succeeded", "failed")
 LEDGER_KINDS = ("reservation", "charge", "release")
 ROLES = ("owner", "analyst", "admin")
 
@@ -84,6 +86,11 @@ class Dataset(Base):
     label_bound: Mapped[float] = mapped_column(Float)
     content_hash: Mapped[str] = mapped_column(String(64))
     storage_key: Mapped[str | None] = mapped_column(String(200), index=True)
+    #: the declared public validation fraction f (None: no validation rows), n_validation = ⌊f·(n + n_validation)⌋
+    #: rows held apart (``n`` counts the training rows only) and the key of their matrix (None once deleted)
+    validation_fraction: Mapped[float | None] = mapped_column(Float)
+    n_validation: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    validation_storage_key: Mapped[str | None] = mapped_column(String(200), index=True)
     #: the identity of the store holding the matrix (``DatasetStore.identity``: ``local:<uuid>`` of a data
     #: directory, or ``database``); a worker whose store differs refuses the fit before charging it. NULL for
     #: datasets registered before revision 0006 (not checked).
@@ -104,6 +111,8 @@ class DatasetUpload(Base):
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True)
     storage_key: Mapped[str] = mapped_column(String(64), index=True)
+    #: the key of the validation matrix, for an upload that declares a validation fraction
+    validation_storage_key: Mapped[str | None] = mapped_column(String(64), index=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
@@ -203,9 +212,41 @@ class Job(Base):
     finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
+class Evaluation(Base):
+    """A private evaluation of a succeeded fit on its dataset's validation rows (``POST /v1/fits/{id}/evaluate``).
+
+    Admitted, reserved and charged in one transaction before any validation row is read (``running``); the result
+    is written once (``succeeded``), or ``failed`` with the charge kept. A process that dies in between leaves it
+    ``running`` with its charge (it may have read rows)."""
+
+    __tablename__ = "evaluations"
+    __table_args__ = (
+        CheckConstraint(f"status IN {EVALUATION_STATUSES}", name="status"),
+        UniqueConstraint("api_key_id", "idempotency_key", name="uq_evaluations_idempotency"),
+    )
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id"), index=True)
+    dataset_id: Mapped[str] = mapped_column(ForeignKey("datasets.id"), index=True)
+    api_key_id: Mapped[str] = mapped_column(ForeignKey("api_keys.id"), index=True)
+    idempotency_key: Mapped[str | None] = mapped_column(String(200))
+    request_hash: Mapped[str] = mapped_column(String(64))
+    epsilon: Mapped[float] = mapped_column(Float)
+    confidence: Mapped[float] = mapped_column(Float)
+    metrics: Mapped[list[str]]
+    n_validation: Mapped[int] = mapped_column(Integer)
+    cost: Mapped[dict[str, Any]]
+    status: Mapped[str] = mapped_column(String(16), default="running")
+    result: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    error: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+
+
 class LedgerEntry(Base):
     """One append-only ledger entry: a reservation, the charge that confirms it, or the release that voids it
-    (a cancelled queued job, or the refund of a job that never read a row).
+    (a cancelled queued job, or the refund of a job that never read a row). It belongs to a fit (``job_id``) or
+    to an evaluation (``evaluation_id``), never both.
 
     Each records its curve (on ``grid_name``; JSON null = +∞, no bound at that order), its approximate-DP δ,
     approximate-RDP slack and pure-ε bound (NULL = +∞; :mod:`privfit.privacy.cost`), the formula version, the ε
@@ -216,12 +257,15 @@ class LedgerEntry(Base):
     __tablename__ = "ledger_entries"
     __table_args__ = (
         CheckConstraint(f"kind IN {LEDGER_KINDS}", name="kind"),
+        CheckConstraint("(job_id IS NULL) <> (evaluation_id IS NULL)", name="one_subject"),
         UniqueConstraint("job_id", "kind", name="uq_ledger_job_kind"),
+        UniqueConstraint("evaluation_id", "kind", name="uq_ledger_evaluation_kind"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     dataset_id: Mapped[str] = mapped_column(ForeignKey("datasets.id"), index=True)
-    job_id: Mapped[str] = mapped_column(ForeignKey("jobs.id"), index=True)
+    job_id: Mapped[str | None] = mapped_column(ForeignKey("jobs.id"), index=True)
+    evaluation_id: Mapped[str | None] = mapped_column(ForeignKey("evaluations.id"), index=True)
     kind: Mapped[str] = mapped_column(String(16))
     rdp: Mapped[list[float | None]]
     extra_delta: Mapped[float] = mapped_column(Float, default=0.0)

@@ -26,6 +26,8 @@ Semantics (DESIGN §2):
 - Every function here must run inside ``Database.write()``: it first locks the dataset's budget row
   (``SELECT … FOR UPDATE`` on PostgreSQL; SQLite's ``BEGIN IMMEDIATE`` already holds the database's single write
   lock), so check and debit happen in one transaction and concurrent requests cannot overspend.
+- An evaluation of a fit (:func:`charge_evaluation`) is admitted by the same filter and written as a reservation
+  and a charge in its admission transaction (it reads rows right after); it is never released.
 - Entries are append-only; ``UNIQUE(job_id, kind)`` makes a second reservation, charge or release of a job
   impossible at the database level. A release voids a reservation (cancelled while queued) or, as a *refund*,
   the charge of a job that never read a row (the job state machine checks that in the same transaction). The
@@ -42,7 +44,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from privfit.db.models import Budget, LedgerEntry
@@ -265,14 +267,22 @@ def create_budget(
 
 
 def _entry(
-    session: Session, budget: Budget, job_id: str, kind: str, cost: PrivacyCost, description: str
+    session: Session,
+    budget: Budget,
+    job_id: str | None,
+    kind: str,
+    cost: PrivacyCost,
+    description: str,
+    *,
+    evaluation_id: str | None = None,
 ) -> LedgerEntry:
+    """Append one entry of ``job_id`` or, with ``job_id=None``, of ``evaluation_id``."""
     own = cost.epsilon(budget.delta_max)
     committed = budget_filter(budget).measure(_committed(budget))
     budget.version += 1
     entry = LedgerEntry(
-        dataset_id=budget.dataset_id, job_id=job_id, kind=kind, rdp=curve_to_json(cost.rdp),
-        extra_delta=cost.extra_delta, approx_delta=cost.approx_delta,
+        dataset_id=budget.dataset_id, job_id=job_id, evaluation_id=evaluation_id, kind=kind,
+        rdp=curve_to_json(cost.rdp), extra_delta=cost.extra_delta, approx_delta=cost.approx_delta,
         pure_epsilon=pure_epsilon_to_json(cost.pure_epsilon), grid_name=budget.grid_name,
         formula_version=FORMULA_VERSION, epsilon=own.epsilon, optimal_order=own.optimal_order,
         committed_epsilon_after=committed.epsilon, budget_version=budget.version, description=description,
@@ -292,9 +302,9 @@ def _refusal(budget: Budget, cost: PrivacyCost, before: FilterReading, after: Fi
     )  # fmt: skip
 
 
-def reserve(session: Session, dataset_id: str, job_id: str, cost: PrivacyCost, description: str = "") -> LedgerEntry:
-    """Admit ``cost`` for ``job_id`` by the dataset's filter or raise :class:`BudgetExceededError`; on admission
-    write the reservation."""
+def _admit(session: Session, dataset_id: str, cost: PrivacyCost) -> Budget:
+    """Lock the budget, admit ``cost`` by the dataset's filter (or raise :class:`BudgetExceededError`) and add it
+    to the cached committed cost; the caller writes the reservation in the same transaction."""
     budget = _lock(session, dataset_id)
     _check_grid(cost, budget)
     privacy_filter = budget_filter(budget)
@@ -304,7 +314,27 @@ def reserve(session: Session, dataset_id: str, job_id: str, cost: PrivacyCost, d
     if budget.filter_note or not reading.share <= 1.0:
         raise _refusal(budget, cost, privacy_filter.measure(before), reading)
     _cache(budget, after)
+    return budget
+
+
+def reserve(session: Session, dataset_id: str, job_id: str, cost: PrivacyCost, description: str = "") -> LedgerEntry:
+    """Admit ``cost`` for ``job_id`` by the dataset's filter or raise :class:`BudgetExceededError`; on admission
+    write the reservation."""
+    budget = _admit(session, dataset_id, cost)
     return _entry(session, budget, job_id, "reservation", cost, description)
+
+
+def charge_evaluation(
+    session: Session, dataset_id: str, evaluation_id: str, cost: PrivacyCost, description: str
+) -> LedgerEntry:
+    """Admit an evaluation's ``cost`` exactly like a fit's (same filter, same lock) or raise
+    :class:`BudgetExceededError`, and on admission write its reservation and its charge at once: an evaluation
+    reads its rows right after this transaction commits, so there is no queued phase to release. The pair keeps
+    every sum of the ledger valid (committed = reservations not released; charged = charges not released).
+    ``UNIQUE(evaluation_id, kind)`` makes a second charge of the evaluation impossible."""
+    budget = _admit(session, dataset_id, cost)
+    _entry(session, budget, None, "reservation", cost, description, evaluation_id=evaluation_id)
+    return _entry(session, budget, None, "charge", cost, "evaluation started", evaluation_id=evaluation_id)
 
 
 def _job_entries(session: Session, job_id: str) -> dict[str, LedgerEntry]:
@@ -381,15 +411,16 @@ def _sum_entries(
     exclude_kinds: Sequence[str],
     exclude_job: str | None = None,
 ) -> PrivacyCost:
-    """Compose the entries of ``kind`` whose job has no entry of any of ``exclude_kinds``."""
-    excluded = select(LedgerEntry.job_id).where(
-        LedgerEntry.dataset_id == dataset_id, LedgerEntry.kind.in_(tuple(exclude_kinds))
-    )
+    """Compose the entries of ``kind`` whose job (or evaluation) has no entry of any of ``exclude_kinds``.
+
+    An entry's subject is its job or its evaluation (exactly one is set; both are uuid4s, so they never collide)."""
+    subject = func.coalesce(LedgerEntry.job_id, LedgerEntry.evaluation_id)
+    excluded = select(subject).where(LedgerEntry.dataset_id == dataset_id, LedgerEntry.kind.in_(tuple(exclude_kinds)))
     query = select(LedgerEntry.rdp, LedgerEntry.extra_delta, LedgerEntry.approx_delta, LedgerEntry.pure_epsilon).where(
-        LedgerEntry.dataset_id == dataset_id, LedgerEntry.kind == kind, LedgerEntry.job_id.not_in(excluded)
+        LedgerEntry.dataset_id == dataset_id, LedgerEntry.kind == kind, subject.not_in(excluded)
     )
     if exclude_job is not None:
-        query = query.where(LedgerEntry.job_id != exclude_job)
+        query = query.where(subject != exclude_job)
     rows = session.execute(query).all()
     if not rows:
         return PrivacyCost.zero(grid)

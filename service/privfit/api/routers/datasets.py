@@ -1,6 +1,10 @@
 """Datasets: upload (validated and encoded against the declared public schema), list, show, delete, grants,
 duplicates, and the ledger views (budget, entries). No endpoint returns row values.
 
+A schema with ``validation_fraction`` splits the rows at upload (:mod:`privfit.datasets.split`): ``n`` counts the
+training rows fits read, ``n_validation`` the private validation rows only evaluations read; both matrices are
+stored, accounted for and purged together.
+
 Lifecycle (:mod:`privfit.datasets.lifecycle`): an upload commits a pending record before its matrix is stored and
 registers the dataset in the transaction that removes it, so a crash never leaves data nothing accounts for (the
 orphan sweep removes what a crash left). A delete marks the dataset deleted, cancels its queued fits (refunded),
@@ -36,13 +40,14 @@ from privfit.datasets.lifecycle import (
     refuse_duplicate,
     release_key,
 )
+from privfit.datasets.split import ValidationSplitError, split_validation
 from privfit.datasets.store import DatasetStore
 from privfit.db import ApiKey, Database, Dataset, DatasetGrant, Job, LedgerEntry
 from privfit.db.models import utcnow
 from privfit.faults import crash_point
 from privfit.jobs import cancel
 from privfit.ledger import create_budget, status
-from privfit.privacy import OrderGrid, get_grid
+from privfit.privacy import OrderGrid, get_grid, secure_generator
 from privfit.settings import Settings
 
 from ..auth import Principal, current_principal, require_role, visible_dataset
@@ -58,7 +63,9 @@ log = logging.getLogger("privfit.api")
 class DatasetOut(BaseModel):
     id: str
     name: str
-    n: int
+    n: int = Field(description="Rows that fits read (the training rows when the dataset has a validation split).")
+    n_validation: int = Field(0, description="Private validation rows held apart for evaluations (0: none).")
+    validation_fraction: float | None = Field(None, description="The declared validation fraction, if any.")
     d: int
     feature_names: list[str]
     row_norm_bound: float
@@ -142,7 +149,8 @@ class BudgetOut(BaseModel):
 
 class LedgerEntryOut(BaseModel):
     id: int
-    job_id: str
+    job_id: str | None = Field(description="The fit this entry belongs to (null for an evaluation's entry).")
+    evaluation_id: str | None = Field(description="The evaluation this entry belongs to (null for a fit's entry).")
     kind: str = Field(description="reservation | charge | release")
     epsilon: Unbounded
     optimal_order: Unbounded
@@ -175,7 +183,8 @@ def _default_name(filename: str | None) -> str:
 def _out(dataset: Dataset, principal: Principal) -> DatasetOut:
     privileged = principal.role == "admin" or dataset.owner_key_id == principal.key_id
     return DatasetOut(
-        id=dataset.id, name=dataset.name, n=dataset.n, d=dataset.d, feature_names=dataset.feature_names,
+        id=dataset.id, name=dataset.name, n=dataset.n, n_validation=dataset.n_validation,
+        validation_fraction=dataset.validation_fraction, d=dataset.d, feature_names=dataset.feature_names,
         row_norm_bound=dataset.row_norm_bound, label_bound=dataset.label_bound, schema_=dataset.schema_json,
         created_at=dataset.created_at, owner_key_id=dataset.owner_key_id,
         content_hash=dataset.content_hash if privileged else None,
@@ -272,9 +281,15 @@ def upload_dataset(
     except MemoryError:  # the caps make this unlikely; when the machine is short anyway, it is a retryable state
         raise HTTPException(503, "the server has not enough memory for this upload now; retry later",
                             headers={"Retry-After": "30"}) from None  # fmt: skip
+    validation, content_hash = None, encoded.content_hash  # the hash of all the rows, split or not
+    if declared.validation_fraction is not None:
+        try:  # a secret, uniformly random split of the rows (OS entropy), never stored or shown on its own
+            encoded, validation = split_validation(encoded, declared.validation_fraction, secure_generator())
+        except ValidationSplitError as error:
+            raise Problem(422, "Invalid schema", str(error), field="schema.validation_fraction") from None
     dataset = _store_and_register(
         request.app.state.db, request.app.state.store, principal, name or _default_name(file.filename), declared,
-        encoded, grid, allow_duplicate,
+        encoded, validation, content_hash, grid, allow_duplicate,
     )  # fmt: skip
     return _out(dataset, principal)
 
@@ -286,31 +301,40 @@ def _store_and_register(
     name: str,
     declared: DatasetSchema,
     encoded: EncodedDataset,
+    validation: EncodedDataset | None,
+    content_hash: str,
     grid: OrderGrid,
     allow_duplicate: bool,
 ) -> Dataset:
     """The back half of an upload, crash-consistent (module docstring; runs in the threadpool):
 
-    1. a pending upload of the matrix's key is committed (under the key's lock; a live dataset of the same owner
-       with the same content is refused with 409 unless ``allow_duplicate``);
-    2. the matrix is stored;
+    1. a pending upload of the matrix's key (and of the validation matrix's, for a split upload) is committed
+       (under the keys' locks; a live dataset of the same owner with the same content is refused with 409 unless
+       ``allow_duplicate``);
+    2. the matrix (and the validation matrix) is stored;
     3. the dataset and its budget are inserted in the transaction that removes the pending upload.
 
     A failure after 1 drops the pending upload and purges the data unless something else references it.
     """
     storage_key = store.key_of(encoded)
+    validation_key = None if validation is None else store.key_of(validation)
+    split_hash = None if validation is None else content_hash  # a split's keys are random: match the content
     dataset_id = str(uuid.uuid4())
     try:
-        begin_upload(db, dataset_id, storage_key, owner_key_id=principal.key_id, allow_duplicate=allow_duplicate)
+        begin_upload(db, dataset_id, storage_key, owner_key_id=principal.key_id, allow_duplicate=allow_duplicate,
+                     validation_key=validation_key, content_hash=split_hash)  # fmt: skip
         try:
             crash_point("upload:pending")  # test-only fault injection (privfit.faults)
             store.put(encoded)  # stores under store.key_of(encoded) == storage_key
+            if validation is not None:
+                crash_point("upload:training-stored")
+                store.put(validation)
             crash_point("upload:stored")
-            return _register(db, dataset_id, principal, name, declared, encoded, storage_key, store.identity, grid,
-                             allow_duplicate)  # fmt: skip
+            return _register(db, dataset_id, principal, name, declared, encoded, validation, content_hash,
+                             storage_key, validation_key, store.identity, grid, allow_duplicate)  # fmt: skip
         except BaseException:
             try:
-                abandon_upload(db, store, dataset_id, storage_key)  # nothing half-written: no orphan data
+                abandon_upload(db, store, dataset_id, storage_key, validation_key)  # no orphan data
             except Exception as cleanup:  # e.g. the database is down: the orphan sweep removes it later
                 log.warning("abandoned upload left for the orphan sweep", extra={"error_type": type(cleanup).__name__})
             raise
@@ -330,7 +354,10 @@ def _register(
     name: str,
     declared: DatasetSchema,
     encoded: EncodedDataset,
+    validation: EncodedDataset | None,
+    content_hash: str,
     storage_key: str,
+    validation_key: str | None,
     store_id: str,
     grid: OrderGrid,
     allow_duplicate: bool,
@@ -340,19 +367,22 @@ def _register(
     503 (retry) if the pending upload is gone — the orphan sweep judged it abandoned, so its data may be purged;
     :class:`DuplicateDatasetError` if an identical upload of the same owner registered meanwhile."""
     with db.write() as session:
-        if not finish_upload(session, dataset_id, storage_key):
+        split_hash = None if validation is None else content_hash
+        if not finish_upload(session, dataset_id, storage_key, validation_key, split_hash):
             raise HTTPException(
                 503,
                 "the upload took longer than PRIVFIT_UPLOAD_GRACE_SECONDS and its stored data was swept; upload again",
                 headers={"Retry-After": "1"},
             )  # problem+json (problems.py)
         if not allow_duplicate:
-            refuse_duplicate(session, principal.key_id, storage_key)  # under the key's lock (finish_upload)
+            refuse_duplicate(session, principal.key_id, storage_key, split_hash)  # under the locks (finish_upload)
         dataset = Dataset(
             id=dataset_id, owner_key_id=principal.key_id, name=name,
             schema_json=json.loads(declared.canonical_json()), feature_names=list(encoded.feature_names),
             n=encoded.n, d=encoded.d, row_norm_bound=encoded.row_norm_bound, label_bound=encoded.label_bound,
-            content_hash=encoded.content_hash, storage_key=storage_key, store_id=store_id,
+            content_hash=content_hash, storage_key=storage_key, store_id=store_id,
+            validation_fraction=declared.validation_fraction, n_validation=0 if validation is None else validation.n,
+            validation_storage_key=validation_key,
         )  # fmt: skip
         session.add(dataset)
         session.flush()
@@ -437,6 +467,7 @@ def delete_dataset(
             raise dataset_not_found(dataset_id)
         row.deleted_at = utcnow()
         key, row.storage_key = row.storage_key, None
+        validation_key, row.validation_storage_key = row.validation_storage_key, None
     with db.read() as session:
         active = list(session.scalars(
             select(Job.id).where(Job.dataset_id == dataset.id, Job.status.in_(("queued", "running")))
@@ -444,6 +475,7 @@ def delete_dataset(
     for job_id in active:  # a job claimed meanwhile finds the dataset deleted and fails before reading, refunded
         cancel(db, job_id)
     _purge_if_unreferenced(request, key)
+    _purge_if_unreferenced(request, validation_key)
     return Response(status_code=204)
 
 
@@ -562,6 +594,7 @@ def ledger(
             {
                 "id": row.id,
                 "job_id": row.job_id,
+                "evaluation_id": row.evaluation_id,
                 "kind": row.kind,
                 "epsilon": row.epsilon,
                 "optimal_order": row.optimal_order,

@@ -30,7 +30,7 @@ from privfit.db import Budget, Database, Dataset, Job
 from privfit.errors import ParameterError
 from privfit.jobs import cancel
 from privfit.ledger import budget_filter, delta_allowance, estimate, reserve
-from privfit.privacy import DeltaAllowance, curve_to_json, get_grid, pure_epsilon_to_json
+from privfit.privacy import DeltaAllowance, PrivacyCost, curve_to_json, get_grid, pure_epsilon_to_json
 from privfit.solvers.base import (
     MIN_EPSILON,
     FitPlan,
@@ -204,18 +204,23 @@ def _plan(request: Request, body: FitRequest, principal: Principal) -> tuple[Dat
     return dataset, budget, plan
 
 
-def _cost_json(plan: FitPlan, budget: Budget) -> dict[str, Any]:
-    """The fit's own ε (this fit alone, at the dataset's δ) and its share of the budget by the dataset's filter, as
-    JSON (+∞, e.g. a δ part beyond the pot, is ``null``: the jobs table stores it)."""
-    converted = plan.cost.epsilon(budget.delta_max)
-    share = budget_filter(budget).measure(plan.cost)
+def cost_json(cost: PrivacyCost, budget: Budget, formula_version: str) -> dict[str, Any]:
+    """A cost's own ε (alone, at the dataset's δ) and its share of the budget by the dataset's filter, as JSON (+∞,
+    e.g. a δ part beyond the pot, is ``null``: the jobs and evaluations tables store it)."""
+    converted = cost.epsilon(budget.delta_max)
+    share = budget_filter(budget).measure(cost)
     return public_json({
         "epsilon": converted.epsilon, "delta": budget.delta_max, "optimal_order": converted.optimal_order,
         "filter_epsilon": share.epsilon, "filter_share": share.share, "filter_certificate": share.certificate,
-        "at_grid_edge": converted.at_grid_edge, "grid": budget.grid_name, "extra_delta": plan.cost.extra_delta,
-        "approx_delta": plan.cost.approx_delta, "pure_epsilon": pure_epsilon_to_json(plan.cost.pure_epsilon),
-        "rdp": curve_to_json(plan.cost.rdp), "formula_version": plan.resolved.formula_version,
+        "at_grid_edge": converted.at_grid_edge, "grid": budget.grid_name, "extra_delta": cost.extra_delta,
+        "approx_delta": cost.approx_delta, "pure_epsilon": pure_epsilon_to_json(cost.pure_epsilon),
+        "rdp": curve_to_json(cost.rdp), "formula_version": formula_version,
     })  # fmt: skip
+
+
+def _cost_json(plan: FitPlan, budget: Budget) -> dict[str, Any]:
+    """The fit's cost as JSON (:func:`cost_json`)."""
+    return cost_json(plan.cost, budget, plan.resolved.formula_version)
 
 
 def _outlook_json(outlook: NoiseOutlook | None) -> dict[str, Any] | None:
@@ -356,7 +361,7 @@ def estimate_fit(
                         "outlook": _outlook_json(outlook)})  # fmt: skip
 
 
-def _visible_job(request: Request, job_id: str, principal: Principal) -> Job:
+def visible_job(request: Request, job_id: str, principal: Principal) -> Job:
     """The fit if ``principal`` may see it: the key that requested it, the dataset's owner (even after deleting the
     dataset) and admins. Anything else — a malformed id (never sent to the database), an unknown id, another's fit
     — is the same :func:`fit_not_found`; in particular nothing reveals the fit's dataset."""
@@ -412,7 +417,7 @@ def list_fits(
             responses=problem_responses(401, 404, 503))  # fmt: skip
 def get_fit(job_id: FitId, request: Request,
             principal: Principal = Depends(require_role("owner", "analyst", "admin"))) -> Any:  # noqa: B008  # fmt: skip
-    return _jsonable(_job_json(_visible_job(request, job_id, principal)))
+    return _jsonable(_job_json(visible_job(request, job_id, principal)))
 
 
 @router.post("/{job_id:id}/cancel", response_model=FitOut, response_model_exclude_unset=True,
@@ -420,10 +425,10 @@ def get_fit(job_id: FitId, request: Request,
              responses=problem_responses(401, 404, 503))  # fmt: skip
 def cancel_fit(job_id: FitId, request: Request,
                principal: Principal = Depends(require_role("owner", "analyst", "admin"))) -> Any:  # noqa: B008  # fmt: skip
-    job = _visible_job(request, job_id, principal)
+    job = visible_job(request, job_id, principal)
     if job.status in ("queued", "running"):
         cancel(request.app.state.db, job.id)
-    return _jsonable(_job_json(_visible_job(request, job.id, principal)))
+    return _jsonable(_job_json(visible_job(request, job.id, principal)))
 
 
 class PredictRequest(BaseModel):
@@ -446,7 +451,7 @@ def predict(job_id: FitId, body: PredictRequest, request: Request,
     ``scores`` are the raw ⟨θ, x⟩ + b; ``predictions`` are class names for a binary label, and for a numeric
     label values in the label's units clipped to its declared [lower, upper].
     """
-    job = _visible_job(request, job_id, principal)
+    job = visible_job(request, job_id, principal)
     job_id = job.id
     if job.status != "succeeded" or job.result is None:
         raise Problem(409, "Fit not finished", f"fit {job_id} is {job.status}; predictions need a succeeded fit")

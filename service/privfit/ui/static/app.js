@@ -341,6 +341,8 @@ async function renderDataset(datasetId) {
         el("h1", { "data-testid": "dataset-title", text: dataset.name }),
         el("p", { class: "muted" },
           el("span", { "data-testid": "dataset-n", "data-value": dataset.n, text: fmtInt(dataset.n) }), " rows · ",
+          dataset.n_validation ? el("span", { "data-testid": "dataset-n-validation", "data-value": dataset.n_validation,
+            text: `${fmtInt(dataset.n_validation)} private validation rows · ` }) : null,
           el("span", { "data-testid": "dataset-d", "data-value": dataset.d, text: fmtInt(dataset.d) }),
           " features · registered ", fmtTime(dataset.created_at)),
         el("p", { class: "muted small mono", text: `id ${dataset.id}` }))),
@@ -705,7 +707,7 @@ function ledgerTable(entries, epsilonMax) {
           entry.description ? el("span", { class: "muted small", text: ` ${entry.description}` }) : null),
         el("td", {}, entry.job_id
           ? el("a", { class: "mono", href: `#/fits/${encodeURIComponent(entry.job_id)}`, text: shortId(entry.job_id) })
-          : "—"),
+          : el("span", { class: "muted small", text: entry.evaluation_id ? `evaluation ${shortId(entry.evaluation_id)}` : "—" })),
         el("td", { class: "numcell" }, num(entry.epsilon, "ledger-epsilon")),
         el("td", { class: "numcell" }, num(entry.committed_epsilon_after === null ? null
           : Math.max(0, epsilonMax - entry.committed_epsilon_after), "ledger-remaining")))))),
@@ -790,6 +792,7 @@ async function renderFit(fitId) {
   const progressSlot = el("div", { class: "progress-slot" });
   const timesSlot = el("div", {});
   const outcomeSlot = el("div", { "data-testid": "fit-outcome" });
+  const evaluationsSlot = el("div", {});
   const cost = fit.cost || {};
 
   replace(viewRoot,
@@ -814,6 +817,7 @@ async function renderFit(fitId) {
         stat("Noise outlook", outlookView(fit.outlook, "fit-outlook"))),
       progressSlot, timesSlot),
     outcomeSlot,
+    evaluationsSlot,
     el("details", { class: "panel settings", "data-testid": "fit-settings" },
       el("summary", { text: "Resolved settings and accounting" }),
       settingsTable(fit.settings || {}, cost)));
@@ -850,6 +854,9 @@ async function renderFit(fitId) {
     if (drawnOutcome !== current.status) {
       drawnOutcome = current.status;
       replace(outcomeSlot, outcome(current));
+      if (current.status === "succeeded" && current.result && current.result.predictor !== false) {
+        replace(evaluationsSlot, evaluationsPanel(current.id, dataset, token));
+      }
     }
   }
 
@@ -876,6 +883,86 @@ async function renderFit(fitId) {
 
   draw(fit);
   if (ACTIVE.has(fit.status)) poll();
+}
+
+/**
+ * The private evaluations of a succeeded fit (GET /v1/fits/{id}/evaluations), newest first, each with its ε and
+ * every metric's noisy value and interval; for owners and analysts, when the dataset has validation rows, a form
+ * that runs one (POST /v1/fits/{id}/evaluate, charged to the dataset's budget, sent with an Idempotency-Key).
+ * @param {string} fitId
+ * @param {object|null} dataset The fit's dataset (null when it could not be read, e.g. deleted).
+ * @param {number} token The view generation.
+ * @returns {HTMLElement}
+ */
+function evaluationsPanel(fitId, dataset, token) {
+  const id = encodeURIComponent(fitId);
+  const role = getSession().me.role;
+  const rows = dataset ? dataset.n_validation || 0 : 0;
+  const list = el("div", { class: "table-wrap", "data-testid": "evaluations-list" },
+    el("p", { class: "loading", text: "Loading evaluations…" }));
+
+  async function refresh() {
+    const evaluations = await api(`/v1/fits/${id}/evaluations`);
+    if (token !== generation) return;
+    replace(list, evaluationsTable(evaluations));
+  }
+
+  let form = null;
+  if (rows > 0 && (role === "owner" || role === "analyst")) {
+    const epsilonInput = el("input", { "data-testid": "evaluate-epsilon", name: "epsilon", type: "number",
+      min: "0.000001", max: "100", step: "any", value: "0.1", inputmode: "decimal" });
+    const button = el("button", { type: "submit", class: "button", "data-testid": "evaluate-run", text: "Evaluate privately" });
+    const status = el("span", { class: "form-error", "data-testid": "evaluate-error" });
+    form = el("form", { class: "estimate-form", "data-testid": "evaluate-form" },
+      el("div", { class: "form-row" }, el("label", {}, el("span", { text: "ε of the evaluation" }), epsilonInput)),
+      el("div", { class: "form-actions" }, button), status);
+    form.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      button.disabled = true;
+      replace(status);
+      try {
+        await api(`/v1/fits/${id}/evaluate`, { method: "POST", body: { privacy: { epsilon: Number(epsilonInput.value) } },
+          headers: { "Idempotency-Key": newIdempotencyKey() } });
+        await refresh();
+      } catch (error) {
+        if (token !== generation) return;
+        showError(error);
+        replace(status, error instanceof ApiError ? `${error.title}: ${error.detail}` : String(error.message || error));
+      } finally {
+        button.disabled = false;
+      }
+    });
+  }
+  refresh().catch((error) => { if (token === generation) showError(error); });
+  return el("section", { class: "panel", "data-testid": "fit-evaluations" },
+    el("div", { class: "panel-head" }, el("h2", { text: "Private evaluations" }),
+      el("span", { class: "muted small", "data-testid": "evaluations-note", text: rows > 0
+        ? `on the dataset's ${rows} private validation rows; each is charged to its budget, and its intervals account for the noise`
+        : "the dataset has no private validation rows (its owner declares them with validation_fraction at upload)" })),
+    form, list);
+}
+
+/**
+ * The evaluations of a fit as a table, newest first: time, ε, status, and one cell per metric.
+ * @param {object[]} evaluations Oldest first.
+ * @returns {HTMLElement}
+ */
+function evaluationsTable(evaluations) {
+  if (evaluations.length === 0) {
+    return el("p", { class: "muted empty-row", "data-testid": "evaluations-empty", text: "No evaluations yet." });
+  }
+  const metric = (r) => el("div", { class: "small", "data-testid": "evaluation-metric", "data-metric": r.metric, "data-value": r.value },
+    el("span", { class: "mono", text: `${r.metric} ${fmtNumber(r.value, 4)}` }),
+    el("span", { class: "muted", text: ` [${fmtNumber(r.interval[0], 4)}, ${fmtNumber(r.interval[1], 4)}] at ${Math.round(r.confidence * 100)}%` }),
+    el("span", { class: "muted", text: ` · ${r.noise} b = ${fmtNumber(r.scale)}, ε ${fmtNumber(r.epsilon)}` }));
+  return el("table", { class: "table", "data-testid": "evaluations-table" },
+    el("thead", {}, el("tr", {}, ["Time", "ε", "Status", "Metrics (noisy value, interval)"].map((h) => el("th", { text: h })))),
+    el("tbody", {}, evaluations.slice().reverse().map((e) => el("tr", { "data-testid": "evaluation-row", "data-status": e.status },
+      el("td", { class: "small nowrap", text: fmtTime(e.created_at) }),
+      el("td", { class: "numcell" }, num(e.epsilon, "evaluation-epsilon")),
+      el("td", {}, statusBadge(e.status, "evaluation-status")),
+      el("td", {}, ...(e.results || []).map(metric),
+        e.error ? el("span", { class: "muted small", text: e.error.detail }) : null)))));
 }
 
 /**

@@ -1,0 +1,293 @@
+"""Private evaluation of a succeeded fit on its dataset's validation rows (issue #22 §2), charged to the ledger.
+
+``POST /v1/fits/{id}/evaluate`` with a target ε (and optionally the metrics and the interval level):
+
+1. checks, from public data only: the caller may see the fit and still use its dataset (key, grant, not deleted),
+   the fit succeeded and predicts labels, the dataset has validation rows (``schema.validation_fraction``), and
+   the metrics apply to the label and model (:func:`privfit.privacy.evaluation.plan_evaluation`);
+2. computes the cost from public inputs only (ε, metrics, weights) and, in ONE write transaction holding the
+   budget row lock, admits it by the dataset's privacy filter exactly like a fit and writes the evaluation with
+   its reservation and its charge (:func:`privfit.ledger.charge_evaluation`) — or answers 409 having charged
+   nothing. Nothing has read a validation row yet;
+3. reads the validation matrix (n_val × d) and releases the noisy metrics with their intervals, in the threadpool
+   (a sync endpoint), with noise from an OS-seeded generator. The result is written once. A failure or crash
+   after step 2 keeps the charge (the rows may have been read); a failed evaluation's error never quotes values.
+
+``Idempotency-Key`` works as for fits: the same key and body return the first evaluation (charged once); another
+body is a 409. Evaluations are listed at ``GET /v1/fits/{id}/evaluations`` to whoever may see the fit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import uuid
+from typing import Any, Literal
+
+import numpy as np
+from fastapi import APIRouter, Depends, Header, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+
+from privfit.datasets.lifecycle import store_mismatch
+from privfit.datasets.store import DatasetStore, DatasetStoreError
+from privfit.db import Budget, Database, Dataset, Evaluation, Job
+from privfit.db.models import utcnow
+from privfit.ledger import charge_evaluation
+from privfit.privacy import get_grid, secure_generator
+from privfit.privacy.evaluation import (
+    EvaluationInputs,
+    EvaluationPlan,
+    binary_inputs,
+    numeric_inputs,
+    plan_evaluation,
+    release,
+)
+from privfit.solvers.base import MIN_EPSILON, FitResult
+
+from ..auth import Principal, confirm_access, require_role, usable_dataset
+from ..encoding import UtcDateTime, public_json
+from ..problems import Problem, problem_responses
+from .fits import CostOut, FitId, cost_json, visible_job
+
+router = APIRouter(prefix="/v1/fits", tags=["evaluations"])
+log = logging.getLogger("privfit.api")
+
+EVALUATION_FORMULA = "evaluation-laplace/v1"
+"""Identifies the mechanisms and budget split of :mod:`privfit.privacy.evaluation` in each evaluation's cost."""
+
+Metric = Literal["accuracy", "roc_auc", "log_loss", "rmse", "mae"]
+
+
+class EvaluationPrivacy(BaseModel):
+    model_config = {"extra": "forbid"}
+    epsilon: float = Field(..., ge=MIN_EPSILON, le=100, description="Target ε ∈ [1e-6, 100] of this evaluation.")
+
+
+class EvaluationRequest(BaseModel):
+    model_config = {"extra": "forbid"}
+    privacy: EvaluationPrivacy
+    metrics: list[Metric] | None = Field(
+        None, min_length=1, max_length=5,
+        description="Default: every metric that applies — binary label: accuracy, roc_auc, log_loss (log_loss for "
+        "logistic only); numeric label: rmse, mae. ε is split by public weights (docs/privacy.md).",
+    )  # fmt: skip
+    confidence: float = Field(0.95, ge=0.5, lt=1.0, description="Level of each metric's interval.")
+
+
+class MetricOut(BaseModel):
+    """One released metric: the noisy value, its interval (noise only: the validation rows are fixed), and its
+    mechanism — Laplace noise of ``scale`` on a sum of replace-one ``sensitivity``, costing ``epsilon``."""
+
+    metric: str
+    value: float
+    interval: list[float]
+    confidence: float
+    noise: str
+    scale: float
+    sensitivity: float
+    epsilon: float
+    weight: float
+    note: str
+
+
+class EvaluationOut(BaseModel):
+    """An evaluation: its request, cost and, once succeeded, its released metrics."""
+
+    id: str
+    fit_id: str
+    dataset_id: str
+    status: str = Field(description="running | succeeded | failed")
+    epsilon: float
+    confidence: float
+    metrics: list[str]
+    n_validation: int
+    cost: CostOut
+    results: list[MetricOut] | None = None
+    error: dict[str, Any] | None = None
+    created_at: UtcDateTime
+    finished_at: UtcDateTime | None = None
+
+
+def _json(evaluation: Evaluation) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "id": evaluation.id, "fit_id": evaluation.job_id, "dataset_id": evaluation.dataset_id,
+        "status": evaluation.status, "epsilon": evaluation.epsilon, "confidence": evaluation.confidence,
+        "metrics": evaluation.metrics, "n_validation": evaluation.n_validation, "cost": evaluation.cost,
+        "created_at": evaluation.created_at, "finished_at": evaluation.finished_at,
+    }  # fmt: skip
+    if evaluation.result is not None:
+        body["results"] = evaluation.result["metrics"]
+    if evaluation.error is not None:
+        body["error"] = evaluation.error
+    return public_json(body)
+
+
+def _request_hash(job_id: str, body: EvaluationRequest) -> str:
+    document = {"fit_id": job_id, **body.model_dump(mode="json")}
+    return hashlib.sha256(json.dumps(document, sort_keys=True).encode()).hexdigest()
+
+
+def _replay(db: Database, principal: Principal, key: str, request_hash: str) -> JSONResponse | None:
+    with db.read() as session:
+        found = session.execute(
+            select(Evaluation).where(Evaluation.api_key_id == principal.key_id, Evaluation.idempotency_key == key)
+        ).scalar_one_or_none()
+    if found is None:
+        return None
+    if found.request_hash != request_hash:
+        raise Problem(409, "Idempotency key reused", "this Idempotency-Key was used with a different request body")
+    return _created(found)
+
+
+def _created(evaluation: Evaluation) -> JSONResponse:
+    location = f"/v1/fits/{evaluation.job_id}/evaluations"
+    return JSONResponse(_json(evaluation), status_code=201, headers={"Location": location})
+
+
+def _plan(job: Job, dataset: Dataset, body: EvaluationRequest) -> EvaluationPlan:
+    """The public plan: refuses (409) a fit that cannot be evaluated and (422) metrics that do not apply."""
+    if job.status != "succeeded" or job.result is None:
+        raise Problem(409, "Fit not finished", f"fit {job.id} is {job.status}; evaluations need a succeeded fit")
+    if not job.result.get("predictor", True):
+        raise Problem(409, "Not a predictor", f"fit {job.id} estimated a statistic of the features (model "
+                      f"{job.model!r}); it has no predictions to evaluate")  # fmt: skip
+    if dataset.n_validation < 1 or dataset.validation_storage_key is None:
+        raise Problem(409, "No validation rows", f"dataset {dataset.id} has no private validation rows: its owner "
+                      "declares them at upload with schema.validation_fraction",
+                      field="schema.validation_fraction")  # fmt: skip
+    label = dataset.schema_json["label"]
+    scale = (float(label["upper"]) - float(label["lower"])) / 2.0 if label["type"] == "numeric" else 1.0
+    return plan_evaluation(
+        body.privacy.epsilon, body.metrics, label_type=label["type"], probabilities=job.model == "logistic",
+        n=dataset.n_validation, label_scale=scale, confidence=body.confidence,
+    )  # fmt: skip
+
+
+def _inputs(result: dict[str, Any], label_type: str, X: np.ndarray, y: np.ndarray) -> EvaluationInputs:
+    """Per-row inputs of the metrics from the fit's released model (``result``) on the validation rows (private;
+    never released)."""
+    model = FitResult(**{k: result[k] for k in ("solver", "model", "coefficients", "intercept")})
+    if label_type == "binary":
+        return binary_inputs(model.decision_function(X), y, probabilities=model.model == "logistic")
+    return numeric_inputs(model.predict(X), y)
+
+
+def _finish(db: Database, evaluation_id: str, **fields: Any) -> Evaluation:
+    def write() -> Evaluation:
+        with db.write() as session:
+            row = session.get_one(Evaluation, evaluation_id)
+            if row.status == "running":  # written once
+                for name, value in fields.items():
+                    setattr(row, name, value)
+                row.finished_at = utcnow()
+            return row
+
+    return db.retrying(write, what="evaluation result")
+
+
+@router.post(
+    "/{job_id:id}/evaluate", status_code=201, response_model=EvaluationOut, response_model_exclude_unset=True,
+    summary="Privately evaluate a succeeded fit on its dataset's validation rows (charged to the ledger)",
+    responses=problem_responses(
+        400, 401, 403, 404, 409, 410, 413, 422, 503,
+        s409="The fit has not succeeded or does not predict, the dataset has no validation rows, the ledger refused "
+        "the evaluation (privacy budget exceeded; nothing was charged), or the Idempotency-Key was used with another "
+        "request body.",
+        s410="The fit's dataset was deleted.",
+    ),
+)  # fmt: skip
+def evaluate(
+    job_id: FitId,
+    body: EvaluationRequest,
+    request: Request,
+    idempotency_key: str | None = Header(None, max_length=200),
+    principal: Principal = Depends(require_role("owner", "analyst")),  # noqa: B008
+) -> JSONResponse:
+    db: Database = request.app.state.db
+    store: DatasetStore = request.app.state.store
+    job = visible_job(request, job_id, principal)
+    request_hash = _request_hash(job.id, body)
+    if idempotency_key is not None:
+        key = idempotency_key
+        replay = db.retrying(lambda: _replay(db, principal, key, request_hash), what="evaluation replay")
+        if replay is not None:
+            return replay
+    dataset = db.retrying(lambda: usable_dataset(db, job.dataset_id, principal), what="read dataset")
+    plan = _plan(job, dataset, body)
+    mismatch = store_mismatch(dataset.store_id, store)
+    if mismatch is not None:  # refused before charging: this process could not read the rows
+        raise Problem(503, "Dataset store unavailable", mismatch, headers={"Retry-After": "30"})
+
+    def read_budget() -> Budget:
+        with db.read() as session:
+            return session.get_one(Budget, dataset.id)
+
+    budget = db.retrying(read_budget, what="read budget")
+    cost = plan.cost(get_grid(budget.grid_name))
+    evaluation_id = str(uuid.uuid4())
+    row = {
+        "id": evaluation_id, "job_id": job.id, "dataset_id": dataset.id, "api_key_id": principal.key_id,
+        "idempotency_key": idempotency_key, "request_hash": request_hash, "epsilon": body.privacy.epsilon,
+        "confidence": plan.confidence, "metrics": list(plan.metrics), "n_validation": plan.n,
+        "cost": cost_json(cost, budget, EVALUATION_FORMULA), "status": "running",
+    }  # fmt: skip
+
+    def admit() -> None:
+        """The evaluation, its reservation and its charge in one transaction (retried like a fit's admission)."""
+        with db.write() as session:
+            if session.get(Evaluation, evaluation_id) is not None:
+                return
+            confirm_access(session, principal, dataset)
+            session.add(Evaluation(**row))
+            session.flush()
+            charge_evaluation(session, dataset.id, evaluation_id, cost,
+                              description=f"evaluation of fit {job.id}: {', '.join(plan.metrics)}")  # fmt: skip
+
+    try:
+        db.retrying(admit, what="evaluation admission")
+    except IntegrityError:
+        replay = _replay(db, principal, idempotency_key, request_hash) if idempotency_key else None
+        if replay is None:
+            raise
+        return replay
+    # Charged: from here on the rows may be read, and the charge is kept whatever happens.
+    try:
+        X, y = db.retrying(lambda: store.get(str(dataset.validation_storage_key)), what="validation matrix")
+        inputs = _inputs(dict(job.result or {}), dataset.schema_json["label"]["type"], X, y)
+        released = release(plan, inputs, secure_generator())
+    except DatasetStoreError:
+        log.warning("evaluation failed: validation matrix unreadable", extra={"evaluation_id": evaluation_id})
+        done = _finish(db, evaluation_id, status="failed", error={
+            "type": "dataset_unavailable", "detail": "the validation rows could not be read (the dataset was deleted "
+            "meanwhile or its store is unavailable); the charge is kept"})  # fmt: skip
+        return _created(done)
+    done = _finish(db, evaluation_id, status="succeeded",
+                   result={"metrics": [public_json(m.to_dict()) for m in released]})  # fmt: skip
+    return _created(done)
+
+
+@router.get(
+    "/{job_id:id}/evaluations", response_model=list[EvaluationOut], response_model_exclude_unset=True,
+    summary="The private evaluations of a fit, oldest first (to whoever may see the fit)",
+    responses=problem_responses(401, 404, 503),
+)  # fmt: skip
+def list_evaluations(
+    job_id: FitId,
+    request: Request,
+    principal: Principal = Depends(require_role("owner", "analyst", "admin")),  # noqa: B008
+) -> Any:
+    db: Database = request.app.state.db
+    job = visible_job(request, job_id, principal)
+
+    def read() -> list[dict[str, Any]]:
+        with db.read() as session:
+            rows = session.execute(
+                select(Evaluation).where(Evaluation.job_id == job.id).order_by(Evaluation.created_at, Evaluation.id)
+            ).scalars()
+            return [_json(evaluation) for evaluation in rows]
+
+    return db.retrying(read, what="list evaluations")
