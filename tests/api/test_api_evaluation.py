@@ -174,3 +174,23 @@ def test_a_regression_fit_gets_rmse_and_mae_in_the_labels_units(client: TestClie
     # label range [−4, 4]: scale 4 per encoded unit; sums of |e| ≤ 2 and e² ≤ 4 per row at ε = 1 each
     assert results["mae"]["scale"] == pytest.approx(2.0) and results["rmse"]["scale"] == pytest.approx(4.0)
     assert 0.0 <= results["mae"]["value"] <= 8.0 and results["mae"]["value"] <= results["rmse"]["value"] + 0.5
+
+
+def test_a_failure_after_the_charge_is_a_failed_evaluation_that_keeps_the_charge(
+    client: TestClient, keys: Keys, monkeypatch
+):
+    """Whatever breaks once rows may have been read: no 500, no half-written result, no value quoted, no refund."""
+    import privfit.api.routers.evaluations as evaluations_module
+
+    def broken_release(*args, **kwargs):
+        raise FloatingPointError("secret row value 0.1234")
+
+    dataset_id = split_dataset(client, keys)
+    fit_id = fitted(client, keys, dataset_id)
+    monkeypatch.setattr(evaluations_module, "release", broken_release)
+    response = client.post(f"/v1/fits/{fit_id}/evaluate", headers=keys.analyst, json={"privacy": {"epsilon": 1.0}})
+    assert response.status_code == 201, response.text
+    evaluation = response.json()
+    assert evaluation["status"] == "failed" and "results" not in evaluation
+    assert evaluation["error"]["type"] == "internal_error" and "0.1234" not in response.text
+    assert [e["kind"] for e in ledger(client, dataset_id, keys)][-2:] == ["reservation", "charge"]

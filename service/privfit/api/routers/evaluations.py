@@ -265,6 +265,11 @@ def evaluate(
             "type": "dataset_unavailable", "detail": "the validation rows could not be read (the dataset was deleted "
             "meanwhile or its store is unavailable); the charge is kept"})  # fmt: skip
         return _created(done)
+    except Exception:  # a bug, not the rows' doing: the error quotes nothing and the charge is kept
+        log.exception("evaluation failed", extra={"evaluation_id": evaluation_id})
+        done = _finish(db, evaluation_id, status="failed", error={
+            "type": "internal_error", "detail": "the evaluation failed on the server; the charge is kept"})  # fmt: skip
+        return _created(done)
     done = _finish(db, evaluation_id, status="succeeded",
                    result={"metrics": [public_json(m.to_dict()) for m in released]})  # fmt: skip
     return _created(done)
