@@ -122,7 +122,9 @@ and progress reported once per step. Rows outside the declared bounds are brough
 
 from __future__ import annotations
 
+import dataclasses
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import ClassVar, Literal
 
@@ -136,19 +138,20 @@ from privfit.solvers.base import (
     FitRun,
     FloatArray,
     GLMParams,
-    GLMResolved,
+    MulticlassGLMResolved,
     PrivacyRequest,
     ProgressReporter,
     PublicMetadata,
     Solver,
     SolverParameterError,
     design_bound,
-    glm_loss,
     glm_resolved_fields,
     gradient_noise_norm,
+    parameter_loss,
+    resolved_loss,
 )
-from privfit.solvers.geometry import clip_rows, clipped_scaled_row_sum, row_norms
-from privfit.solvers.losses import GLMLoss, RegularizedLoss, make_loss
+from privfit.solvers.geometry import clip_rows, clipped_outer_sum, clipped_scaled_row_sum, row_norms
+from privfit.solvers.losses import GLMLoss, MultinomialLogisticLoss, RegularizedLoss
 
 __all__ = [
     "DEFAULT_STEPS",
@@ -165,6 +168,7 @@ __all__ = [
     "dp_gradient_descent",
     "public_noise_level",
     "reference_noise_level",
+    "theta_dimension",
 ]
 
 DEFAULT_STEPS = 200
@@ -226,7 +230,7 @@ class DPGDParams(GLMParams):
     )
 
 
-class DPGDResolved(GLMResolved):
+class DPGDResolved(MulticlassGLMResolved):
     """Fully resolved ``dp_gd`` settings (public, data-independent; JSON-serialisable)."""
 
     solver: Literal["dp_gd"] = "dp_gd"
@@ -269,8 +273,8 @@ def clipped_gradient_constants(params: GLMParams, meta: PublicMetadata) -> Clipp
     have the fields ``clip_norm`` and ``step_size`` (None for the defaults)."""
     radius = params.effective_radius()
     bound = design_bound(meta, params.fit_intercept)
-    lipschitz = glm_loss(params).lipschitz(bound, meta.label_bound, radius)
-    smoothness = make_loss(params.model, l2=params.l2, **params.loss_params()).smoothness(bound)
+    lipschitz = parameter_loss(params, meta).lipschitz(bound, meta.label_bound, radius)
+    smoothness = parameter_loss(params, meta, l2=params.l2).smoothness(bound)
     if not (lipschitz > 0.0 and math.isfinite(lipschitz)):
         raise SolverParameterError("row_norm_bound", "gives a zero or infinite Lipschitz constant")
     clip_norm: float | None = getattr(params, "clip_norm", None)
@@ -279,7 +283,7 @@ def clipped_gradient_constants(params: GLMParams, meta: PublicMetadata) -> Clipp
         radius=radius,
         lipschitz=lipschitz,
         smoothness=smoothness,
-        clip_norm=min(default_clip_norm(params.model, bound, meta.label_bound, lipschitz), lipschitz)
+        clip_norm=min(default_clip_norm(params.model, bound, meta.label_bound, lipschitz, meta.classes), lipschitz)
         if clip_norm is None
         else min(clip_norm, lipschitz),
         step_size=1.0 / smoothness if step_size is None else step_size,
@@ -290,15 +294,28 @@ def clipped_gradient_constants(params: GLMParams, meta: PublicMetadata) -> Clipp
 RESIDUAL_CLIP = 0.25
 
 
-def default_clip_norm(model: str, bound: float, label_bound: float, lipschitz: float) -> float:
+def default_clip_norm(
+    model: str, bound: float, label_bound: float, lipschitz: float, classes: Sequence[str] | None = None
+) -> float:
     """The default clipping norm: the Lipschitz constant G (clipping is then a no-op on rows within the declared
     bounds), except for the squared loss (``linear``), whose per-example gradient (⟨θ, x⟩ − y)·x is clipped at
     C = r₀·B_y·B̃ with r₀ = :data:`RESIDUAL_CLIP`: a residual beyond r₀·B_y counts as r₀·B_y (the Huber loss of
-    that threshold), instead of G = (R·B̃ + B_y)·B̃, the worst residual of any θ in the ball."""
+    that threshold), instead of G = (R·B̃ + B_y)·B̃, the worst residual of any θ in the ball; and the multinomial
+    loss (a categorical label), whose gradient (p − e_y)xᵀ is clipped at C = c₀·G = c₀·√2·B̃ with
+    c₀ = :data:`MULTICLASS_CLIP` (module docstring, "Multiclass")."""
+    if classes is not None:
+        return MULTICLASS_CLIP * lipschitz
     if model == "linear":
         return RESIDUAL_CLIP * label_bound * bound
     return lipschitz
 
+
+#: The multinomial loss's default clipping, as a fraction of G = √2·B̃ (module docstring, "Multiclass").
+MULTICLASS_CLIP = 0.25
+#: The multinomial loss's default (T, momentum, release) at every noise level (module docstring, "Multiclass").
+MULTICLASS_SCHEDULE: tuple[int, Momentum, Output] = (1000, "none", "last")
+#: The multinomial loss's default step size, in units of 1/β (module docstring, "Multiclass").
+MULTICLASS_STEP_FACTOR = 2.0
 
 #: The squared loss's default (T, momentum, release) at every noise level (module docstring, "Linear regression").
 SQUARED_LOSS_SCHEDULE: tuple[int, Momentum, Output] = (1000, "none", "suffix_average")
@@ -311,11 +328,18 @@ PLAIN_NOISE_LEVEL = 0.03
 NESTEROV_NOISE_LEVEL = 0.005
 
 
+def theta_dimension(d: int, fit_intercept: bool, classes: Sequence[str] | None) -> int:
+    """The number of released parameters: d' = d + 1 with an intercept (else d), times k for a categorical label
+    with k classes (vec Θ, Θ ∈ R^{k×d'}). The dimension of every noise vector, hence of the noise level and the
+    outlook."""
+    return (d + int(fit_intercept)) * (1 if classes is None else len(classes))
+
+
 def public_noise_level(reference_sigma: float, meta: PublicMetadata, fit_intercept: bool) -> float:
     """ρ = σ₂₀₀·sqrt(d)/(n·B̃): the expected norm of one step's noise on the mean gradient of a 200-step run
     (σ₂₀₀ = ``reference_sigma``), relative to the public bound B̃ on a row's norm (with intercept). Public: a
     function of (n, d, ε, δ, the declared bounds) only. ``dp_sgd`` reads its defaults from the same ρ."""
-    dimension = meta.d + int(fit_intercept)
+    dimension = theta_dimension(meta.d, fit_intercept, meta.classes)
     return reference_sigma * math.sqrt(dimension) / (meta.n * design_bound(meta, fit_intercept))
 
 
@@ -347,7 +371,7 @@ def default_schedule(noise_level: float) -> tuple[int, Momentum]:
 
 
 def clipped_gradient_sum(
-    loss: GLMLoss,
+    loss: GLMLoss | MultinomialLogisticLoss,
     theta: FloatArray,
     X: FloatArray,
     y: FloatArray,
@@ -364,21 +388,37 @@ def clipped_gradient_sum(
     Every summand has norm ≤ C exactly, so the sum has replace-one sensitivity 2C for every θ. ``norms`` are
     the row norms ‖x_i‖ (computed here when not given; a fit passes them once). ``loss`` must be unregularised
     (the regulariser is not a per-example term). Several θ at once (k > 1) serve the vectorised privacy audit.
+
+    For the multinomial loss each θ is vec(Θ) (length K·d for K classes) and the per-example gradient is the
+    rank-one matrix (p_i − e_{y_i}) x_iᵀ, clipped in FROBENIUS norm (the L2 norm of its vec) by
+    :func:`~privfit.solvers.geometry.clipped_outer_sum`: again every summand has norm ≤ C, the sum sensitivity 2C.
     """
-    if isinstance(loss, RegularizedLoss):
+    if isinstance(loss, RegularizedLoss) or (isinstance(loss, MultinomialLogisticLoss) and loss.l2 > 0.0):
         raise SolverParameterError("loss", "pass the unregularised loss; the L2 term is added after the noise")
     single = np.ndim(theta) == 1
     Theta = np.atleast_2d(np.asarray(theta, dtype=np.float64))
-    slopes = loss.dphi(X @ Theta.T, np.asarray(y, dtype=np.float64)[:, None])  # (n, k): φ'(⟨θ_j, x_i⟩, y_i)
-    total = clipped_scaled_row_sum(X, slopes, clip_norm, norms=norms)
+    if isinstance(loss, MultinomialLogisticLoss):
+        d = X.shape[1]
+        total = np.stack([
+            clipped_outer_sum(X, loss.residuals(loss.as_matrix(row, d), X, y), clip_norm, norms=norms).ravel()
+            for row in Theta
+        ])  # fmt: skip
+    else:
+        slopes = loss.dphi(X @ Theta.T, np.asarray(y, dtype=np.float64)[:, None])  # (n, k): φ'(⟨θ_j, x_i⟩, y_i)
+        total = clipped_scaled_row_sum(X, slopes, clip_norm, norms=norms)
     return total[0] if single else total
+
+
+def parameter_dimension(loss: GLMLoss | MultinomialLogisticLoss, d: int) -> int:
+    """The length of θ for rows of dimension d: d for a GLM loss, K·d (vec Θ) for the multinomial loss."""
+    return loss.parameter_dimension(d) if isinstance(loss, MultinomialLogisticLoss) else d
 
 
 def dp_gradient_descent(
     X: FloatArray,
     y: FloatArray,
     *,
-    loss: GLMLoss,
+    loss: GLMLoss | MultinomialLogisticLoss,
     clip_norm: float,
     sigma: float,
     steps: int,
@@ -391,7 +431,8 @@ def dp_gradient_descent(
     runs: int = 1,
     reporter: ProgressReporter | None = None,
 ) -> FloatArray:
-    r"""Run iterations (1)–(2) of the module docstring; returns the released θ, shape (runs, d).
+    r"""Run iterations (1)–(2) of the module docstring; returns the released θ, shape (runs, p) with p = d, or
+    p = K·d (vec Θ, the projection Π_R then being onto the Frobenius ball) for the multinomial loss.
 
     ``momentum="nesterov"`` evaluates the gradient at the extrapolated point ``v_t = θ_t + (t−1)/(t+2)·(θ_t −
     θ_{t−1})``, projected on the ball, and steps from there (eq. (2′), FISTA's sequence).
@@ -401,7 +442,7 @@ def dp_gradient_descent(
     each run is an independent row of the same generator's draws). ``sigma = 0`` is NOT private and exists
     only for tests of the noiseless path; :class:`DPGradientDescent` never passes it.
     """
-    n, d = X.shape
+    n, d = X.shape[0], parameter_dimension(loss, X.shape[1])
     if n < 1 or runs < 1 or steps < 1:
         raise SolverParameterError("steps", "need n ≥ 1 rows, steps ≥ 1 and runs ≥ 1")
     if not (sigma >= 0.0 and math.isfinite(sigma)):
@@ -447,6 +488,7 @@ class DPGradientDescent(Solver[DPGDParams, DPGDResolved]):
         "T (200–300) and Nesterov momentum from the public noise level, release of the last iterate."
     )
     explicit_noise: ClassVar[str | None] = "noise_multiplier"
+    multiclass: ClassVar[bool] = True
 
     def _resolve(self, p: DPGDParams, meta: PublicMetadata, privacy: PrivacyRequest) -> DPGDResolved:
         """Defaults and noise from public inputs: G, β, C, η from the declared bounds; T and the momentum from the
@@ -460,7 +502,11 @@ class DPGradientDescent(Solver[DPGDParams, DPGDResolved]):
             return gaussian_sigma(*privacy.target, sensitivity=sensitivity, count=steps, grid=privacy.grid).noise
 
         level = public_noise_level(noise(REFERENCE_STEPS), meta, p.fit_intercept)
-        if p.model == "linear":
+        if meta.classes is not None:
+            steps, momentum, output = MULTICLASS_SCHEDULE
+            if p.step_size is None:
+                constants = dataclasses.replace(constants, step_size=MULTICLASS_STEP_FACTOR * constants.step_size)
+        elif p.model == "linear":
             steps, momentum, output = SQUARED_LOSS_SCHEDULE
         else:
             (steps, momentum), output = default_schedule(level), "last"
@@ -482,6 +528,7 @@ class DPGradientDescent(Solver[DPGDParams, DPGDResolved]):
             output=output,
             momentum=momentum,
             noise_level=level,
+            classes=None if meta.classes is None else list(meta.classes),
         )
 
     def _cost(self, r: DPGDResolved, meta: PublicMetadata, grid: OrderGrid) -> PrivacyCost:
@@ -496,7 +543,7 @@ class DPGradientDescent(Solver[DPGDParams, DPGDResolved]):
         theta: FloatArray = dp_gradient_descent(
             run.X,
             run.y,
-            loss=make_loss(r.model, **r.loss_params),
+            loss=resolved_loss(r.model, r.loss_params, r.classes),
             clip_norm=r.clip_norm,
             sigma=r.sigma,
             steps=r.steps,
@@ -526,4 +573,4 @@ class DPGradientDescent(Solver[DPGDParams, DPGDResolved]):
         majority class)."""
         shorter = max(1.0, REFERENCE_STEPS / r.steps)
         squared = r.steps * r.step_size**2 * shorter**2
-        return gradient_noise_norm(r.sigma, r.n, squared, r.d + int(r.fit_intercept), r.radius)
+        return gradient_noise_norm(r.sigma, r.n, squared, theta_dimension(r.d, r.fit_intercept, r.classes), r.radius)

@@ -159,7 +159,7 @@ from privfit.solvers.base import (
     MIN_SCALE,
     FitRun,
     GLMParams,
-    GLMResolved,
+    MulticlassGLMResolved,
     PrivacyRequest,
     ProgressReporter,
     PublicMetadata,
@@ -167,16 +167,19 @@ from privfit.solvers.base import (
     SolverParameterError,
     glm_resolved_fields,
     gradient_noise_norm,
+    resolved_loss,
 )
 from privfit.solvers.baselines.dp_gd import (
     NESTEROV_NOISE_LEVEL,
     PLAIN_NOISE_LEVEL,
     clipped_gradient_constants,
     clipped_gradient_sum,
+    parameter_dimension,
     reference_noise_level,
+    theta_dimension,
 )
 from privfit.solvers.geometry import clip_rows, row_norms
-from privfit.solvers.losses import GLMLoss, make_loss
+from privfit.solvers.losses import GLMLoss, MultinomialLogisticLoss
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -274,7 +277,7 @@ class DPSGDParams(GLMParams):
     )
 
 
-class DPSGDResolved(GLMResolved):
+class DPSGDResolved(MulticlassGLMResolved):
     """Fully resolved ``dp_sgd`` settings (public, data-independent; JSON-serialisable)."""
 
     solver: Literal["dp_sgd"] = "dp_sgd"
@@ -448,7 +451,12 @@ def batch_noise_cost(
 
 
 def _member_gradient_sums(
-    loss: GLMLoss, theta: FloatArray, X: FloatArray, y: FloatArray, member: BoolArray, clip_norm: float
+    loss: GLMLoss | MultinomialLogisticLoss,
+    theta: FloatArray,
+    X: FloatArray,
+    y: FloatArray,
+    member: BoolArray,
+    clip_norm: float,
 ) -> FloatArray:
     """Σ_{i ∈ B_r} clip_C(∇ℓ(θ_r; z_i)) for each run r (membership matrix ``member``), row by row."""
     total = np.zeros_like(theta)
@@ -463,7 +471,7 @@ def dp_sgd(
     X: FloatArray,
     y: FloatArray,
     *,
-    loss: GLMLoss,
+    loss: GLMLoss | MultinomialLogisticLoss,
     clip_norm: float,
     sigma: float,
     batch_size: int,
@@ -487,7 +495,7 @@ def dp_sgd(
     private and exists only for tests of the noiseless path; :class:`DPSGD` never passes it. ``observer``
     (audits) sees every iterate.
     """
-    n, d = X.shape
+    n, d = X.shape[0], parameter_dimension(loss, X.shape[1])
     if n < 1 or runs < 1 or epochs < 1:
         raise SolverParameterError("epochs", "need n ≥ 1 rows, epochs ≥ 1 and runs ≥ 1")
     if not (sigma >= 0.0 and math.isfinite(sigma)):
@@ -539,6 +547,7 @@ class DPSGD(Solver[DPSGDParams, DPSGDResolved]):
         "(5, 50 or 100), the release (last iterate or suffix average) and η (1/β or 4/β) from the public noise level."
     )
     explicit_noise: ClassVar[str | None] = "noise_multiplier"
+    multiclass: ClassVar[bool] = True
 
     def _resolve(self, p: DPSGDParams, meta: PublicMetadata, privacy: PrivacyRequest) -> DPSGDResolved:
         """Defaults and noise from public inputs: G, β, C, η, m, q, T from the declared metadata; σ calibrated with
@@ -585,6 +594,7 @@ class DPSGD(Solver[DPSGDParams, DPSGDResolved]):
             replace_one_noise_multiplier=sigma / (2.0 * clip),
             output=schedule.output if p.output is None else p.output,
             noise_level=level,
+            classes=None if meta.classes is None else list(meta.classes),
         )
 
     def _cost(self, r: DPSGDResolved, meta: PublicMetadata, grid: OrderGrid) -> PrivacyCost:
@@ -607,7 +617,7 @@ class DPSGD(Solver[DPSGDParams, DPSGDResolved]):
         theta: FloatArray = dp_sgd(
             run.X,
             run.y,
-            loss=make_loss(r.model, **r.loss_params),
+            loss=resolved_loss(r.model, r.loss_params, r.classes),
             clip_norm=r.clip_norm,
             sigma=r.sigma,
             batch_size=r.batch_size,
@@ -629,4 +639,5 @@ class DPSGD(Solver[DPSGDParams, DPSGDResolved]):
         2R by the projection."""
         rates = learning_rates(r.step_size, r.lr_schedule, r.steps, r.steps_per_epoch)
         squared = float(np.sum(rates**2))
-        return gradient_noise_norm(r.sigma, r.batch_size, squared, r.d + int(r.fit_intercept), r.radius)
+        dimension = theta_dimension(r.d, r.fit_intercept, r.classes)
+        return gradient_noise_norm(r.sigma, r.batch_size, squared, dimension, r.radius)
