@@ -664,6 +664,18 @@ class MultinomialLogisticLoss:
         v = np.where(np.isfinite(v), v, 0.0)
         return np.clip(np.rint(v), 0, self.classes - 1).astype(np.int64)
 
+    def identifiable(self, theta: ArrayLike) -> FloatArray:
+        """vec(Θ) (shape (k·d,) or (runs, k·d)) projected onto V = {Θ : Σ_j θ_j = 0}: each column minus its mean
+        over the classes. p = softmax(Θx) does not change when one vector is added to every row, and every
+        per-example gradient lies in V (Σ_j (p_j − e_{y,j}) = 0), so the clipped sums do too; projecting a noisy sum
+        onto V is post-processing that removes the noise's component along the k-fold repeated vectors, which
+        moves no prediction (it would only inflate ‖Θ‖_F and so the projection onto the ball): the noise left
+        has (k − 1)·d dimensions instead of k·d."""
+        t = np.asarray(theta, dtype=np.float64)
+        d = t.shape[-1] // self.classes
+        matrix = self.as_matrix(t, d)
+        return np.asarray((matrix - matrix.mean(axis=-2, keepdims=True)).reshape(t.shape))
+
     # --- values and gradients (Θ of shape (k, d)) --------------------------------------------------------
     def logits(self, Theta: ArrayLike, X: ArrayLike) -> FloatArray:
         """z = X Θᵀ, shape (n, k)."""

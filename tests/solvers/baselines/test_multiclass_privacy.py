@@ -198,3 +198,14 @@ def test_the_multiclass_solvers_are_exactly_those_that_declare_it() -> None:
     from privfit.solvers.registry import list_solvers
 
     assert {s.name for s in list_solvers() if s.multiclass} == set(MULTICLASS_SOLVERS)
+
+
+def test_the_noisy_steps_stay_in_the_identifiable_subspace() -> None:
+    """The noisy sums are projected onto {Σ_j θ_j = 0} (post-processing: softmax ignores a shift common to all
+    classes), so the released class rows sum to zero whatever the noise."""
+    X, y, _, _ = neighbours()
+    loss = MultinomialLogisticLoss(K)
+    theta = dp_gradient_descent(X, y, loss=loss, clip_norm=C, sigma=5.0, steps=20, step_size=0.5, radius=50.0,
+                                rng=make_generator(8, data_is_public=True), runs=2)  # fmt: skip
+    assert np.abs(theta.reshape(2, K, -1).sum(axis=1)).max() < 1e-12
+    assert np.abs(theta).max() > 0.01

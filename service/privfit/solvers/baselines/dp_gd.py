@@ -460,6 +460,8 @@ def dp_gradient_descent(
         g = clipped_gradient_sum(loss, point, X, y, clip_norm, norms=norms)
         if sigma > 0.0:
             g += sigma * rng.standard_normal((runs, d))
+            if isinstance(loss, MultinomialLogisticLoss):
+                g = loss.identifiable(g)  # post-processing: the noise along Σ_j θ_j moves no prediction
         g /= n
         if l2 > 0.0:
             g += l2 * point

@@ -517,6 +517,8 @@ def dp_sgd(
             g = _member_gradient_sums(loss, theta, X, y, sampler.membership(runs), clip_norm)
         if sigma > 0.0:
             g += sigma * rng.standard_normal((runs, d))
+            if isinstance(loss, MultinomialLogisticLoss):
+                g = loss.identifiable(g)  # post-processing: the noise along Σ_j θ_j moves no prediction
         g /= batch_size  # the public m, never the realised |B_t|
         if l2 > 0.0:
             g += l2 * theta
