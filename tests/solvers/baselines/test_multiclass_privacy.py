@@ -209,3 +209,17 @@ def test_the_noisy_steps_stay_in_the_identifiable_subspace() -> None:
                                 rng=make_generator(8, data_is_public=True), runs=2)  # fmt: skip
     assert np.abs(theta.reshape(2, K, -1).sum(axis=1)).max() < 1e-12
     assert np.abs(theta).max() > 0.01
+
+
+def test_dp_sgd_multiclass_defaults_and_sampled_gaussian_cost() -> None:
+    from privfit.privacy import poisson_subsampled_gaussian_rdp_replace_one
+
+    solver = get_solver("dp_sgd")
+    r = solver.resolve({"model": "logistic"}, WINE, target_epsilon=1.0, delta=1e-6)
+    assert (r.epochs, r.output, r.batch_size) == (50, "last", 256)
+    assert r.clip_norm == pytest.approx(MULTICLASS_CLIP * r.lipschitz) and r.step_size == pytest.approx(
+        2 / r.smoothness
+    )
+    curve = r.steps * poisson_subsampled_gaussian_rdp_replace_one(DEFAULT_GRID, q=r.sampling_rate,
+                                                                 noise_multiplier=r.sigma / r.clip_norm)  # fmt: skip
+    assert np.allclose(solver.cost(r, WINE).rdp, curve)

@@ -119,6 +119,18 @@ against 0.800 / 0.840 / 0.841), so the simplest rule is kept. At ε ≲ 0.1 use 
 At the same ε, ``fixed_size`` needs up to twice the noise multiplier of ``poisson`` (the WBK bound is looser
 than MTZ's) and ``shuffle`` five to ten times (no amplification): 0.837 and 0.783 accuracy at ε = 1.
 
+**Multiclass** (a categorical label with k ≥ 3 classes; issue 22 §3). The multinomial logistic loss
+(:class:`~privfit.solvers.losses.MultinomialLogisticLoss`): θ = vec(Θ), Θ ∈ R^{k×d'}, per-example gradients
+(p − e_y)xᵀ clipped in Frobenius norm to C (:func:`~privfit.solvers.baselines.dp_gd.clipped_gradient_sum`), the
+noise N(0, σ²I_{k·d'}) on each batch sum, which is then projected onto {Σ_j θ_j = 0} (post-processing, as in
+``dp_gd``). The privacy proof above holds word for word with vectors of dimension k·d': a batch sum still changes
+by at most one summand of norm ≤ C per side, so every sampling mode keeps its curve; only G = √2·B̃ and the
+dimension change. Defaults (``MULTICLASS_EPOCH_SCHEDULE``): C = G/4 and η = 2/β (β = B̃²/2) as in ``dp_gd``, E = 50
+epochs and the last iterate at every noise level. Measured on wine white (quality as 7 classes, ε = 1, 3 seeds on
+each of 3 seeded stratified 80/20 splits, accuracy points below non-private scikit-learn): E = 5 (the binary rule's
+first band) stayed at the majority class (gap 5–10 points), E = 20 gave gaps 1.8 / 7.1 / 4.1, E = 50 gave
+1.8 / 4.2 / 1.9 (η = 4/β: 2.1 / 4.4 / 2.2), dp_gd's defaults −0.1 / 4.8 / 3.2.
+
 Memory: O(n·d) for the design matrix plus O(m) per step (the per-example gradients of a batch are clipped and summed
 without being formed, by :func:`~privfit.solvers.baselines.dp_gd.clipped_gradient_sum`). Time per step: O(m·d) for
 the gradient plus
@@ -170,6 +182,7 @@ from privfit.solvers.base import (
     resolved_loss,
 )
 from privfit.solvers.baselines.dp_gd import (
+    MULTICLASS_STEP_FACTOR,
     NESTEROV_NOISE_LEVEL,
     PLAIN_NOISE_LEVEL,
     clipped_gradient_constants,
@@ -185,6 +198,7 @@ __all__ = [
     "DEFAULT_BATCH_SIZE",
     "DEFAULT_EPOCHS",
     "DPSGD",
+    "MULTICLASS_EPOCH_SCHEDULE",
     "BatchSampler",
     "DPSGDParams",
     "DPSGDResolved",
@@ -224,7 +238,8 @@ class DPSGDParams(GLMParams):
         description="Number E of (expected) passes over the data: T = E·⌈n/m⌉ steps. For 'shuffle' every epoch "
         "is one Gaussian mechanism per row; for 'poisson' and 'fixed_size' each step is a subsampled one. "
         "Default: from the public noise level ρ (the one dp_gd reads): 5 when ρ ≥ 0.03, 50 when "
-        "0.005 ≤ ρ < 0.03, 100 below (capped so that T ≤ 1,000,000); 5 with an explicit noise_multiplier.",
+        "0.005 ≤ ρ < 0.03, 100 below (capped so that T ≤ 1,000,000); 5 with an explicit noise_multiplier; 50 for "
+        "a categorical label (multinomial logistic).",
     )
     batch_size: int | None = Field(
         None,
@@ -244,9 +259,9 @@ class DPSGDParams(GLMParams):
         None,
         ge=MIN_SCALE,
         le=MAX_SCALE,
-        description="Base step size η. Default 1/β (4/β when ρ < 0.005), with β = c·B² + λ the public smoothness "
-        "of the objective (c = 1/4 logistic, 1 linear/huber, 1/h svm; B the row-norm bound, with intercept "
-        "sqrt(B² + 1)).",
+        description="Base step size η. Default 1/β (4/β when ρ < 0.005; 2/β for a categorical label), with "
+        "β = c·B² + λ the public smoothness of the objective (c = 1/4 logistic, 1 linear/huber, 1/h svm, 1/2 "
+        "multinomial; B the row-norm bound, with intercept sqrt(B² + 1)).",
     )
     lr_schedule: Schedule = Field(
         "constant",
@@ -260,7 +275,8 @@ class DPSGDParams(GLMParams):
         description="Per-example gradient clipping norm C; a batch sum has add/remove sensitivity C and "
         "replace-one sensitivity 2C. Maximum: the loss's public Lipschitz constant G from the declared bounds. "
         "Default: G (clipping changes nothing on rows within the bounds), except for 'linear': B/4, i.e. "
-        "residuals clipped at a quarter of the label's half-range (as dp_gd).",
+        "residuals clipped at a quarter of the label's half-range (as dp_gd), and for a categorical label: G/4 "
+        "(Frobenius norm of the gradient matrix, as dp_gd).",
     )
     noise_multiplier: float | None = Field(
         None,
@@ -314,6 +330,10 @@ class EpochSchedule:
     epochs: int
     output: Output
     step_factor: float
+
+
+#: The multinomial loss's defaults at every noise level (module docstring, "Multiclass").
+MULTICLASS_EPOCH_SCHEDULE = EpochSchedule(50, "last", MULTICLASS_STEP_FACTOR)
 
 
 def default_epoch_schedule(noise_level: float | None) -> EpochSchedule:
@@ -561,7 +581,7 @@ class DPSGD(Solver[DPSGDParams, DPSGDResolved]):
         constants = clipped_gradient_constants(p, meta)
         clip = constants.clip_norm
         level = reference_noise_level(privacy.target, 2.0 * clip, meta, p.fit_intercept, privacy.grid)
-        schedule = default_epoch_schedule(level)
+        schedule = MULTICLASS_EPOCH_SCHEDULE if meta.classes is not None else default_epoch_schedule(level)
         epochs = min(schedule.epochs, max(1, MAX_STEPS // per_epoch)) if p.epochs is None else p.epochs
         steps = epochs * per_epoch
         if steps > MAX_STEPS:
