@@ -18,7 +18,12 @@ import pytest
 from privfit.privacy import DEFAULT_GRID, gaussian_rdp, gaussian_sigma, make_generator
 from privfit.privacy.audit import epsilon_lower_bound
 from privfit.solvers.base import PublicMetadata, SolverParameterError
-from privfit.solvers.baselines.dp_gd import MULTICLASS_CLIP, clipped_gradient_sum, dp_gradient_descent
+from privfit.solvers.baselines.dp_gd import (
+    MULTICLASS_CLIP,
+    clipped_gradient_sum,
+    dp_gradient_descent,
+    multiclass_schedule,
+)
 from privfit.solvers.geometry import clip_rows
 from privfit.solvers.losses import MultinomialLogisticLoss
 from privfit.solvers.registry import get_solver
@@ -96,8 +101,10 @@ def test_the_multiclass_dp_gd_plan_has_the_golden_sigma_and_the_gaussian_cost() 
     assert r.smoothness == pytest.approx(bound**2 / 2)
     assert r.clip_norm == pytest.approx(MULTICLASS_CLIP * math.sqrt(2) * bound)
     assert r.sensitivity == 2 * r.clip_norm
-    assert (r.steps, r.momentum, r.output) == (1000, "none", "last")
-    assert r.sigma == pytest.approx(350.9604149536057, rel=1e-9)  # golden (2026-11-26)
+    assert r.noise_level == pytest.approx(0.10598824566540338, rel=1e-9)  # ρ of eq. (4) with dimension k·d'
+    assert (r.steps, r.momentum, r.output) == (944, "none", "last")  # ⌈100/ρ⌉ plain steps
+    assert r.step_size == pytest.approx(2 / r.smoothness)
+    assert r.sigma == pytest.approx(340.9919543684326, rel=1e-9)  # golden (2026-11-26)
     assert r.sigma == gaussian_sigma(1.0, 1e-6, sensitivity=r.sensitivity, count=r.steps).noise
     assert np.allclose(plan.cost.rdp, r.steps * gaussian_rdp(DEFAULT_GRID, sigma=r.sigma, sensitivity=r.sensitivity))
     assert 0.99 < plan.cost.epsilon(1e-6).epsilon <= 1.0
@@ -223,3 +230,18 @@ def test_dp_sgd_multiclass_defaults_and_sampled_gaussian_cost() -> None:
     curve = r.steps * poisson_subsampled_gaussian_rdp_replace_one(DEFAULT_GRID, q=r.sampling_rate,
                                                                  noise_multiplier=r.sigma / r.clip_norm)  # fmt: skip
     assert np.allclose(solver.cost(r, WINE).rdp, curve)
+
+
+@pytest.mark.parametrize(
+    ("rho", "expected"),
+    [(0.5, (500, "none", 2.0)), (0.2, (500, "none", 2.0)), (0.106, (944, "none", 2.0)), (0.0557, (1796, "none", 2.0)),
+     (0.04, (2000, "none", 2.0)), (0.0299, (200, "nesterov", 1.0)), (1e-4, (200, "nesterov", 1.0))],
+)  # fmt: skip
+def test_the_multiclass_schedule_follows_the_public_noise_level(rho, expected) -> None:
+    assert multiclass_schedule(rho) == expected
+
+
+def test_the_multiclass_dp_gd_defaults_take_momentum_where_privacy_is_cheap() -> None:
+    r = get_solver("dp_gd").resolve({"model": "logistic"}, WINE, target_epsilon=5.0, delta=1e-6)
+    assert r.noise_level < 0.03 and (r.steps, r.momentum) == (200, "nesterov")
+    assert r.step_size == pytest.approx(1 / r.smoothness)

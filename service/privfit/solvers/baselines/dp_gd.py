@@ -184,7 +184,6 @@ from privfit.solvers.losses import GLMLoss, MultinomialLogisticLoss, Regularized
 __all__ = [
     "DEFAULT_STEPS",
     "MULTICLASS_CLIP",
-    "MULTICLASS_SCHEDULE",
     "MULTICLASS_STEP_FACTOR",
     "REFERENCE_STEPS",
     "SQUARED_LOSS_SCHEDULE",
@@ -197,6 +196,7 @@ __all__ = [
     "default_clip_norm",
     "default_schedule",
     "dp_gradient_descent",
+    "multiclass_schedule",
     "public_noise_level",
     "reference_noise_level",
     "theta_dimension",
@@ -345,11 +345,8 @@ def default_clip_norm(
 
 #: The multinomial loss's default clipping, as a fraction of G = √2·B̃ (module docstring, "Multiclass").
 MULTICLASS_CLIP = 0.25
-#: The multinomial loss's default (T, momentum, release) at every noise level (module docstring, "Multiclass").
-MULTICLASS_SCHEDULE: tuple[int, Momentum, Output] = (1000, "none", "last")
-#: The multinomial loss's default step size, in units of 1/β (module docstring, "Multiclass").
+#: The multinomial loss's default step size for plain steps, in units of 1/β (module docstring, "Multiclass").
 MULTICLASS_STEP_FACTOR = 2.0
-
 #: The squared loss's default (T, momentum, release) at every noise level (module docstring, "Linear regression").
 SQUARED_LOSS_SCHEDULE: tuple[int, Momentum, Output] = (1000, "none", "suffix_average")
 
@@ -359,6 +356,23 @@ HIGH_NOISE_LEVEL = EARLY_STOP_CONSTANT / DEFAULT_STEPS
 MIN_STEPS = 16
 PLAIN_NOISE_LEVEL = 0.03
 NESTEROV_NOISE_LEVEL = 0.005
+
+#: The multinomial loss's plain-step schedule T = clamp(⌈c/ρ⌉, T_min, T_max) (module docstring, "Multiclass").
+MULTICLASS_STEPS_CONSTANT = 100.0
+MULTICLASS_MIN_STEPS = 500
+MULTICLASS_MAX_STEPS = 2000
+#: Below dp_gd's PLAIN_NOISE_LEVEL: Nesterov momentum, this many steps at η = 1/β.
+MULTICLASS_NESTEROV_STEPS = 200
+
+
+def multiclass_schedule(noise_level: float) -> tuple[int, Momentum, float]:
+    """The multinomial loss's default (T, momentum, step factor η·β) for the public noise level ρ (module
+    docstring, "Multiclass"): plain steps at η = 2/β with T = clamp(⌈100/ρ⌉, 500, 2000) where ρ ≥ 0.03, Nesterov
+    momentum with T = 200 at η = 1/β below (the binary rule's band edge)."""
+    if noise_level < PLAIN_NOISE_LEVEL:
+        return MULTICLASS_NESTEROV_STEPS, "nesterov", 1.0
+    steps = min(MULTICLASS_MAX_STEPS, max(MULTICLASS_MIN_STEPS, math.ceil(MULTICLASS_STEPS_CONSTANT / noise_level)))
+    return steps, "none", MULTICLASS_STEP_FACTOR
 
 
 def theta_dimension(d: int, fit_intercept: bool, classes: Sequence[str] | None) -> int:
@@ -538,9 +552,10 @@ class DPGradientDescent(Solver[DPGDParams, DPGDResolved]):
 
         level = public_noise_level(noise(REFERENCE_STEPS), meta, p.fit_intercept)
         if meta.classes is not None:
-            steps, momentum, output = MULTICLASS_SCHEDULE
+            steps, momentum, factor = multiclass_schedule(level)
+            output = "last"
             if p.step_size is None:
-                constants = dataclasses.replace(constants, step_size=MULTICLASS_STEP_FACTOR * constants.step_size)
+                constants = dataclasses.replace(constants, step_size=factor * constants.step_size)
         elif p.model == "linear":
             steps, momentum, output = SQUARED_LOSS_SCHEDULE
         else:
