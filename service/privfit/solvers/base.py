@@ -143,7 +143,7 @@ REGRESSION_MODELS = ("linear", "huber", "absolute", "quantile")
 
 #: The solvers that fit a categorical label (k ≥ 3 classes: multinomial logistic regression, ``model: "logistic"``);
 #: every other solver refuses such a dataset on ``solver`` (:meth:`Solver.resolve`). Kept equal to the registered
-#: solvers with :attr:`Solver.multiclass` by a registry test.
+#: solvers with :attr:`Solver.multiclass` by a test (tests/solvers/baselines/test_multiclass_privacy.py).
 MULTICLASS_SOLVERS = ("dp_gd", "dp_sgd")
 
 
@@ -227,7 +227,8 @@ class PublicMetadata:
         n: number of rows (public under bounded DP).
         d: number of encoded feature columns.
         row_norm_bound: declared bound ``B_x ≥ ‖x_i‖₂`` of every encoded row (without intercept column).
-        label_bound: declared bound ``B_y ≥ |y_i|`` (1.0 for privfit's encodings: ±1 or scaled to [−1, 1]).
+        label_bound: declared bound ``B_y ≥ |y_i|`` (1.0 for privfit's binary and numeric encodings: ±1 or scaled to
+            [−1, 1]; k − 1 for the class index of a categorical label).
         feature_names: names of the d columns (optional; only used to label results).
         classes: the declared class names of a categorical label (k ≥ 3, in declared order: the encoded label is
             the class index), or None for a binary or numeric label. k is public; only solvers with

@@ -28,6 +28,11 @@ Classification constants hold for every label with ``|y| ≤ 1`` (so in particul
 and smoothed-hinge Lipschitz constants hold for every θ ∈ R^d (``lipschitz_is_global``); the squared loss is
 Lipschitz only on the ball, so its gradients must be evaluated at points of the ball (or clipped).
 
+A categorical label with k ≥ 3 classes has its own loss, :class:`MultinomialLogisticLoss` (softmax cross-entropy
+on Θ ∈ R^{k×d}, handled as the vector vec(Θ)): G = √2·B_x, β = B_x²/2, proved in its docstring. It is not a GLM of
+one margin and is built by the solvers that fit it (``privfit.solvers.base.resolved_loss``), not by
+:func:`make_loss`.
+
 Nothing here inspects label or feature values to validate them (an error would itself leak, DESIGN §1.3):
 values are validated at upload; these functions only check shapes and public parameters.
 """
