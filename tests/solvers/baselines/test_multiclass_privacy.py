@@ -245,3 +245,18 @@ def test_the_multiclass_dp_gd_defaults_take_momentum_where_privacy_is_cheap() ->
     r = get_solver("dp_gd").resolve({"model": "logistic"}, WINE, target_epsilon=5.0, delta=1e-6)
     assert r.noise_level < 0.03 and (r.steps, r.momentum) == (200, "nesterov")
     assert r.step_size == pytest.approx(1 / r.smoothness)
+
+
+def test_the_outlook_counts_the_noise_left_after_the_projection() -> None:
+    """(k − 1)·d' dimensions: the projected Gaussian N(0, σ²I) onto {Σ_j θ_j = 0} is a standard Gaussian there."""
+    from privfit.solvers.base import gradient_noise_norm
+
+    solver = get_solver("dp_gd")
+    r = solver.resolve({"model": "logistic"}, WINE, target_epsilon=1.0, delta=1e-6)
+    outlook = solver.outlook(r, WINE)
+    expected = gradient_noise_norm(r.sigma, r.n, r.steps * r.step_size**2, 6 * 12, r.radius)
+    assert outlook is not None and outlook.noise_norm == pytest.approx(expected, rel=1e-12)
+    rng = make_generator(9, data_is_public=True)
+    loss = MultinomialLogisticLoss(7)
+    projected = loss.identifiable(rng.standard_normal((20_000, 7 * 12)))
+    assert np.mean(np.sum(projected**2, axis=1)) == pytest.approx(6 * 12, rel=0.01)

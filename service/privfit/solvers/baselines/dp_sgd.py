@@ -187,9 +187,9 @@ from privfit.solvers.baselines.dp_gd import (
     PLAIN_NOISE_LEVEL,
     clipped_gradient_constants,
     clipped_gradient_sum,
+    noise_dimension,
     parameter_dimension,
     reference_noise_level,
-    theta_dimension,
 )
 from privfit.solvers.geometry import clip_rows, row_norms
 from privfit.solvers.losses import GLMLoss, MultinomialLogisticLoss
@@ -661,5 +661,5 @@ class DPSGD(Solver[DPSGDParams, DPSGDResolved]):
         2R by the projection."""
         rates = learning_rates(r.step_size, r.lr_schedule, r.steps, r.steps_per_epoch)
         squared = float(np.sum(rates**2))
-        dimension = theta_dimension(r.d, r.fit_intercept, r.classes)
+        dimension = noise_dimension(r.d, r.fit_intercept, r.classes)
         return gradient_noise_norm(r.sigma, r.batch_size, squared, dimension, r.radius)
