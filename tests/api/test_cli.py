@@ -260,3 +260,27 @@ def test_keys_and_grants_are_listed_and_revoked_from_the_cli(live: dict[str, str
     assert whoami.returncode == EXIT_AUTH and "401" in whoami.stderr
     (row,) = [k for k in json.loads(run(admin, "keys", "list", "--json").stdout) if k["key_id"] == key_id]
     assert row["revoked_at"] is not None
+
+
+def test_a_multiclass_fit_shows_its_coefficient_matrix_and_predicts_class_probabilities(live: dict[str, str]):
+    from test_api_multiclass import MULTICLASS_SCHEMA, multiclass_csv
+
+    declared = {**MULTICLASS_SCHEMA, "budget": {"epsilon": 1.0, "delta": 1e-6}}
+    uploaded = httpx.post(
+        f"{live['base']}/v1/datasets", headers={"Authorization": f"Bearer {live['owner']}"},
+        files={"file": ("m.csv", multiclass_csv())}, data={"schema": json.dumps(declared), "allow_duplicate": "true"},
+        timeout=30,
+    )  # fmt: skip
+    assert uploaded.status_code == 201, uploaded.text
+    env = env_for(live, "owner")
+    done = run(env, "fit", uploaded.json()["id"], "--epsilon", "0.5", "--wait")
+    assert done.returncode == EXIT_OK, done.stderr
+    assert "coefficients (one column per class)" in done.stdout
+    assert all(level in done.stdout for level in ("low", "mid", "high")) and "(intercept)" in done.stdout
+    fit_id = json.loads(run(env, "fits", "list", uploaded.json()["id"], "--json").stdout)[0]["id"]
+    table = run(env, "predict", fit_id, "--rows", "-", stdin="x1,x2,color\n1,-1,red\n-1,1,blue\n")
+    assert table.returncode == EXIT_OK and "probabilities" in table.stdout and "0.99" in table.stdout, table.stderr
+    prediction = json.loads(run(env, "predict", fit_id, "--rows", "-", "--json",
+                                stdin="x1,x2,color\n1,-1,red\n-1,1,blue\n").stdout)  # fmt: skip
+    assert prediction["predictions"] == ["high", "low"] and prediction["classes"] == ["low", "mid", "high"]
+    assert [sum(p) for p in prediction["probabilities"]] == pytest.approx([1.0, 1.0])

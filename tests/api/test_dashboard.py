@@ -540,4 +540,34 @@ def test_fit_page_runs_and_lists_private_evaluations(live: Live, driver: WebDriv
     driver.get(f"{live.base}/ui#/fits/{live.warmup_fit_id}")
     assert "no private validation rows" in _visible(driver, "evaluations-note").text
     assert not driver.find_elements(*_testid("evaluate-form"))
+def test_a_multiclass_fit_page_shows_the_coefficient_matrix_with_classes_as_columns(live: Live, driver: WebDriver):
+    from test_api_multiclass import LEVELS, MULTICLASS_SCHEMA, multiclass_csv
+
+    uploaded = httpx.post(
+        f"{live.base}/v1/datasets", headers=bearer(live.owner), files={"file": ("m.csv", multiclass_csv())},
+        data={"schema": json.dumps(MULTICLASS_SCHEMA), "name": "wine-like classes", "allow_duplicate": "true"},
+        timeout=30,
+    )  # fmt: skip
+    assert uploaded.status_code == 201, uploaded.text
+    created = httpx.post(f"{live.base}/v1/fits", headers=bearer(live.owner), timeout=30, json={
+        "dataset_id": uploaded.json()["id"], "solver": "dp_gd", "model": "logistic", "privacy": {"epsilon": 0.5},
+    })  # fmt: skip
+    assert created.status_code == 202, created.text
+    fit = _wait_fit(live.base, live.owner, created.json()["id"])
+    assert fit["status"] == "succeeded", fit
+    _login(driver, live.base, live.owner)
+    driver.get(f"{live.base}/ui#/fits/{fit['id']}")
+    matrix = _visible(driver, "coefficients-matrix")
+    headers = [th.text for th in matrix.find_elements(By.CSS_SELECTOR, "thead th")]
+    assert headers == ["Feature", *LEVELS]
+    rows = matrix.find_elements(*_testid("coefficient-matrix-row"))
+    assert [r.get_attribute("data-feature") for r in rows] == fit["result"]["feature_names"]
+    shown = [float(td.get_attribute("data-value")) for r in rows for td in r.find_elements(By.CSS_SELECTOR, "td")]
+    expected = [v for column in zip(*fit["result"]["coefficients"], strict=True) for v in column]  # feature by feature
+    assert shown == pytest.approx(expected, rel=1e-12)
+    intercept = matrix.find_element(*_testid("coefficient-matrix-intercept"))
+    values = [float(td.get_attribute("data-value")) for td in intercept.find_elements(By.CSS_SELECTOR, "td")]
+    assert values == pytest.approx(fit["result"]["intercept"], rel=1e-12)
+    assert not driver.find_elements(*_testid("coefficients-table"))
+    _screenshot(driver, "10-multiclass-fit.png", full_page=True)
     _assert_no_script_errors(driver)

@@ -1,6 +1,7 @@
-"""The owner-written schemas of the four development datasets (``examples/dev/``, issue 21) validate, and each dev
-CSV in ``../shared/data/dev/`` encodes with its schema: the row count of the data README, the dimension the schema
-implies, every encoded value in [−1, 1]. Skips with a reason when the data directory is absent."""
+"""The owner-written schemas of the four development datasets (``examples/dev/``, issue 21; and wine's multiclass
+variant, issue 22) validate, and each dev CSV in ``../shared/data/dev/`` encodes with its schema: the row count of
+the data README, the dimension the schema implies, every encoded feature in [−1, 1] and label within the schema's
+label bound. Skips with a reason when the data directory is absent."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ EXPECTED: dict[str, tuple[int, str, str, int, int, int]] = {
     "hr_attrition": (14_999, "left", "binary", 5, 4, 17),
     "power_plant": (6_410, "PE", "numeric", 4, 0, 0),
     "wine_white": (4_898, "quality", "numeric", 11, 0, 0),
+    "wine_white_multiclass": (4_898, "quality", "categorical", 11, 0, 0),
 }
 
 
@@ -51,11 +53,14 @@ def test_dev_schema_declarations_an_owner_would_make() -> None:
     assert load_schema("wine_white").csv.delimiter == ";"
     for name in ("power_plant", "wine_white"):
         assert isinstance(load_schema(name).label, NumericLabel)
+    multiclass = load_schema("wine_white_multiclass")  # the same wine with quality as 7 classes (issue 22 §3)
+    assert multiclass.label_classes == tuple(str(q) for q in range(3, 10)) and multiclass.label_bound == 6.0
+    assert multiclass.features == load_schema("wine_white").features
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_dev_csv_encodes_with_its_schema(name: str) -> None:
-    path = DEV_DIR / f"{name}.csv"
+    path = DEV_DIR / f"{name.removesuffix('_multiclass')}.csv"
     if not path.is_file():
         pytest.skip(f"development dataset not found at {path.resolve()} (see issue 21: ../shared/data/dev/)")
     rows = EXPECTED[name][0]
@@ -63,7 +68,9 @@ def test_dev_csv_encodes_with_its_schema(name: str) -> None:
     encoded = parse_and_encode(path.read_bytes(), schema)
     assert (encoded.n, encoded.d) == (rows, schema.dimension)
     assert encoded.feature_names == schema.feature_names
-    assert np.all(np.abs(encoded.X) <= 1.0) and np.all(np.abs(encoded.y) <= 1.0)
+    assert np.all(np.abs(encoded.X) <= 1.0) and np.all(np.abs(encoded.y) <= encoded.label_bound)
     assert np.all(np.linalg.norm(encoded.X, axis=1) <= encoded.row_norm_bound)
     if schema.label.type == "binary":
         assert set(np.unique(encoded.y)) == {-1.0, 1.0}
+    if schema.label.type == "categorical":  # every quality 3..9 occurs (public codebook: the sensory scale)
+        assert set(np.unique(encoded.y)) == set(map(float, range(len(schema.label_classes or ()))))

@@ -384,8 +384,13 @@ def _fit_fields(out: Output, fit: Fit) -> None:
     if fit.error:
         pairs.append(("error", fit.error.get("detail")))
     out.fields(f"fit {fit.id}", pairs)
-    if fit.result is not None:
-        rows = list(fit.result.coefficient_table().items())
+    if fit.result is not None and fit.result.multiclass:
+        classes = fit.result.classes or []
+        matrix = fit.result.coefficient_matrix()
+        out.table("coefficients (one column per class)", ("feature", *classes),
+                  [(name, *(row[c] for c in classes)) for name, row in matrix.items()])  # fmt: skip
+    elif fit.result is not None:
+        rows: list[tuple[str, Any]] = list(fit.result.coefficient_table().items())
         if fit.result.intercept is not None:
             rows.append(("(intercept)", fit.result.intercept))
         out.table("coefficients", ("feature", "coefficient"), rows)
@@ -458,6 +463,11 @@ def _predict(client: Client, args: argparse.Namespace, out: Output) -> int:
     prediction = client.predict(args.fit, _read_rows(args.rows))
     if out.as_json:
         out.json(prediction)
+    elif prediction.probabilities is not None:
+        classes = prediction.classes or []
+        rows = zip(prediction.predictions, prediction.probabilities, strict=True)
+        out.table(f"predictions of fit {args.fit} (class probabilities)", ("row", "prediction", *classes),
+                  [(i, label, *(f"{p:.4f}" for p in probs)) for i, (label, probs) in enumerate(rows)])  # fmt: skip
     else:
         pairs = zip(prediction.scores, prediction.predictions, strict=True)
         out.table(f"predictions of fit {args.fit}", ("row", "score", "prediction"),

@@ -281,16 +281,39 @@ class FitResult(ApiObject):
 
     solver: str = ""
     model: str = ""
-    coefficients: list[float] = field(default_factory=list)
-    intercept: float | None = None
+    coefficients: list[float] | list[list[float]] = field(default_factory=list)
+    intercept: float | list[float] | None = None
     feature_names: list[str] | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     predictor: bool = True
+    classes: list[str] | None = None
+
+    @property
+    def multiclass(self) -> bool:
+        """A multinomial fit of a categorical label: ``coefficients`` is a k × d matrix (one row per class in
+        ``classes``) and ``intercept`` a list of k numbers."""
+        return self.classes is not None
 
     def coefficient_table(self) -> dict[str, float]:
-        """Coefficients by feature name (positional names when the fit has none)."""
+        """Coefficients by feature name (positional names when the fit has none); for a multiclass fit, use
+        :meth:`coefficient_matrix`."""
+        if self.multiclass:
+            raise ValueError("a multiclass fit has one coefficient per class and feature: use coefficient_matrix()")
         names = self.feature_names or [f"x{i}" for i in range(len(self.coefficients))]
-        return dict(zip(names, self.coefficients, strict=True))
+        return dict(zip(names, self.coefficients, strict=True))  # type: ignore[arg-type]
+
+    def coefficient_matrix(self) -> dict[str, dict[str, float]]:
+        """Coefficients of a multiclass fit by feature name, then class name (``(intercept)`` last when fitted):
+        ``{"alcohol": {"3": -0.4, …, "9": 1.2}, …}`` — a table with the classes as columns."""
+        if not self.multiclass or self.classes is None:
+            raise ValueError("coefficient_matrix() is for multiclass fits: use coefficient_table()")
+        rows = [list(map(float, row)) for row in self.coefficients]  # type: ignore[arg-type]
+        d = len(rows[0]) if rows else 0
+        names = self.feature_names or [f"x{i}" for i in range(d)]
+        table = {name: {c: rows[j][i] for j, c in enumerate(self.classes)} for i, name in enumerate(names)}
+        if isinstance(self.intercept, list):
+            table["(intercept)"] = {c: float(b) for c, b in zip(self.classes, self.intercept, strict=True)}
+        return table
 
 
 @dataclass(frozen=True)
@@ -373,12 +396,15 @@ class Evaluation(ApiObject):
 
 @dataclass(frozen=True)
 class Prediction(ApiObject):
-    """``POST /v1/fits/{id}/predict``: scores ⟨θ, x⟩ + b and decoded predictions, one per row."""
+    """``POST /v1/fits/{id}/predict``: scores ⟨θ, x⟩ + b and decoded predictions, one per row; for a multiclass fit
+    also the class names and, per row, the class probabilities (and the k logits as scores)."""
 
     fit_id: str = ""
     n: int = 0
-    scores: list[float] = field(default_factory=list)
+    scores: list[float] | list[list[float]] = field(default_factory=list)
     predictions: list[Any] = field(default_factory=list)
+    classes: list[str] | None = None
+    probabilities: list[list[float]] | None = None
 
 
 @dataclass(frozen=True)

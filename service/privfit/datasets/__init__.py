@@ -21,6 +21,7 @@ from .schema import (
     BinaryLabel,
     Budget,
     CategoricalFeature,
+    CategoricalLabel,
     CsvOptions,
     DatasetSchema,
     Feature,
@@ -28,6 +29,7 @@ from .schema import (
     Label,
     NumericFeature,
     NumericLabel,
+    label_classes,
 )
 
 __all__ = [
@@ -36,6 +38,7 @@ __all__ = [
     "BinaryLabel",
     "Budget",
     "CategoricalFeature",
+    "CategoricalLabel",
     "CsvOptions",
     "DatasetSchema",
     "DatasetValidationError",
@@ -49,5 +52,6 @@ __all__ = [
     "adult_schema",
     "compute_content_hash",
     "encode_rows",
+    "label_classes",
     "parse_and_encode",
 ]

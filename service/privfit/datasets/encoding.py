@@ -31,6 +31,7 @@ import numpy as np
 from .schema import (
     BinaryLabel,
     CategoricalFeature,
+    CategoricalLabel,
     DatasetSchema,
     NumericFeature,
     NumericLabel,
@@ -104,13 +105,13 @@ class EncodedDataset:
 
     Attributes:
         X: (n, d) float64, read-only; columns in ``feature_names`` order.
-        y: (n,) float64, read-only; ±1 for a binary label, in [−1, 1] for a numeric label
-            (``schema.label.decode`` maps back to the original scale or class names).
+        y: (n,) float64, read-only; ±1 for a binary label, the class index 0..k−1 for a categorical label, in
+            [−1, 1] for a numeric label (``schema.label.decode`` maps back to the original scale or class names).
         feature_names: ``name`` for a numeric feature, ``name=level`` for each one-hot column.
         n: number of rows (public under the bounded-DP neighbour relation, DESIGN §1.1).
         row_norm_bound: public bound on ‖x_i‖₂, ``sqrt(#numeric + #categorical)``
             (see :attr:`DatasetSchema.row_norm_bound`).
-        label_bound: public bound on |y_i| (1.0).
+        label_bound: public bound on |y_i| (1.0; k − 1 for a categorical label).
         content_hash: hex sha256 of the canonical serialisation (see :func:`compute_content_hash`).
             It is a deterministic function of the private rows: use it as an internal storage key and show it
             only to the dataset's owner, never to analysts (it would allow testing a guess of the data).
@@ -692,6 +693,34 @@ def _binary_label_column(
     return y, (i, msg)
 
 
+def _categorical_label_column(
+    cells: Sequence[Any], lab: CategoricalLabel, where: Callable[[int], str], na: frozenset[str]
+) -> tuple[np.ndarray, _Err | None]:
+    """The class index 0..k−1 of each row's level (as float); an unknown level, a missing label or a non-string
+    cell is an error naming the column and the row (never the cell's value)."""
+    lookup = {lv: k for k, lv in enumerate(lab.levels)}
+
+    def code_of(v: Any) -> int:
+        tok = _parse_token(v, na)
+        if isinstance(tok, str):
+            return lookup.get(tok, _UNKNOWN_CODE)
+        return _MISSING_CODE if tok == _MISSING else _BAD_TYPE_CODE
+
+    codes = np.array(_map_cells(cells, code_of), dtype=np.int64)
+    bad = np.flatnonzero(codes < 0)
+    if bad.size == 0:
+        return codes.astype(np.float64), None
+    i = int(bad[0])
+    if codes[i] == _MISSING_CODE:
+        msg = f"missing label in column {lab.name!r} at {where(i)}: labels cannot be imputed"
+    elif codes[i] == _BAD_TYPE_CODE:
+        msg = f"wrong value type in label column {lab.name!r} at {where(i)} (expected a string)"
+    else:
+        msg = (f"label in column {lab.name!r} at {where(i)} is not one of the declared classes "
+               f"(declared levels: {_levels_text(lab.levels)})")  # fmt: skip
+    return codes.astype(np.float64), (i, msg)
+
+
 def _encode(
     schema: DatasetSchema,
     cells: Callable[[str], Sequence[Any]],
@@ -739,6 +768,8 @@ def _encode(
         lab = schema.label
         if isinstance(lab, BinaryLabel):
             y, err = _binary_label_column(cells(lab.name), lab, where, na)
+        elif isinstance(lab, CategoricalLabel):
+            y, err = _categorical_label_column(cells(lab.name), lab, where, na)
         else:
             assert isinstance(lab, NumericLabel)
             raw, err = _numeric_column(cells(lab.name), lab.name, None, True, where, na, na_list)

@@ -8,6 +8,7 @@ JSON format (every object forbids unknown keys)::
 
     {
       "label":    {"name": str, "type": "binary", "positive": str, "negative": str}
+                | {"name": str, "type": "categorical", "levels": [str, ...]}   # 3 ≤ k ≤ 100 classes
                 | {"name": str, "type": "numeric", "lower": float, "upper": float},
       "features": [                                     # ordered; at least one non-"ignore" entry
                     {"name": str, "type": "numeric", "lower": float, "upper": float, "fill": float?,
@@ -30,6 +31,8 @@ Encoding rules fixed by the schema (implemented in :mod:`privfit.datasets.encodi
   the transformed range;
 * categorical feature → one-hot over ``levels`` in declared order (columns named ``name=level``);
 * binary label → +1 for ``positive``, −1 for ``negative``;
+* categorical label → the class index 0, …, k−1 of its level in ``levels`` (declared order), as a float; a level
+  not declared is an upload error naming the column (:class:`CategoricalLabel`);
 * numeric label → scaled like a numeric feature and clipped to [−1, 1] (see :meth:`NumericLabel.decode`);
 * ``"ignore"`` columns are parsed for structure only; their cells are never inspected.
 
@@ -51,17 +54,19 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from fractions import Fraction
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 __all__ = [
+    "MAX_CLASSES",
     "BinaryLabel",
     "Budget",
     "CategoricalFeature",
+    "CategoricalLabel",
     "CsvOptions",
     "DatasetSchema",
     "Feature",
@@ -71,6 +76,7 @@ __all__ = [
     "NumericLabel",
     "NumericTransform",
     "Standardize",
+    "label_classes",
 ]
 
 _CONFIG = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
@@ -103,6 +109,14 @@ def _check_token(what: str, token: str) -> None:
         raise ValueError(
             f"{what} {token!r} has leading or trailing whitespace (cells are stripped, so it could never match)"
         )
+
+
+def label_classes(label: Mapping[str, Any]) -> tuple[str, ...] | None:
+    """The class names of a stored label declaration (a :class:`CategoricalLabel` as JSON), or None for any other
+    label type: what :class:`~privfit.solvers.base.PublicMetadata` carries as its ``classes``."""
+    if label.get("type") != "categorical":
+        return None
+    return tuple(str(level) for level in label["levels"])
 
 
 def _scale(values: np.ndarray, lower: float, upper: float) -> np.ndarray:
@@ -256,9 +270,50 @@ class BinaryLabel(_Model):
             raise ValueError(f"label {self.name!r}: positive and negative classes must differ")
         return self
 
+    @property
+    def classes(self) -> list[str]:
+        """The two class names, positive first."""
+        return [self.positive, self.negative]
+
     def decode(self, y: np.ndarray) -> list[str]:
         """Map encoded labels or real-valued scores back to class names (score ≥ 0 → ``positive``)."""
         return [self.positive if v >= 0 else self.negative for v in np.asarray(y, dtype=np.float64).ravel()]
+
+
+#: The public cap on the number k of declared classes of a categorical label: θ has k·(d + 1) entries and the
+#: noise of every step grows like sqrt(k), so a label with hundreds of classes is better fitted another way.
+MAX_CLASSES = 100
+
+
+class CategoricalLabel(_Model):
+    """A label with k ≥ 3 public classes (its ``levels``, in declared order): encoded as the class index
+    0, …, k−1 of each row's level. Fitted by multinomial logistic regression (``model: "logistic"``). Two classes
+    are a :class:`BinaryLabel`; more than :data:`MAX_CLASSES` are refused."""
+
+    name: Name
+    type: Literal["categorical"]
+    levels: list[str] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _validate(self) -> CategoricalLabel:
+        _check_name(self.name)
+        what = f"label {self.name!r}"
+        for level in self.levels:
+            _check_token(f"{what}: level", level)
+        if len(set(self.levels)) != len(self.levels):
+            raise ValueError(f"{what}: duplicate levels {_duplicates(self.levels)}")
+        if len(self.levels) < 3:
+            raise ValueError(f"{what}: a categorical label needs at least 3 levels; declare a label with 2 classes "
+                             'as {"type": "binary", "positive": ..., "negative": ...}')  # fmt: skip
+        if len(self.levels) > MAX_CLASSES:
+            raise ValueError(f"{what}: at most {MAX_CLASSES} levels are supported, got {len(self.levels)}")
+        return self
+
+    def decode(self, y: np.ndarray) -> list[str]:
+        """Map class indices (rounded, clipped to 0..k−1) back to the level names."""
+        v = np.asarray(y, dtype=np.float64).ravel()
+        index = np.clip(np.rint(np.where(np.isfinite(v), v, 0.0)), 0, len(self.levels) - 1).astype(np.int64)
+        return [self.levels[i] for i in index]
 
 
 class NumericLabel(_Model):
@@ -287,7 +342,7 @@ class NumericLabel(_Model):
         return np.clip((y * (self.upper - self.lower) + self.lower + self.upper) / 2.0, self.lower, self.upper)
 
 
-Label = Annotated[BinaryLabel | NumericLabel, Field(discriminator="type")]
+Label = Annotated[BinaryLabel | CategoricalLabel | NumericLabel, Field(discriminator="type")]
 
 
 class Budget(_Model):
@@ -388,8 +443,9 @@ class DatasetSchema(_Model):
                 clash = [lv for lv in f.levels if lv in na]
                 if clash:
                     raise ValueError(f"feature {f.name!r}: levels {clash} are also csv.na_values (ambiguous)")
-        if isinstance(self.label, BinaryLabel):
-            clash = [c for c in (self.label.positive, self.label.negative) if c in na]
+        if isinstance(self.label, BinaryLabel | CategoricalLabel):
+            classes = self.label.levels if isinstance(self.label, CategoricalLabel) else self.label.classes
+            clash = [c for c in classes if c in na]
             if clash:
                 raise ValueError(f"label {self.label.name!r}: classes {clash} are also csv.na_values (ambiguous)")
         if self.csv.columns is not None:
@@ -448,8 +504,16 @@ class DatasetSchema(_Model):
 
     @property
     def label_bound(self) -> float:
-        """Public bound on |y_i| for every encoded label (always 1.0: labels are ±1 or scaled to [−1, 1])."""
+        """Public bound on |y_i| for every encoded label: 1.0 for labels ±1 or scaled to [−1, 1], k − 1 for the
+        class index of a categorical label."""
+        if isinstance(self.label, CategoricalLabel):
+            return float(len(self.label.levels) - 1)
         return 1.0
+
+    @property
+    def label_classes(self) -> tuple[str, ...] | None:
+        """The k class names of a categorical label (public), or None for a binary or numeric label."""
+        return tuple(self.label.levels) if isinstance(self.label, CategoricalLabel) else None
 
     def canonical_json(self) -> str:
         """Canonical JSON of the schema (sorted keys, no whitespace), used in content hashes."""

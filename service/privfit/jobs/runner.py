@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import select
 
+from privfit.datasets import label_classes
 from privfit.datasets.lifecycle import store_mismatch
 from privfit.datasets.store import DatasetStore, DatasetStoreError
 from privfit.db import Database, Dataset, Job
@@ -149,7 +150,7 @@ def _dataset_of(db: Database, dataset_id: str) -> tuple[str | None, PublicMetada
             return None, None
         meta = PublicMetadata(
             n=dataset.n, d=dataset.d, row_norm_bound=dataset.row_norm_bound, label_bound=dataset.label_bound,
-            feature_names=tuple(dataset.feature_names),
+            feature_names=tuple(dataset.feature_names), classes=label_classes(dataset.schema_json["label"]),
         )  # fmt: skip
         return dataset.storage_key, meta
 

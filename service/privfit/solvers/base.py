@@ -62,12 +62,13 @@ from typing import Any, ClassVar, Generic, Literal, NamedTuple, TypeVar, get_arg
 import numpy as np
 from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from scipy.special import softmax
 
 from privfit.errors import ParameterError
 from privfit.privacy import DEFAULT_GRID, DeltaAllowance, OrderGrid, PrivacyCost
 
 from .geometry import augment_intercept, augmented_bound, clip_rows
-from .losses import GLMLoss, available_models, make_loss
+from .losses import GLMLoss, MultinomialLogisticLoss, available_models, make_loss
 
 __all__ = [
     "CLASSIFICATION_MODELS",
@@ -76,6 +77,7 @@ __all__ = [
     "MIN_EPSILON",
     "MIN_L2",
     "MIN_SCALE",
+    "MULTICLASS_SOLVERS",
     "REGRESSION_MODELS",
     "AnySolver",
     "FitCancelled",
@@ -87,6 +89,7 @@ __all__ = [
     "GLMResolved",
     "MetadataResolved",
     "ModelName",
+    "MulticlassGLMResolved",
     "NoiseOutlook",
     "OutlookLevel",
     "PrivacyRequest",
@@ -117,6 +120,8 @@ __all__ = [
     "metadata_fields",
     "numeric_guard",
     "outlook_level",
+    "parameter_loss",
+    "resolved_loss",
     "resolved_metadata",
     "validation_error_to_parameter_error",
 ]
@@ -136,13 +141,25 @@ CLASSIFICATION_MODELS = ("logistic", "svm", "linear_loss")
 REGRESSION_MODELS = ("linear", "huber", "absolute", "quantile")
 
 
+#: The solvers that fit a categorical label (k ≥ 3 classes: multinomial logistic regression, ``model: "logistic"``);
+#: every other solver refuses such a dataset on ``solver`` (:meth:`Solver.resolve`). Kept equal to the registered
+#: solvers with :attr:`Solver.multiclass` by a test (tests/solvers/baselines/test_multiclass_privacy.py).
+MULTICLASS_SOLVERS = ("dp_gd", "dp_sgd")
+
+
 def label_mismatch(model: str, label_name: str, label_type: str) -> str | None:
     """Why ``model`` cannot be fitted to a label of the declared (public) type, or None when it can.
 
-    A classifier needs a binary label and a regression model a numeric one; ``dp_lazy_oco``'s ``mean`` ignores
-    the label. Issue 21 §6: a logistic fit on a numeric label used to predict 0.0 everywhere.
+    A binary classifier needs a binary label and a regression model a numeric one; a categorical label (k ≥ 3
+    classes) is fitted by ``logistic`` only (the multinomial model, as scikit-learn's LogisticRegression does);
+    ``dp_lazy_oco``'s ``mean`` ignores the label. Issue 21 §6: a logistic fit on a numeric label used to predict
+    0.0 everywhere.
     """
-    if model in CLASSIFICATION_MODELS and label_type != "binary":
+    if label_type == "categorical" and model in (*CLASSIFICATION_MODELS, *REGRESSION_MODELS) and model != "logistic":
+        return (f"model {model!r} cannot fit the dataset's label {label_name!r}, which is categorical (k ≥ 3 "
+                f"classes); use model 'logistic' (multinomial logistic regression, solvers "
+                f"{', '.join(MULTICLASS_SOLVERS)})")  # fmt: skip
+    if model in CLASSIFICATION_MODELS and label_type not in ("binary", "categorical"):
         return (f"model {model!r} is a classifier but the dataset's label {label_name!r} is {label_type}; "
                 f"use a regression model ({', '.join(REGRESSION_MODELS)})")  # fmt: skip
     if model in REGRESSION_MODELS and label_type != "numeric":
@@ -210,8 +227,12 @@ class PublicMetadata:
         n: number of rows (public under bounded DP).
         d: number of encoded feature columns.
         row_norm_bound: declared bound ``B_x ≥ ‖x_i‖₂`` of every encoded row (without intercept column).
-        label_bound: declared bound ``B_y ≥ |y_i|`` (1.0 for privfit's encodings: ±1 or scaled to [−1, 1]).
+        label_bound: declared bound ``B_y ≥ |y_i|`` (1.0 for privfit's binary and numeric encodings: ±1 or scaled to
+            [−1, 1]; k − 1 for the class index of a categorical label).
         feature_names: names of the d columns (optional; only used to label results).
+        classes: the declared class names of a categorical label (k ≥ 3, in declared order: the encoded label is
+            the class index), or None for a binary or numeric label. k is public; only solvers with
+            :attr:`Solver.multiclass` accept it.
     """
 
     n: int
@@ -219,6 +240,7 @@ class PublicMetadata:
     row_norm_bound: float
     label_bound: float = 1.0
     feature_names: tuple[str, ...] | None = None
+    classes: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         for name in ("n", "d"):
@@ -239,17 +261,30 @@ class PublicMetadata:
             if len(names) != self.d:
                 raise SolverParameterError("feature_names", f"has {len(names)} names for d = {self.d} columns")
             object.__setattr__(self, "feature_names", names)
+        if self.classes is not None:
+            classes = tuple(str(name) for name in self.classes)
+            if len(classes) < 3 or len(set(classes)) != len(classes):
+                raise SolverParameterError("classes", f"must be k ≥ 3 distinct class names, got {len(classes)}")
+            object.__setattr__(self, "classes", classes)
+
+    @property
+    def k(self) -> int | None:
+        """The number of classes of a categorical label (None for a binary or numeric label)."""
+        return None if self.classes is None else len(self.classes)
 
     @classmethod
     def from_dataset(cls, dataset: Any) -> PublicMetadata:
         """The public metadata of an encoded dataset (anything with ``n``, ``d``, ``row_norm_bound``,
-        ``label_bound`` and ``feature_names``, e.g. :class:`privfit.datasets.EncodedDataset`). Reads no row."""
+        ``label_bound`` and ``feature_names``, e.g. :class:`privfit.datasets.EncodedDataset`; the class names of its
+        ``schema``'s label when it has one). Reads no row."""
+        schema = getattr(dataset, "schema", None)
         return cls(
             n=dataset.n,
             d=dataset.d,
             row_norm_bound=dataset.row_norm_bound,
             label_bound=dataset.label_bound,
             feature_names=tuple(dataset.feature_names),
+            classes=None if schema is None else schema.label_classes,
         )
 
     def check_data(self, X: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -403,7 +438,9 @@ class MetadataResolved(ResolvedParams):
 def resolved_metadata(resolved: MetadataResolved) -> PublicMetadata:
     """The public metadata that ``resolved`` records (n, d and the declared bounds; no feature names): what a stored
     fit's outlook is recomputed from without reading its dataset."""
-    return PublicMetadata(resolved.n, resolved.d, resolved.row_norm_bound, resolved.label_bound)
+    classes = getattr(resolved, "classes", None)
+    return PublicMetadata(resolved.n, resolved.d, resolved.row_norm_bound, resolved.label_bound,
+                          classes=None if classes is None else tuple(classes))  # fmt: skip
 
 
 def metadata_fields(meta: PublicMetadata) -> dict[str, Any]:
@@ -419,6 +456,16 @@ class GLMResolved(MetadataResolved):
     loss_params: dict[str, float]
     fit_intercept: bool
     design_norm_bound: float = Field(gt=0.0, description="Row-norm bound of the design matrix (with intercept).")
+
+
+class MulticlassGLMResolved(GLMResolved):
+    """The resolved settings of a GLM solver that also fits a categorical label (:attr:`Solver.multiclass`): they
+    record its class names (public; None for a binary or numeric label), checked against the metadata again
+    before cost and fit (:func:`check_resolved_metadata`)."""
+
+    classes: list[str] | None = Field(
+        None, description="Class names of a categorical label (multinomial model, θ has k rows); null otherwise."
+    )
 
 
 class Target(NamedTuple):
@@ -581,6 +628,9 @@ class FitResult:
         metadata: the resolved settings and noise scales (no quantity computed from private rows).
         predictor: whether ⟨θ, x⟩ + b predicts the label (False for an estimate of a feature statistic, e.g.
             ``dp_lazy_oco``'s mean of the features, which has no predictions).
+        classes: for a multinomial fit (a categorical label with k classes), the class names; ``coefficients`` is
+            then a k × d matrix (row j: the coefficients of class j) and ``intercept`` a list of k numbers. None
+            otherwise (absent from :meth:`to_dict`).
         selected: for a private selection (``auto``), the candidate whose model this is (its solver and resolved
             settings). Unlike ``metadata`` it depends on the rows — through the selection's accounted mechanism,
             like the coefficients — and is part of the release; None for every other solver (and left out of
@@ -589,16 +639,18 @@ class FitResult:
 
     solver: str
     model: str
-    coefficients: list[float]
-    intercept: float | None
+    coefficients: list[float] | list[list[float]]
+    intercept: float | list[float] | None
     feature_names: list[str] | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     predictor: bool = True
+    classes: list[str] | None = None
     selected: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict (plain lists, floats, strings)."""
-        released = {
+        """A JSON-ready dict (plain lists, floats, strings); ``classes`` only for a multinomial fit, ``selected``
+        only for a private selection."""
+        body: dict[str, Any] = {
             "solver": self.solver,
             "model": self.model,
             "coefficients": list(self.coefficients),
@@ -607,16 +659,34 @@ class FitResult:
             "metadata": dict(self.metadata),
             "predictor": self.predictor,
         }
-        return released if self.selected is None else {**released, "selected": dict(self.selected)}
+        if self.classes is not None:
+            body["classes"] = list(self.classes)
+        if self.selected is not None:
+            body["selected"] = dict(self.selected)
+        return body
 
     def decision_function(self, X: Any) -> np.ndarray:
-        """⟨θ, x⟩ + b for each row of ``X`` (client-supplied or public rows)."""
+        """⟨θ, x⟩ + b for each row of ``X`` (client-supplied or public rows): shape (n,), or (n, k) — the logits
+        Θx + b of the k classes — for a multinomial fit."""
         A = np.asarray(X, dtype=np.float64)
-        return A @ np.asarray(self.coefficients, dtype=np.float64) + (self.intercept or 0.0)
+        W = np.asarray(self.coefficients, dtype=np.float64)
+        if self.classes is not None:
+            b = np.zeros(len(self.classes)) if self.intercept is None else np.asarray(self.intercept, dtype=np.float64)
+            return np.asarray(A @ W.T + b)
+        return np.asarray(A @ W + (self.intercept or 0.0))
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """The class probabilities softmax(Θx + b), shape (n, k), of a multinomial fit (rows sum to 1)."""
+        if self.classes is None:
+            raise SolverParameterError("model", "class probabilities need a multinomial fit (a categorical label)")
+        return np.asarray(softmax(self.decision_function(X), axis=1))
 
     def predict(self, X: Any) -> np.ndarray:
-        """Labels ±1 (0 ↦ +1) for classification models, ⟨θ, x⟩ + b for regression models."""
+        """Labels ±1 (0 ↦ +1) for binary classification models, the most probable class index (as float; the
+        first on ties) for a multinomial fit, ⟨θ, x⟩ + b for regression models."""
         z = self.decision_function(X)
+        if self.classes is not None:
+            return np.asarray(np.argmax(z, axis=1), dtype=np.float64)
         if self.model in CLASSIFICATION_MODELS:
             return np.where(z >= 0.0, 1.0, -1.0)
         return z
@@ -779,6 +849,10 @@ class Solver(ABC, Generic[ParamsT, ResolvedT]):
     enforces_declared_bounds: ClassVar[bool] = False
     #: experimental solvers are hidden and refused by the API unless the operator enables them
     experimental: ClassVar[bool] = False
+    #: True: fits a categorical label (k ≥ 3 classes, :attr:`PublicMetadata.classes`) with the multinomial logistic
+    #: model (the solver's name must then be in :data:`MULTICLASS_SOLVERS`); False: :meth:`resolve` refuses such
+    #: a dataset on ``solver``
+    multiclass: ClassVar[bool] = False
     #: solvers whose cost has δ-only parts (an (ε, δ)-DP charge, an approximate-RDP slack) size them within the
     #: dataset's :class:`~privfit.privacy.DeltaAllowance`, which :meth:`resolve` then passes on in
     #: :attr:`PrivacyRequest.delta_allowance` (the ledger's filter admits δ parts only within its pot:
@@ -874,6 +948,10 @@ class Solver(ABC, Generic[ParamsT, ResolvedT]):
         :attr:`uses_delta_parts`.
         """
         p = self.parse_params(params)
+        if meta.classes is not None and not self.multiclass:
+            message = (f"solver {self.name!r} cannot fit a categorical label (k = {meta.k} classes); the solvers "
+                       f"that fit the multinomial logistic model are {', '.join(MULTICLASS_SOLVERS)}")  # fmt: skip
+            raise SolverParameterError("solver", message)
         check_target_epsilon(target_epsilon)
         if self.explicit_noise is None:
             explicit = None
@@ -1197,7 +1275,29 @@ def check_resolved_metadata(
     r = solver.load_resolved(resolved)
     if (r.n, r.d, r.row_norm_bound, r.label_bound) != (meta.n, meta.d, meta.row_norm_bound, meta.label_bound):
         raise SolverParameterError("resolved", "was resolved for different public metadata (n, d or bounds)")
+    classes = getattr(r, "classes", None)
+    if (None if classes is None else tuple(classes)) != meta.classes:
+        raise SolverParameterError("resolved", "was resolved for different public metadata (the label's classes)")
     return r
+
+
+def parameter_loss(params: GLMParams, meta: PublicMetadata, *, l2: float = 0.0) -> GLMLoss | MultinomialLogisticLoss:
+    """The loss a clipped-gradient solver fits for ``params`` on ``meta``: the multinomial logistic loss of the
+    metadata's k classes for a categorical label (``model`` must then be "logistic", :func:`label_mismatch`), else
+    the GLM loss of ``params`` (:func:`glm_loss`); with the L2 strength ``l2`` (0: unregularised)."""
+    if meta.k is not None and params.model != "logistic":
+        raise SolverParameterError("model", label_mismatch(params.model, "label", "categorical") or "")
+    return resolved_loss(params.model, params.loss_params(), None if meta.classes is None else list(meta.classes), l2)
+
+
+def resolved_loss(
+    model: str, loss_params: Mapping[str, float], classes: Sequence[str] | None, l2: float = 0.0
+) -> GLMLoss | MultinomialLogisticLoss:
+    """The loss of resolved settings (their ``model``, ``loss_params`` and, for a categorical label, ``classes``):
+    :class:`~privfit.solvers.losses.MultinomialLogisticLoss` of k = len(classes) classes, else the GLM loss."""
+    if classes is not None:
+        return MultinomialLogisticLoss(len(classes), l2=l2)
+    return make_loss(model, l2=l2, **loss_params)
 
 
 def glm_loss(params: GLMParams) -> GLMLoss:
@@ -1261,7 +1361,21 @@ def glm_fit_result(
 ) -> FitResult:
     """The release of a fit (:meth:`Solver.fit` builds every solver's with it): θ split into coefficients and
     intercept (its last entry when the resolved settings fit one), the feature names, and the resolved settings as
-    metadata, followed by any extra ``metadata`` entries."""
+    metadata, followed by any extra ``metadata`` entries. For a categorical label θ is vec(Θ), Θ ∈ R^{k×d'}
+    row-major (:class:`~privfit.solvers.losses.MultinomialLogisticLoss`): a k × d coefficient matrix, k intercepts
+    and the class names."""
+    if meta.classes is not None:
+        Theta = np.asarray(theta, dtype=np.float64).reshape(len(meta.classes), -1)
+        return FitResult(
+            solver=solver.name,
+            model=str(getattr(resolved, "model", "")),
+            coefficients=[[float(c) for c in row[: meta.d]] for row in Theta],
+            intercept=[float(b) for b in Theta[:, meta.d]] if fits_intercept(resolved) else None,
+            feature_names=None if meta.feature_names is None else list(meta.feature_names),
+            metadata={**resolved.model_dump(mode="json"), **(metadata or {})},
+            predictor=predictor,
+            classes=list(meta.classes),
+        )
     return FitResult(
         solver=solver.name,
         model=str(getattr(resolved, "model", "")),

@@ -28,6 +28,11 @@ Classification constants hold for every label with ``|y| ≤ 1`` (so in particul
 and smoothed-hinge Lipschitz constants hold for every θ ∈ R^d (``lipschitz_is_global``); the squared loss is
 Lipschitz only on the ball, so its gradients must be evaluated at points of the ball (or clipped).
 
+A categorical label with k ≥ 3 classes has its own loss, :class:`MultinomialLogisticLoss` (softmax cross-entropy
+on Θ ∈ R^{k×d}, handled as the vector vec(Θ)): G = √2·B_x, β = B_x²/2, proved in its docstring. It is not a GLM of
+one margin and is built by the solvers that fit it (``privfit.solvers.base.resolved_loss``), not by
+:func:`make_loss`.
+
 Nothing here inspects label or feature values to validate them (an error would itself leak, DESIGN §1.3):
 values are validated at upload; these functions only check shapes and public parameters.
 """
@@ -41,7 +46,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.special import expit
+from scipy.special import expit, log_softmax, softmax
 
 from privfit.errors import ParameterError
 
@@ -51,6 +56,7 @@ __all__ = [
     "HuberLoss",
     "LogisticLoss",
     "LossParameterError",
+    "MultinomialLogisticLoss",
     "RegularizedLoss",
     "SmoothedHingeLoss",
     "SquaredLoss",
@@ -602,6 +608,137 @@ class RegularizedLoss(GLMLoss):
         if self._l2 == 0.0:
             raise LossParameterError("l2", "the minimiser is unbounded without regularisation; give R")
         return _sqrt_up(_up(2 * Fraction(self.max_loss_at_zero(B_y)) / Fraction(self._l2)))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# multinomial logistic regression (a categorical label with k ≥ 3 classes)
+# ---------------------------------------------------------------------------------------------------------
+
+
+class MultinomialLogisticLoss:
+    r"""The softmax cross-entropy of a k-class label: ``ℓ(Θ; x, y) = −log p_y``, ``p = softmax(Θ x)``.
+
+    Parameters Θ ∈ R^{k×d} (one row θ_j per class, in the order of the declared levels; the intercept, if any,
+    is the last column, as the design matrix's trailing 1), labels y ∈ {0, …, k−1} (the class index, stored as
+    a float). Parameters are handled flattened row-major, ``vec(Θ) ∈ R^{k·d}``, so that the Frobenius norm of Θ
+    is the L2 norm of the vector every GLM solver already projects, clips and perturbs. With z = Θx,
+
+        ℓ = logsumexp(z) − z_y,      ∇_Θ ℓ = (p − e_y) xᵀ,      ∇²_{vec Θ} ℓ = (diag(p) − p pᵀ) ⊗ x xᵀ.      (M1)
+
+    **Lipschitz constant** G = √2·B_x (on all of R^{k×d}): ‖(p − e_y) xᵀ‖_F = ‖p − e_y‖₂ ‖x‖₂ and
+    ‖p − e_y‖₂² = (1 − p_y)² + Σ_{j≠y} p_j² ≤ (1 − p_y)² + (Σ_{j≠y} p_j)² = 2(1 − p_y)² ≤ 2.          (M2)
+
+    **Smoothness** β = B_x²/2: the Hessian (M1) has spectral norm ‖diag(p) − ppᵀ‖₂ · ‖x‖², and for a unit
+    v ∈ R^k, vᵀ(diag(p) − ppᵀ)v = Var_{j∼p}(v_j) ≤ (max_j v_j − min_j v_j)²/4 (Popoviciu) ≤ (|v_a| + |v_b|)²/4
+    ≤ (v_a² + v_b²)/2 ≤ 1/2.                                                                            (M3)
+
+    The loss is convex (the Hessian is a Kronecker product of two PSD matrices). ``l2`` adds (λ/2)‖Θ‖_F² to
+    the objective's smoothness (the solvers add λΘ after the noise, as for the binary losses). Labels are never
+    validated here (an error would leak, DESIGN §1.3): :meth:`class_index` maps ANY float to a class in
+    {0, …, k−1}, so the bounds (M2) hold for every input.
+    """
+
+    name: ClassVar[str] = "logistic"
+    is_classification: ClassVar[bool] = True
+
+    def __init__(self, classes: int, l2: float = 0.0) -> None:
+        if isinstance(classes, bool) or not isinstance(classes, int | np.integer) or int(classes) < 2:
+            raise LossParameterError("classes", f"must be an integer ≥ 2, got {classes!r}")
+        self.classes = int(classes)
+        self.l2 = _nonneg("l2", l2)
+
+    def __repr__(self) -> str:
+        return f"MultinomialLogisticLoss(classes={self.classes}, l2={self.l2!r})"
+
+    # --- shapes ----------------------------------------------------------------------------------------
+    def parameter_dimension(self, d: int) -> int:
+        """k·d: the length of vec(Θ) for rows of dimension d."""
+        return self.classes * int(d)
+
+    def as_matrix(self, theta: ArrayLike, d: int) -> FloatArray:
+        """vec(Θ) (shape (k·d,) or (runs, k·d)) as Θ (shape (k, d) or (runs, k, d)), row-major."""
+        t = np.asarray(theta, dtype=np.float64)
+        if t.shape[-1] != self.classes * d:
+            raise LossParameterError("theta", f"has length {t.shape[-1]}, expected k·d = {self.classes * d}")
+        return t.reshape(*t.shape[:-1], self.classes, d)
+
+    def class_index(self, y: ArrayLike) -> NDArray[np.int64]:
+        """The class of each encoded label: round to the nearest integer in [0, k−1] (non-finite ↦ 0). Encoded
+        labels are exactly 0.0, …, k−1 and map to themselves; anything else maps to SOME class, so (M2) holds."""
+        v = np.asarray(y, dtype=np.float64)
+        v = np.where(np.isfinite(v), v, 0.0)
+        return np.clip(np.rint(v), 0, self.classes - 1).astype(np.int64)
+
+    def identifiable(self, theta: ArrayLike) -> FloatArray:
+        """vec(Θ) (shape (k·d,) or (runs, k·d)) projected onto V = {Θ : Σ_j θ_j = 0}: each column minus its mean
+        over the classes. p = softmax(Θx) does not change when one vector is added to every row, and every
+        per-example gradient lies in V (Σ_j (p_j − e_{y,j}) = 0), so the clipped sums do too; projecting a noisy sum
+        onto V is post-processing that removes the noise's component along the k-fold repeated vectors, which
+        moves no prediction (it would only inflate ‖Θ‖_F and so the projection onto the ball): the noise left
+        has (k − 1)·d dimensions instead of k·d."""
+        t = np.asarray(theta, dtype=np.float64)
+        d = t.shape[-1] // self.classes
+        matrix = self.as_matrix(t, d)
+        return np.asarray((matrix - matrix.mean(axis=-2, keepdims=True)).reshape(t.shape))
+
+    # --- values and gradients (Θ of shape (k, d)) --------------------------------------------------------
+    def logits(self, Theta: ArrayLike, X: ArrayLike) -> FloatArray:
+        """z = X Θᵀ, shape (n, k)."""
+        return np.asarray(np.asarray(X, dtype=np.float64) @ np.asarray(Theta, dtype=np.float64).T)
+
+    def probabilities(self, Theta: ArrayLike, X: ArrayLike) -> FloatArray:
+        """softmax(Θ x) per row, shape (n, k): computed as exp(z − max z)/Σ (no overflow), rows sum to 1."""
+        return np.asarray(softmax(self.logits(Theta, X), axis=1))
+
+    def value(self, Theta: ArrayLike, X: ArrayLike, y: ArrayLike) -> FloatArray:
+        """Per-example ℓ = logsumexp(z) − z_y (the stable log-sum-exp of :func:`scipy.special.log_softmax`)."""
+        logp = log_softmax(self.logits(Theta, X), axis=1)
+        return np.asarray(-logp[np.arange(logp.shape[0]), self.class_index(y)])
+
+    def mean_value(self, Theta: ArrayLike, X: ArrayLike, y: ArrayLike) -> float:
+        """(1/n) Σ ℓ_i + (λ/2)‖Θ‖_F²."""
+        T = np.asarray(Theta, dtype=np.float64)
+        return float(np.mean(self.value(T, X, y)) + 0.5 * self.l2 * float(np.sum(T * T)))
+
+    def residuals(self, Theta: ArrayLike, X: ArrayLike, y: ArrayLike) -> FloatArray:
+        """p − e_y per row, shape (n, k): the per-example gradient is its outer product with x (M1)."""
+        r = self.probabilities(Theta, X)
+        r[np.arange(r.shape[0]), self.class_index(y)] -= 1.0
+        return r
+
+    def per_example_gradients(self, Theta: ArrayLike, X: ArrayLike, y: ArrayLike) -> FloatArray:
+        """(p_i − e_{y_i}) x_iᵀ per row, shape (n, k, d) (unregularised; for tests and audits, O(n·k·d))."""
+        return np.asarray(np.einsum("nk,nd->nkd", self.residuals(Theta, X, y), np.asarray(X, dtype=np.float64)))
+
+    def gradient_sum(self, Theta: ArrayLike, X: ArrayLike, y: ArrayLike) -> FloatArray:
+        """Σ_i (p_i − e_{y_i}) x_iᵀ, shape (k, d) (unregularised)."""
+        return np.asarray(self.residuals(Theta, X, y).T @ np.asarray(X, dtype=np.float64))
+
+    # --- public constants ----------------------------------------------------------------------------
+    def lipschitz(self, B_x: float, B_y: float = 1.0, R: float = math.inf) -> float:
+        """G = √2·B_x (M2), rounded up; + λR with L2 regularisation on the ball of radius R. ``B_y`` is not used
+        (the label enters through e_y only)."""
+        G = _up(Fraction(_sqrt_up(2.0)) * Fraction(_nonneg("B_x", B_x)))
+        if self.l2 == 0.0:
+            return G
+        R = _nonneg("R", R, allow_inf=True)
+        if math.isinf(R):
+            raise LossParameterError("R", "an L2-regularised loss is Lipschitz only on a bounded ball; give R")
+        return _up(Fraction(G) + Fraction(self.l2) * Fraction(R))
+
+    def smoothness(self, B_x: float) -> float:
+        """β = B_x²/2 + λ (M3), rounded up."""
+        B_x = _nonneg("B_x", B_x)
+        return _up(Fraction(B_x) ** 2 / 2 + Fraction(self.l2))
+
+    def strong_convexity(self) -> float:
+        """λ (the unregularised loss is not strongly convex: p is invariant to adding a vector to every row)."""
+        return self.l2
+
+    # --- prediction ----------------------------------------------------------------------------------
+    def predict(self, Theta: ArrayLike, X: ArrayLike) -> NDArray[np.int64]:
+        """The most probable class index per row (the first on ties)."""
+        return np.asarray(np.argmax(self.logits(Theta, X), axis=1), dtype=np.int64)
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
-from privfit.datasets import DatasetSchema, encode_rows
+from privfit.datasets import CategoricalLabel, DatasetSchema, encode_rows, label_classes
 from privfit.db import Budget, Database, Dataset, Job
 from privfit.errors import ParameterError
 from privfit.jobs import cancel
@@ -163,13 +163,22 @@ class EstimateOut(BaseModel):
 class PredictionOut(BaseModel):
     fit_id: str
     n: int
-    scores: list[float]
+    scores: list[float] | list[list[float]] = Field(
+        description="⟨θ, x⟩ + b per row; for a multiclass fit, the k class logits Θx + b per row."
+    )
     predictions: list[str | float] = Field(description="Decoded labels: class names or numbers.")
+    classes: list[str] | None = Field(
+        None, description="Multiclass fits only: the class names, in the order of 'probabilities' and 'scores'."
+    )
+    probabilities: list[list[float]] | None = Field(
+        None, description="Multiclass fits only: the k class probabilities softmax(Θx + b) per row (sum to 1)."
+    )
 
 
 def _meta(dataset: Dataset) -> PublicMetadata:
     return PublicMetadata(n=dataset.n, d=dataset.d, row_norm_bound=dataset.row_norm_bound,
-                          label_bound=dataset.label_bound, feature_names=tuple(dataset.feature_names))  # fmt: skip
+                          label_bound=dataset.label_bound, feature_names=tuple(dataset.feature_names),
+                          classes=label_classes(dataset.schema_json["label"]))  # fmt: skip
 
 
 def _admission_inputs(db: Database, dataset_id: str, principal: Principal) -> tuple[Dataset, Budget, DeltaAllowance]:
@@ -437,7 +446,7 @@ class PredictRequest(BaseModel):
                                        description="Client-supplied rows: feature columns by name.")  # fmt: skip
 
 
-@router.post("/{job_id:id}/predict", response_model=PredictionOut,
+@router.post("/{job_id:id}/predict", response_model=PredictionOut, response_model_exclude_unset=True,
              summary="Predict on client-supplied rows with a finished fit",
              responses=problem_responses(
                  400, 401, 404, 409, 410, 413, 422, 503,
@@ -449,7 +458,9 @@ def predict(job_id: FitId, body: PredictRequest, request: Request,
     """Encode the rows with the dataset's schema (its transforms included) and apply the fit's model.
 
     ``scores`` are the raw ⟨θ, x⟩ + b; ``predictions`` are class names for a binary label, and for a numeric
-    label values in the label's units clipped to its declared [lower, upper].
+    label values in the label's units clipped to its declared [lower, upper]. A multiclass fit (a categorical label)
+    predicts the most probable class and also returns ``classes`` and, per row, the k ``probabilities`` and logits
+    (``scores``).
     """
     job = visible_job(request, job_id, principal)
     job_id = job.id
@@ -470,10 +481,14 @@ def predict(job_id: FitId, body: PredictRequest, request: Request,
                       "deleted; its model no longer serves predictions")  # fmt: skip
     schema = DatasetSchema.model_validate(dataset.schema_json)
     encoded = encode_rows(body.rows, schema)
-    result = FitResult(**{k: job.result[k] for k in ("solver", "model", "coefficients", "intercept")})
+    result = FitResult(**{k: job.result[k] for k in ("solver", "model", "coefficients", "intercept")},
+                       classes=job.result.get("classes"))  # fmt: skip
     scores = result.decision_function(encoded.X)
     predictions = result.predict(encoded.X)
     decoded = schema.label.decode(predictions)
-    out: dict[str, Any] = {"fit_id": job_id, "n": int(encoded.n), "scores": [float(s) for s in scores]}
+    out: dict[str, Any] = {"fit_id": job_id, "n": int(encoded.n), "scores": np.asarray(scores, dtype=float).tolist()}
     out["predictions"] = [v if isinstance(v, str) else float(v) for v in np.asarray(decoded, dtype=object).tolist()]
+    if result.classes is not None and isinstance(schema.label, CategoricalLabel):
+        out["classes"] = list(result.classes)
+        out["probabilities"] = result.predict_proba(encoded.X).tolist()
     return out

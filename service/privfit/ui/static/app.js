@@ -981,12 +981,54 @@ function settingsTable(settings, cost) {
 }
 
 /**
+ * The coefficients of a multinomial fit (a categorical label with k classes): a table with one row per feature
+ * (and the intercept) and one column per class, each cell tinted by its sign.
+ * @param {object} result the fit's result: classes (k names), coefficients (k rows of d numbers), intercept (k or null)
+ * @returns {HTMLElement}
+ */
+function multiclassOutcome(result) {
+  const classes = result.classes;
+  const d = result.coefficients.length ? result.coefficients[0].length : 0;
+  const names = result.feature_names || Array.from({ length: d }, (_, i) => `x${i}`);
+  /**
+   * One row of the matrix: a feature's coefficient in every class.
+   * @param {string} name
+   * @param {number[]} values one per class
+   * @param {string} testid
+   * @returns {HTMLElement}
+   */
+  const row = (name, values, testid) => el("tr", { "data-testid": testid, "data-feature": name },
+    el("th", { class: "mono", text: name }),
+    values.map((v, j) => el("td", { class: `numcell mono ${v >= 0 ? "coef-pos-text" : "coef-neg-text"}`,
+      "data-class": classes[j], "data-value": v, text: v.toFixed(4) })));
+  const intercept = Array.isArray(result.intercept) ? result.intercept : null;
+  const metadata = result.metadata || {};
+  return el("section", { class: "panel", "data-testid": "fit-result" },
+    el("div", { class: "panel-head" }, el("h2", { text: "Coefficients" }),
+      el("span", { class: "muted small", text: `${result.solver} · ${result.model} (multinomial, ${classes.length} classes) · predicts the most probable class of softmax(Θx + b)` })),
+    el("div", { class: "table-scroll" },
+      el("table", { class: "table coef-table coef-matrix", "data-testid": "coefficients-matrix" },
+        el("thead", {}, el("tr", {}, el("th", { text: "Feature" }),
+          classes.map((c) => el("th", { class: "numcell mono", text: c })))),
+        el("tbody", {},
+          names.map((name, i) => row(name, result.coefficients.map((r) => r[i]), "coefficient-matrix-row")),
+          intercept === null ? null : row("(intercept)", intercept, "coefficient-matrix-intercept")))),
+    Object.keys(metadata).length
+      ? el("details", { class: "metadata" }, el("summary", { text: "Release metadata (data-independent)" }),
+        settingsTable(metadata, {}))
+      : null);
+}
+
+/**
  * The outcome section of a fit: coefficients when it succeeded, the error when it failed or was cancelled,
  * a waiting note otherwise.
  * @param {object} fit
  * @returns {HTMLElement}
  */
 function outcome(fit) {
+  if (fit.status === "succeeded" && fit.result && Array.isArray(fit.result.classes)) {
+    return multiclassOutcome(fit.result);
+  }
   if (fit.status === "succeeded" && fit.result) {
     const result = fit.result;
     const names = result.feature_names || result.coefficients.map((_, i) => `x${i}`);
