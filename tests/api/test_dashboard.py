@@ -540,6 +540,8 @@ def test_fit_page_runs_and_lists_private_evaluations(live: Live, driver: WebDriv
     driver.get(f"{live.base}/ui#/fits/{live.warmup_fit_id}")
     assert "no private validation rows" in _visible(driver, "evaluations-note").text
     assert not driver.find_elements(*_testid("evaluate-form"))
+
+
 def test_a_multiclass_fit_page_shows_the_coefficient_matrix_with_classes_as_columns(live: Live, driver: WebDriver):
     from test_api_multiclass import LEVELS, MULTICLASS_SCHEMA, multiclass_csv
 
