@@ -99,3 +99,36 @@ def test_a_bad_categorical_label_declaration_is_refused(client, keys, levels, fr
     )  # fmt: skip
     assert response.status_code in (400, 422), response.text
     assert fragment in response.text
+
+
+@pytest.mark.parametrize("mode", ["selection", "auto"])
+def test_auto_on_a_categorical_label_selects_among_the_multinomial_solvers(client, keys, mode: str) -> None:
+    dataset_id = upload_multiclass(client, keys)
+    request = {"dataset_id": dataset_id, "solver": "auto", "model": "logistic", "privacy": {"epsilon": 1.0},
+               "params": {"mode": mode}}  # fmt: skip
+    cost, done = fit_and_wait(client, keys, request)
+    assert done["status"] == "succeeded" and cost["epsilon"] <= 1.0
+    settings, result = done["settings"], done["result"]
+    assert settings["classes"] == LEVELS and result["classes"] == LEVELS
+    assert [c["solver"] for c in settings["candidates"]] == (list(MULTICLASS_SOLVERS) if mode == "selection"
+                                                             else ["dp_gd"])  # fmt: skip
+    assert result["selected"]["solver"] in MULTICLASS_SOLVERS
+    assert np.shape(result["coefficients"]) == (3, 5) and len(result["intercept"]) == 3
+
+
+def test_a_multiclass_fit_is_evaluated_by_accuracy_and_log_loss(client, keys) -> None:
+    dataset_id = upload(client, keys, csv=multiclass_csv(), schema={**MULTICLASS_SCHEMA, "validation_fraction": 0.25},
+                        epsilon=5.0)  # fmt: skip
+    _, done = fit_and_wait(client, keys, {"dataset_id": dataset_id, "solver": "dp_gd", "model": "logistic",
+                                          "privacy": {"epsilon": 2.0}})  # fmt: skip
+    response = client.post(f"/v1/fits/{done['id']}/evaluate", headers=keys.analyst, json={"privacy": {"epsilon": 2.0}})
+    assert response.status_code == 201, response.text
+    evaluation = response.json()
+    assert evaluation["status"] == "succeeded" and evaluation["metrics"] == ["accuracy", "log_loss"]
+    results = {r["metric"]: r for r in evaluation["results"]}
+    assert results["accuracy"]["epsilon"] == pytest.approx(2.0 * 0.7 / 0.8)
+    assert results["accuracy"]["value"] > 0.8  # three bands of a linear score: nearly separable; noise sd ≈ 0.002
+    assert 0.0 < results["log_loss"]["value"] < np.log(3)  # better than the uniform guess
+    refused = client.post(f"/v1/fits/{done['id']}/evaluate", headers=keys.analyst,
+                          json={"privacy": {"epsilon": 0.5}, "metrics": ["roc_auc"]})  # fmt: skip
+    assert refused.status_code == 422 and "metrics" in refused.text

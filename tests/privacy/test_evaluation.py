@@ -297,3 +297,20 @@ def test_release_refuses_inputs_of_another_size():
     plan = binary_plan(1.0, ["accuracy"], n=3)
     with pytest.raises(ValueError, match="n = 3"):
         release(plan, EvaluationInputs(correct=np.ones(4, dtype=bool)), make_generator(1, data_is_public=True))
+
+
+def test_categorical_inputs_and_plan() -> None:
+    """A categorical label: accuracy of the most probable class and the true class's probability; its plan has
+    accuracy and log_loss, whose sums keep the binary label's sensitivities."""
+    from privfit.privacy.evaluation import categorical_inputs
+
+    P = np.array([[0.7, 0.2, 0.1], [0.1, 0.3, 0.6], [0.4, 0.4, 0.2]])
+    inputs = categorical_inputs(P, np.array([0.0, 1.0, 1.0]))
+    assert list(inputs.correct) == [True, False, False]  # row 3: a tie goes to the first class, as /predict
+    np.testing.assert_allclose(inputs.p_true, [0.7, 0.3, 0.4])
+    plan = plan_evaluation(0.8, None, label_type="categorical", probabilities=True, n=3)
+    assert plan.metrics == ("accuracy", "log_loss")
+    assert plan.epsilons["accuracy"] == pytest.approx(0.7) and plan.epsilons["log_loss"] == pytest.approx(0.1)
+    assert plan.sensitivity("accuracy") == 1.0 and plan.sensitivity("log_loss") == pytest.approx(np.log(1000))
+    with pytest.raises(PrivacyParameterError, match="metrics"):
+        plan_evaluation(0.8, ["rmse"], label_type="categorical", probabilities=True, n=3)

@@ -70,6 +70,7 @@ __all__ = [
     "AUC_BOOTSTRAP",
     "AUC_CALIBRATION",
     "BINARY_METRICS",
+    "CATEGORICAL_METRICS",
     "LOG_LOSS_P_MIN",
     "METRIC_WEIGHTS",
     "NUMERIC_METRICS",
@@ -79,6 +80,7 @@ __all__ = [
     "auc_from_histograms",
     "auc_histograms",
     "binary_inputs",
+    "categorical_inputs",
     "numeric_inputs",
     "plan_evaluation",
     "release",
@@ -88,6 +90,10 @@ BINARY_METRICS: tuple[str, ...] = ("accuracy", "roc_auc", "log_loss")
 """Metrics for a binary label, in their default order (log_loss only for models that output probabilities)."""
 NUMERIC_METRICS: tuple[str, ...] = ("rmse", "mae")
 """Metrics for a numeric label."""
+CATEGORICAL_METRICS: tuple[str, ...] = ("accuracy", "log_loss")
+"""Metrics for a categorical label (k ≥ 3 classes, the multinomial model): the same sums as for a binary label —
+one row changes the number of correct predictions by at most 1 and its clipped −log p of the true class lies in
+[0, log(1/p_min)] — so the same sensitivities hold."""
 METRIC_WEIGHTS: Mapping[str, float] = {"accuracy": 0.7, "roc_auc": 0.2, "log_loss": 0.1, "rmse": 0.5, "mae": 0.5}
 """Public weights of the budget split (renormalised over the requested metrics; module docstring)."""
 LOG_LOSS_P_MIN = 1e-3
@@ -160,7 +166,7 @@ def plan_evaluation(
         raise PrivacyParameterError("confidence", f"must lie in [0.5, 1), got {confidence!r}")
     if n < 1:
         raise PrivacyParameterError("n", "the dataset has no validation rows")
-    applicable = BINARY_METRICS if label_type == "binary" else NUMERIC_METRICS
+    applicable = {"binary": BINARY_METRICS, "categorical": CATEGORICAL_METRICS}.get(label_type, NUMERIC_METRICS)
     if not probabilities:
         applicable = tuple(m for m in applicable if m != "log_loss")
     if metrics is None:
@@ -209,6 +215,15 @@ def binary_inputs(scores: np.ndarray, y: np.ndarray, *, probabilities: bool) -> 
         p_plus = _sigmoid(s)
         p_true = np.where(positive, p_plus, 1.0 - p_plus)
     return EvaluationInputs(correct=(s >= 0.0) == positive, p_true=p_true, scores=s, positive=positive)
+
+
+def categorical_inputs(probabilities: np.ndarray, y: np.ndarray) -> EvaluationInputs:
+    """Inputs for a categorical label: y holds class indices 0..k−1, ``probabilities`` the model's (n, k) class
+    probabilities; the prediction is the most probable class (the first on ties, as ``/predict``)."""
+    P = np.asarray(probabilities, dtype=np.float64)
+    index = np.clip(np.asarray(y, dtype=np.float64), 0, P.shape[1] - 1).astype(np.int64)
+    p_true = P[np.arange(P.shape[0]), index]
+    return EvaluationInputs(correct=np.argmax(P, axis=1) == index, p_true=p_true)
 
 
 def numeric_inputs(predictions: np.ndarray, y: np.ndarray) -> EvaluationInputs:

@@ -233,3 +233,30 @@ def test_recommended_mode_fit_is_the_candidate_on_all_rows() -> None:
     alone = CANDIDATE_SOLVERS["dp_gd"].fit(X, y, meta, r.candidates[0].resolved, make_generator(7, data_is_public=True))
     assert result.coefficients == alone.coefficients and result.intercept == alone.intercept
     assert result.selected["solver"] == "dp_gd"
+
+
+def test_multiclass_candidates_scores_and_release_round_trip() -> None:
+    """A categorical label: the multinomial solvers are the candidates, a score counts the validation rows whose
+    most probable class is the true one, and vec(Θ) goes back into the same k × d release."""
+    from privfit.solvers.selection.auto import released_theta
+
+    meta = PublicMetadata(3000, 2, 1.0, 2.0, classes=("a", "b", "c"))
+    r = plan("logistic", 2.0, meta).resolved
+    assert [c.solver for c in r.candidates] == ["dp_gd", "dp_sgd"] and r.classes == ["a", "b", "c"]
+    assert r.score_sensitivity == 1.0
+    X = np.array([[1.0, 0.0], [0.0, 1.0], [-1.0, -1.0]] * 200)
+    y = np.array([0.0, 1.0, 2.0] * 200)
+    right = np.array([[5.0, 0.0, 0.0], [0.0, 5.0, 0.0], [-5.0, -5.0, 0.0]]).ravel()  # rows: class coefficients, b
+    wrong = np.array([[0.0, 0.0, 1.0], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]]).ravel()  # always class "a"
+    rng = make_generator(8, data_is_public=True)
+    draws = np.array([AUTO._noisy_scores(r, [right, wrong], X, y, rng) for _ in range(2000)])
+    tolerance = 4 * r.score_noise_multiplier / math.sqrt(2000)
+    np.testing.assert_allclose(draws.mean(axis=0), [600.0, 200.0], atol=tolerance)
+    fitted = get_solver("dp_gd").fit(X, y, PublicMetadata(600, 2, 1.0, 2.0, classes=("a", "b", "c")),
+                                     plan("logistic", 2.0, PublicMetadata(600, 2, 1.0, 2.0, classes=("a", "b", "c")),
+                                          mode="recommended").resolved.candidates[0].resolved,
+                                     make_generator(9, data_is_public=True))  # fmt: skip
+    theta = released_theta(fitted)
+    assert theta.shape == (9,)
+    np.testing.assert_array_equal(theta.reshape(3, 3)[:, :2], fitted.coefficients)
+    np.testing.assert_array_equal(theta.reshape(3, 3)[:, 2], fitted.intercept)

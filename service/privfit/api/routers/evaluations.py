@@ -42,6 +42,7 @@ from privfit.privacy.evaluation import (
     EvaluationInputs,
     EvaluationPlan,
     binary_inputs,
+    categorical_inputs,
     numeric_inputs,
     plan_evaluation,
     release,
@@ -73,7 +74,8 @@ class EvaluationRequest(BaseModel):
     metrics: list[Metric] | None = Field(
         None, min_length=1, max_length=5,
         description="Default: every metric that applies — binary label: accuracy, roc_auc, log_loss (log_loss for "
-        "logistic only); numeric label: rmse, mae. ε is split by public weights (docs/privacy.md).",
+        "logistic only); categorical label: accuracy, log_loss; numeric label: rmse, mae. ε is split by public "
+        "weights (docs/privacy.md).",
     )  # fmt: skip
     confidence: float = Field(0.95, ge=0.5, lt=1.0, description="Level of each metric's interval.")
 
@@ -170,9 +172,12 @@ def _plan(job: Job, dataset: Dataset, body: EvaluationRequest) -> EvaluationPlan
 def _inputs(result: dict[str, Any], label_type: str, X: np.ndarray, y: np.ndarray) -> EvaluationInputs:
     """Per-row inputs of the metrics from the fit's released model (``result``) on the validation rows (private;
     never released)."""
-    model = FitResult(**{k: result[k] for k in ("solver", "model", "coefficients", "intercept")})
+    model = FitResult(**{k: result[k] for k in ("solver", "model", "coefficients", "intercept")},
+                      classes=result.get("classes"))  # fmt: skip
     if label_type == "binary":
         return binary_inputs(model.decision_function(X), y, probabilities=model.model == "logistic")
+    if label_type == "categorical":
+        return categorical_inputs(model.predict_proba(X), y)
     return numeric_inputs(model.predict(X), y)
 
 

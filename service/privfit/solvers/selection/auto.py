@@ -65,7 +65,9 @@ settings and of the cost).
 **Candidates** (:func:`candidate_set`): the two solvers that the recommendation rule
 (:mod:`privfit.solvers.recommendation`) chooses between for classifiers — ``dp_gd`` and
 ``objective_perturbation`` — and, for the squared loss, which objective perturbation does not take, ``dp_gd`` and
-``output_perturbation``. Each at its own defaults (which follow the public noise level of its share t·ε).
+``output_perturbation``; for a categorical label, the solvers that fit the multinomial model, ``dp_gd`` and
+``dp_sgd``, scored by the number of validation rows whose most probable class is the true one (Δ_s = 1). Each at
+its own defaults (which follow the public noise level of its share t·ε).
 """
 
 from __future__ import annotations
@@ -81,6 +83,8 @@ from ...privacy import OrderGrid, PrivacyCost, gaussian_sigma
 from ...privacy.mechanisms import gaussian_rdp
 from ..base import (
     CLASSIFICATION_MODELS,
+    MULTICLASS_SOLVERS,
+    FitResult,
     FitRun,
     FloatArray,
     MetadataResolved,
@@ -96,6 +100,7 @@ from ..base import (
     check_resolved_metadata,
 )
 from ..baselines.dp_gd import DPGradientDescent
+from ..baselines.dp_sgd import DPSGD
 from ..baselines.objective_perturbation import ObjectivePerturbation
 from ..baselines.output_perturbation import OutputPerturbation
 from ..recommendation import recommend
@@ -113,7 +118,7 @@ __all__ = [
 
 #: The solvers a candidate may name, by registry name (instances are stateless; the registry holds equal ones).
 CANDIDATE_SOLVERS: dict[str, Solver[Any, Any]] = {
-    solver.name: solver for solver in (DPGradientDescent(), ObjectivePerturbation(), OutputPerturbation())
+    solver.name: solver for solver in (DPGradientDescent(), DPSGD(), ObjectivePerturbation(), OutputPerturbation())
 }
 
 #: Bisection halvings of the share t (module docstring, "Calibration"): t is found to within 2^−12 of the
@@ -128,20 +133,36 @@ DEFAULT_VALIDATION_FRACTION = 0.2
 PROGRESS_UNITS = 1000
 
 
-def recommended_solver(model: str, n: int, epsilon: float) -> str:
-    """The solver ``mode='recommended'`` fits: :func:`~privfit.solvers.recommendation.recommend`'s for logistic
-    and linear models; ``dp_gd`` (whose defaults follow the public noise level) for the others, which the
-    recommendation rule does not cover."""
-    if model in ("logistic", "linear"):
+def recommended_solver(model: str, n: int, epsilon: float, multiclass: bool = False) -> str:
+    """The solver ``mode='recommended'`` fits: :func:`~privfit.solvers.recommendation.recommend`'s for binary
+    logistic and linear models; ``dp_gd`` (whose defaults follow the public noise level) for a categorical label
+    and for the models the recommendation rule does not cover."""
+    if model in ("logistic", "linear") and not multiclass:
         return recommend(model, n, epsilon).solver
     return "dp_gd"
 
 
-def candidate_set(model: str) -> tuple[str, ...]:
-    """The public candidate solvers for ``model`` (module docstring, "Candidates"), each run at its defaults."""
+def candidate_set(model: str, multiclass: bool = False) -> tuple[str, ...]:
+    """The public candidate solvers for ``model`` (module docstring, "Candidates"), each run at its defaults;
+    ``multiclass``: a categorical label, which only the solvers of :data:`~privfit.solvers.base.MULTICLASS_SOLVERS`
+    fit."""
+    if multiclass:
+        return MULTICLASS_SOLVERS
     if model == "linear":
         return ("dp_gd", "output_perturbation")
     return ("dp_gd", "objective_perturbation")
+
+
+def released_theta(result: FitResult) -> FloatArray:
+    """θ as :func:`~privfit.solvers.base.glm_fit_result` reads it back: the coefficients then the intercept, or for
+    a multinomial fit vec(Θ) row-major, each class's coefficients followed by its intercept."""
+    if result.classes is None:
+        intercept = [] if result.intercept is None else [result.intercept]
+        return np.asarray([*result.coefficients, *intercept], dtype=np.float64)
+    rows = np.asarray(result.coefficients, dtype=np.float64)
+    if result.intercept is not None:
+        rows = np.hstack([rows, np.asarray(result.intercept, dtype=np.float64)[:, None]])
+    return np.asarray(rows.ravel(), dtype=np.float64)
 
 
 def validation_size(n: int, fraction: float) -> int:
@@ -217,6 +238,9 @@ class AutoResolved(MetadataResolved):
     formula_version: Literal["auto/split-composition/v1"] = "auto/split-composition/v1"
     model: ModelName
     fit_intercept: bool
+    classes: list[str] | None = Field(
+        None, description="Class names of a categorical label (multinomial candidates); null otherwise."
+    )
     mode: Literal["selection", "recommended"] = Field(
         description="'selection': the candidates below are fitted on the training split and scored privately; "
         "'recommended': the one candidate is the public rule's solver, fitted on all rows at the whole ε."
@@ -244,9 +268,12 @@ class AutoSelection(Solver[AutoParams, AutoResolved]):
         "covers the whole procedure."
     )
     appends_intercept = False
+    multiclass = True
 
     def _training_metadata(self, meta: PublicMetadata, n_train: int) -> PublicMetadata:
-        return PublicMetadata(n_train, meta.d, meta.row_norm_bound, meta.label_bound, meta.feature_names)
+        return PublicMetadata(
+            n_train, meta.d, meta.row_norm_bound, meta.label_bound, meta.feature_names, classes=meta.classes
+        )
 
     def _plan_share(
         self, p: AutoParams, meta_train: PublicMetadata, share: float, privacy: PrivacyRequest
@@ -254,7 +281,7 @@ class AutoSelection(Solver[AutoParams, AutoResolved]):
         target = privacy.required_target()
         epsilon = share * target.epsilon
         candidates, costs = [], []
-        for name in candidate_set(p.model):
+        for name in candidate_set(p.model, meta_train.classes is not None):
             plan = CANDIDATE_SOLVERS[name].plan(
                 {"model": p.model, "fit_intercept": p.fit_intercept},
                 meta_train,
@@ -276,13 +303,13 @@ class AutoSelection(Solver[AutoParams, AutoResolved]):
 
     def _selection_pays(self, r: AutoResolved) -> bool:
         """The public rule of ``mode='auto'``: every candidate's noise outlook at its share is 'low'."""
-        meta_train = PublicMetadata(r.n_train, r.d, r.row_norm_bound, r.label_bound)
+        meta_train = self._stored_training_metadata(r)
         outlooks = [CANDIDATE_SOLVERS[c.solver].outlook(c.resolved, meta_train) for c in r.candidates]
         return all(outlook is not None and outlook.level == "low" for outlook in outlooks)
 
     def _resolve_recommended(self, p: AutoParams, meta: PublicMetadata, privacy: PrivacyRequest) -> AutoResolved:
         target = privacy.required_target()
-        name = recommended_solver(p.model, meta.n, target.epsilon)
+        name = recommended_solver(p.model, meta.n, target.epsilon, meta.classes is not None)
         plan = CANDIDATE_SOLVERS[name].plan(
             {"model": p.model, "fit_intercept": p.fit_intercept},
             meta,
@@ -294,6 +321,7 @@ class AutoSelection(Solver[AutoParams, AutoResolved]):
             **privacy.resolved_fields(meta),
             model=p.model,
             fit_intercept=p.fit_intercept,
+            classes=None if meta.classes is None else list(meta.classes),
             mode="recommended",
             validation_fraction=p.validation_fraction,
             n_train=meta.n,
@@ -314,7 +342,7 @@ class AutoSelection(Solver[AutoParams, AutoResolved]):
             total = selection_curve(costs, z, privacy.grid)
             return (candidates, z) if total.epsilon(target.delta).epsilon <= target.epsilon else None
 
-        low = 1.0 / len(candidate_set(p.model))
+        low = 1.0 / len(candidate_set(p.model, meta.classes is not None))
         best = feasible(low)
         while best is None:  # pragma: no cover - m curves each at ε/m compose to ≤ ε for every mechanism here
             low /= 2.0
@@ -336,6 +364,7 @@ class AutoSelection(Solver[AutoParams, AutoResolved]):
             **privacy.resolved_fields(meta),
             model=p.model,
             fit_intercept=p.fit_intercept,
+            classes=None if meta.classes is None else list(meta.classes),
             mode="selection",
             validation_fraction=p.validation_fraction,
             n_train=meta.n - n_val,
@@ -349,15 +378,16 @@ class AutoSelection(Solver[AutoParams, AutoResolved]):
     def _verify_resolved(self, r: AutoResolved) -> None:
         """Stored settings are recomputed, not trusted: the split, the candidate set, the score noise's presence
         and Δ_s, and each candidate's own settings (its solver's checks, for the rows it is fitted on)."""
+        multiclass = r.classes is not None
         if r.mode == "selection":
             split_ok = r.n_validation == validation_size(r.n, r.validation_fraction)
-            names = candidate_set(r.model)
+            names = candidate_set(r.model, multiclass)
             scores_ok = r.score_noise_multiplier is not None and r.score_sensitivity == score_sensitivity(
                 r.model, r.label_bound
             )
         else:
             split_ok = r.n_validation == 0 and r.share == 1.0
-            names = (recommended_solver(r.model, r.n, r.target_epsilon or 0.0),)
+            names = (recommended_solver(r.model, r.n, r.target_epsilon or 0.0, multiclass),)
             scores_ok = r.score_noise_multiplier is None and r.score_sensitivity is None
         if not split_ok or r.n_train != r.n - r.n_validation:
             raise SolverParameterError("resolved", "the split sizes do not follow from n and validation_fraction")
@@ -372,7 +402,8 @@ class AutoSelection(Solver[AutoParams, AutoResolved]):
                 raise SolverParameterError("resolved", f"candidate {candidate.solver!r} fits another model")
 
     def _stored_training_metadata(self, r: AutoResolved) -> PublicMetadata:
-        return PublicMetadata(r.n_train, r.d, r.row_norm_bound, r.label_bound)
+        classes = None if r.classes is None else tuple(r.classes)
+        return PublicMetadata(r.n_train, r.d, r.row_norm_bound, r.label_bound, classes=classes)
 
     def _cost(self, r: AutoResolved, meta: PublicMetadata, grid: OrderGrid) -> PrivacyCost:
         """Equation (1) of the module docstring from the stored settings; the candidate's own cost when the mode
@@ -432,8 +463,7 @@ class AutoSelection(Solver[AutoParams, AutoResolved]):
             return False
 
         result = CANDIDATE_SOLVERS[candidate.solver].fit(X, y, meta, candidate.resolved, run.rng, progress, should_stop)
-        intercept = [result.intercept] if result.intercept is not None else []
-        return np.asarray([*result.coefficients, *intercept], dtype=np.float64)
+        return released_theta(result)
 
     def _noisy_scores(
         self, r: AutoResolved, thetas: list[FloatArray], X: FloatArray, y: FloatArray, rng: np.random.Generator
@@ -442,6 +472,11 @@ class AutoSelection(Solver[AutoParams, AutoResolved]):
         if r.score_noise_multiplier is None or r.score_sensitivity is None:
             raise SolverParameterError("resolved", "only a selection scores its candidates")
         design = np.hstack([X, np.ones((X.shape[0], 1))]) if r.fit_intercept else X
+        if r.classes is not None:  # vec(Θ) row-major: the most probable class against the class index
+            predicted = [np.argmax(design @ theta.reshape(len(r.classes), -1).T, axis=1) for theta in thetas]
+            exact = np.sum(np.stack(predicted) == y, axis=1, dtype=np.float64)
+            noise = rng.normal(0.0, r.score_noise_multiplier * r.score_sensitivity, size=len(thetas))
+            return np.asarray(exact + noise, dtype=np.float64)
         margins = np.stack([design @ theta for theta in thetas])
         if r.model in CLASSIFICATION_MODELS:
             exact = np.sum(np.where(margins >= 0.0, 1.0, -1.0) == y, axis=1, dtype=np.float64)
