@@ -284,3 +284,7 @@ def test_a_multiclass_fit_shows_its_coefficient_matrix_and_predicts_class_probab
                                 stdin="x1,x2,color\n1,-1,red\n-1,1,blue\n").stdout)  # fmt: skip
     assert prediction["predictions"] == ["high", "low"] and prediction["classes"] == ["low", "mid", "high"]
     assert [sum(p) for p in prediction["probabilities"]] == pytest.approx([1.0, 1.0])
+    auto = run(env, "fit", uploaded.json()["id"], "--solver", "auto", "--epsilon", "0.3", "--param",
+               "mode=recommended", "--wait")  # fmt: skip
+    assert auto.returncode == EXIT_OK, auto.stderr
+    assert any("selected candidate" in line and "dp_gd" in line for line in auto.stdout.splitlines()), auto.stdout

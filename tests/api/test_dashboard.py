@@ -573,3 +573,26 @@ def test_a_multiclass_fit_page_shows_the_coefficient_matrix_with_classes_as_colu
     assert not driver.find_elements(*_testid("coefficients-table"))
     _screenshot(driver, "10-multiclass-fit.png", full_page=True)
     _assert_no_script_errors(driver)
+
+
+def test_an_auto_fit_page_names_the_selected_candidate(live: Live, driver: WebDriver):
+    """``solver: "auto"`` releases which candidate won (result.selected): the fit page shows it beside the solver."""
+    from test_api_multiclass import MULTICLASS_SCHEMA, multiclass_csv
+
+    uploaded = httpx.post(
+        f"{live.base}/v1/datasets", headers=bearer(live.owner), files={"file": ("m.csv", multiclass_csv())},
+        data={"schema": json.dumps(MULTICLASS_SCHEMA), "name": "auto classes", "allow_duplicate": "true"},
+        timeout=30,
+    )  # fmt: skip
+    assert uploaded.status_code == 201, uploaded.text
+    created = httpx.post(f"{live.base}/v1/fits", headers=bearer(live.owner), timeout=30, json={
+        "dataset_id": uploaded.json()["id"], "solver": "auto", "model": "logistic", "privacy": {"epsilon": 0.5},
+        "params": {"mode": "recommended"},
+    })  # fmt: skip
+    assert created.status_code == 202, created.text
+    fit = _wait_fit(live.base, live.owner, created.json()["id"])
+    assert fit["status"] == "succeeded" and fit["result"]["selected"]["solver"] == "dp_gd", fit
+    _login(driver, live.base, live.owner)
+    driver.get(f"{live.base}/ui#/fits/{fit['id']}")
+    assert _visible(driver, "selected-candidate").text == "SELECTED: DP_GD"  # the badge's CSS upper-cases it
+    _assert_no_script_errors(driver)

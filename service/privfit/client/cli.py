@@ -383,6 +383,8 @@ def _fit_fields(out: Output, fit: Fit) -> None:
             pairs.append(("warning", fit.outlook.warning))
     if fit.error:
         pairs.append(("error", fit.error.get("detail")))
+    if fit.result is not None and fit.result.selected is not None:
+        pairs.append(("selected candidate", fit.result.selected.get("solver")))
     out.fields(f"fit {fit.id}", pairs)
     if fit.result is not None and fit.result.multiclass:
         classes = fit.result.classes or []

@@ -287,6 +287,9 @@ class FitResult(ApiObject):
     metadata: dict[str, Any] = field(default_factory=dict)
     predictor: bool = True
     classes: list[str] | None = None
+    #: ``solver: "auto"`` only: the candidate whose model this is (``{"solver": ..., "resolved": {...}}``), part
+    #: of the release; None for every other solver.
+    selected: dict[str, Any] | None = None
 
     @property
     def multiclass(self) -> bool:

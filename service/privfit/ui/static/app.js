@@ -1005,7 +1005,8 @@ function multiclassOutcome(result) {
   const metadata = result.metadata || {};
   return el("section", { class: "panel", "data-testid": "fit-result" },
     el("div", { class: "panel-head" }, el("h2", { text: "Coefficients" }),
-      el("span", { class: "muted small", text: `${result.solver} · ${result.model} (multinomial, ${classes.length} classes) · predicts the most probable class of softmax(Θx + b)` })),
+      el("span", { class: "muted small", text: `${result.solver} · ${result.model} (multinomial, ${classes.length} classes) · predicts the most probable class of softmax(Θx + b)` }),
+      selectedNote(result)),
     el("div", { class: "table-scroll" },
       el("table", { class: "table coef-table coef-matrix", "data-testid": "coefficients-matrix" },
         el("thead", {}, el("tr", {}, el("th", { text: "Feature" }),
@@ -1017,6 +1018,17 @@ function multiclassOutcome(result) {
       ? el("details", { class: "metadata" }, el("summary", { text: "Release metadata (data-independent)" }),
         settingsTable(metadata, {}))
       : null);
+}
+
+/**
+ * For a private selection (solver "auto"): which candidate the released model is (part of the release).
+ * @param {object} result the fit's result
+ * @returns {HTMLElement|null}
+ */
+function selectedNote(result) {
+  if (!result.selected) return null;
+  return el("span", { class: "role-badge", "data-testid": "selected-candidate",
+    text: `selected: ${result.selected.solver}` });
 }
 
 /**
@@ -1060,7 +1072,8 @@ function outcome(fit) {
     const metadata = result.metadata || {};
     return el("section", { class: "panel", "data-testid": "fit-result" },
       el("div", { class: "panel-head" }, el("h2", { text: "Coefficients" }),
-        el("span", { class: "muted small", text: `${result.solver} · ${result.model}${result.predictor === false ? " · an estimate of a feature statistic (no predictions)" : " · predicts ⟨θ, x⟩ + b"}` })),
+        el("span", { class: "muted small", text: `${result.solver} · ${result.model}${result.predictor === false ? " · an estimate of a feature statistic (no predictions)" : " · predicts ⟨θ, x⟩ + b"}` }),
+        selectedNote(result)),
       el("table", { class: "table coef-table", "data-testid": "coefficients-table" },
         el("thead", {}, el("tr", {}, el("th", { text: "Feature" }), el("th", { class: "numcell", text: "Coefficient" }),
           el("th", { text: "" }))),
