@@ -194,3 +194,28 @@ def test_a_failure_after_the_charge_is_a_failed_evaluation_that_keeps_the_charge
     assert evaluation["status"] == "failed" and "results" not in evaluation
     assert evaluation["error"]["type"] == "internal_error" and "0.1234" not in response.text
     assert [e["kind"] for e in ledger(client, dataset_id, keys)][-2:] == ["reservation", "charge"]
+
+
+def test_an_evaluation_estimate_shows_the_cost_and_the_filter_and_charges_nothing(client: TestClient, keys: Keys):
+    dataset_id = split_dataset(client, keys, epsilon=2.0)
+    fit_id = fitted(client, keys, dataset_id)
+    before = ledger(client, dataset_id, keys)
+    request = {"privacy": {"epsilon": 0.5}, "metrics": ["accuracy", "log_loss"]}
+    response = client.post(f"/v1/fits/{fit_id}/evaluate/estimate", headers=keys.analyst, json=request)
+    assert response.status_code == 200, response.text
+    estimate = response.json()
+    assert estimate["admissible"] and estimate["n_validation"] == 1000 and estimate["epsilon_max"] == 2.0
+    shares = {m["metric"]: m for m in estimate["metrics"]}
+    assert shares["accuracy"]["epsilon"] == pytest.approx(0.5 * 0.7 / 0.8)
+    assert shares["accuracy"]["scale"] == pytest.approx(0.8 / (0.5 * 0.7)) and shares["accuracy"]["noise"] == "laplace"
+    assert estimate["cost"]["pure_epsilon"] == pytest.approx(0.5)
+    assert estimate["committed_epsilon_after"] > estimate["committed_epsilon_before"]
+    assert ledger(client, dataset_id, keys) == before  # nothing written
+    charged = client.post(f"/v1/fits/{fit_id}/evaluate", headers=keys.analyst, json=request).json()
+    assert charged["cost"]["rdp"] == estimate["cost"]["rdp"]  # the estimate is the charge
+    too_much = client.post(f"/v1/fits/{fit_id}/evaluate/estimate", headers=keys.analyst,
+                           json={"privacy": {"epsilon": 50.0}})  # fmt: skip
+    assert too_much.status_code == 200 and too_much.json()["admissible"] is False
+    assert too_much.json()["refusal_reason"] is not None
+    stranger = client.post(f"/v1/fits/{fit_id}/evaluate/estimate", headers=keys.stranger_analyst, json=request)
+    assert stranger.status_code == 404

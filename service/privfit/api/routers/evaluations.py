@@ -23,6 +23,7 @@ import hashlib
 import json
 import logging
 import uuid
+from dataclasses import asdict
 from typing import Any, Literal
 
 import numpy as np
@@ -36,9 +37,10 @@ from privfit.datasets.lifecycle import store_mismatch
 from privfit.datasets.store import DatasetStore, DatasetStoreError
 from privfit.db import Budget, Database, Dataset, Evaluation, Job
 from privfit.db.models import utcnow
-from privfit.ledger import charge_evaluation
-from privfit.privacy import get_grid, secure_generator
+from privfit.ledger import Estimate, charge_evaluation, estimate
+from privfit.privacy import PrivacyCost, get_grid, secure_generator
 from privfit.privacy.evaluation import (
+    METRIC_WEIGHTS,
     EvaluationInputs,
     EvaluationPlan,
     binary_inputs,
@@ -52,7 +54,7 @@ from privfit.solvers.base import MIN_EPSILON, FitResult
 from ..auth import Principal, confirm_access, require_role, usable_dataset
 from ..encoding import UtcDateTime, public_json
 from ..problems import Problem, problem_responses
-from .fits import CostOut, FitId, cost_json, visible_job
+from .fits import CostOut, FitId, Unbounded, cost_json, visible_job
 
 router = APIRouter(prefix="/v1/fits", tags=["evaluations"])
 log = logging.getLogger("privfit.api")
@@ -169,6 +171,21 @@ def _plan(job: Job, dataset: Dataset, body: EvaluationRequest) -> EvaluationPlan
     )  # fmt: skip
 
 
+def _public_plan(
+    db: Database, job: Job, body: EvaluationRequest, principal: Principal
+) -> tuple[Dataset, EvaluationPlan, Budget, PrivacyCost]:
+    """The dataset (usable by ``principal``), the evaluation's plan, the budget and the cost: public data only."""
+    dataset = db.retrying(lambda: usable_dataset(db, job.dataset_id, principal), what="read dataset")
+    plan = _plan(job, dataset, body)
+
+    def read_budget() -> Budget:
+        with db.read() as session:
+            return session.get_one(Budget, dataset.id)
+
+    budget = db.retrying(read_budget, what="read budget")
+    return dataset, plan, budget, plan.cost(get_grid(budget.grid_name))
+
+
 def _inputs(result: dict[str, Any], label_type: str, X: np.ndarray, y: np.ndarray) -> EvaluationInputs:
     """Per-row inputs of the metrics from the fit's released model (``result``) on the validation rows (private;
     never released)."""
@@ -221,18 +238,10 @@ def evaluate(
         replay = db.retrying(lambda: _replay(db, principal, key, request_hash), what="evaluation replay")
         if replay is not None:
             return replay
-    dataset = db.retrying(lambda: usable_dataset(db, job.dataset_id, principal), what="read dataset")
-    plan = _plan(job, dataset, body)
+    dataset, plan, budget, cost = _public_plan(db, job, body, principal)
     mismatch = store_mismatch(dataset.store_id, store)
     if mismatch is not None:  # refused before charging: this process could not read the rows
         raise Problem(503, "Dataset store unavailable", mismatch, headers={"Retry-After": "30"})
-
-    def read_budget() -> Budget:
-        with db.read() as session:
-            return session.get_one(Budget, dataset.id)
-
-    budget = db.retrying(read_budget, what="read budget")
-    cost = plan.cost(get_grid(budget.grid_name))
     evaluation_id = str(uuid.uuid4())
     row = {
         "id": evaluation_id, "job_id": job.id, "dataset_id": dataset.id, "api_key_id": principal.key_id,
@@ -278,6 +287,72 @@ def evaluate(
     done = _finish(db, evaluation_id, status="succeeded",
                    result={"metrics": [public_json(m.to_dict()) for m in released]})  # fmt: skip
     return _created(done)
+
+
+class MetricPlanOut(BaseModel):
+    """How one metric would be released: its share of ε, and the Laplace noise on its sum."""
+
+    metric: str
+    epsilon: float
+    weight: float
+    noise: str
+    scale: float
+    sensitivity: float
+
+
+class EvaluationEstimateOut(BaseModel):
+    """A dry run of an evaluation: its cost, each metric's mechanism, and what the dataset's filter would say.
+    Nothing is charged and no row is read."""
+
+    fit_id: str
+    dataset_id: str
+    n_validation: int
+    metrics: list[MetricPlanOut]
+    cost: CostOut
+    epsilon: Unbounded
+    optimal_order: Unbounded
+    at_grid_edge: bool
+    committed_epsilon_before: Unbounded
+    committed_epsilon_after: Unbounded
+    remaining_epsilon_after: Unbounded
+    admissible: bool
+    refusal_reason: str | None = Field(description="epsilon | delta | closed when not admissible.")
+    delta_used_after: Unbounded
+    certificate_after: str | None
+    measure: str
+    epsilon_max: float
+
+
+@router.post(
+    "/{job_id:id}/evaluate/estimate", response_model=EvaluationEstimateOut,
+    summary="What an evaluation of this fit would cost and whether the budget admits it (charges nothing)",
+    responses=problem_responses(
+        400, 401, 403, 404, 409, 410, 413, 422, 503,
+        s409="The fit has not succeeded or does not predict, or the dataset has no validation rows.",
+        s410="The fit's dataset was deleted.",
+    ),
+)  # fmt: skip
+def estimate_evaluation(
+    job_id: FitId,
+    body: EvaluationRequest,
+    request: Request,
+    principal: Principal = Depends(require_role("owner", "analyst")),  # noqa: B008
+) -> Any:
+    db: Database = request.app.state.db
+    job = visible_job(request, job_id, principal)
+    dataset, plan, budget, cost = _public_plan(db, job, body, principal)
+
+    def dry_run() -> Estimate:
+        with db.read() as session:
+            return estimate(session, dataset.id, cost)
+
+    dry = db.retrying(dry_run, what="evaluation estimate")
+    total = sum(METRIC_WEIGHTS[m] for m in plan.metrics)
+    metrics = [{"metric": m, "epsilon": plan.epsilons[m], "weight": METRIC_WEIGHTS[m] / total, "noise": "laplace",
+                "scale": plan.scale(m), "sensitivity": plan.sensitivity(m)} for m in plan.metrics]  # fmt: skip
+    return public_json({"fit_id": job.id, "dataset_id": dataset.id, "n_validation": plan.n, "metrics": metrics,
+                        "cost": cost_json(cost, budget, EVALUATION_FORMULA), **asdict(dry),
+                        "epsilon_max": budget.epsilon_max})  # fmt: skip
 
 
 @router.get(
