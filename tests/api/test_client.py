@@ -104,6 +104,23 @@ def test_estimate_fit_wait_predict_budget_and_ledger(owner: Client):
     assert [f.id for f in owner.fits(dataset.id)] == [fit.id]
 
 
+def test_an_evaluation_is_estimated_charged_and_listed(owner: Client):
+    declared = {**schema(3.0), "validation_fraction": 0.25}
+    dataset = owner.upload_dataset(small_csv(), declared, name="evaluated", allow_duplicate=True)
+    assert dataset.raw["n_validation"] == 1000
+    fit = owner.wait(owner.fit(dataset.id, epsilon=1.0))
+    estimate = owner.estimate_evaluation(fit.id, epsilon=0.5, metrics=["accuracy"])
+    assert estimate.admissible and estimate.n_validation == 1000 and estimate.cost.pure_epsilon == pytest.approx(0.5)
+    assert [m["metric"] for m in estimate.metrics] == ["accuracy"] and estimate.metrics[0]["scale"] == pytest.approx(
+        2.0
+    )
+    evaluation = owner.evaluate(fit.id, epsilon=0.5, metrics=["accuracy"])
+    assert evaluation.status == "succeeded" and [r.metric for r in evaluation.results] == ["accuracy"]
+    assert evaluation.results[0].value > 0.8  # the synthetic task is easy; Laplace sd 0.003 at n_val = 1000
+    assert [e.id for e in owner.evaluations(fit.id)] == [evaluation.id]
+    assert owner.budget(dataset.id).committed_epsilon == pytest.approx(estimate.committed_epsilon_after)
+
+
 def test_typed_errors_carry_the_servers_message(live: dict[str, str], owner: Client):
     dataset = owner.upload_dataset(small_csv(), schema(1.0), name="errors", allow_duplicate=True)
     with pytest.raises(BudgetExceededError) as refused:

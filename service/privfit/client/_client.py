@@ -38,6 +38,7 @@ from .models import (
     Dataset,
     Estimate,
     Evaluation,
+    EvaluationEstimate,
     Fit,
     Grant,
     LedgerEntry,
@@ -315,17 +316,30 @@ class Client:
         each with an interval, charged ``epsilon`` on the dataset's ledger (or refused:
         :class:`~privfit.client.errors.BudgetExceededError`). ``metrics`` default to all that apply. Retried safely
         with one ``Idempotency-Key``."""
-        body: dict[str, Any] = {"privacy": {"epsilon": float(epsilon)}}
-        if metrics is not None:
-            body["metrics"] = list(metrics)
-        if confidence is not None:
-            body["confidence"] = float(confidence)
+        body = _evaluation_body(epsilon, metrics, confidence)
         headers = {"Idempotency-Key": idempotency_key or str(uuid.uuid4())}
         return Evaluation.from_json(self._json("POST", f"/v1/fits/{fit_id}/evaluate", json=body, headers=headers))
+
+    def estimate_evaluation(
+        self, fit_id: str, *, epsilon: float, metrics: Sequence[str] | None = None
+    ) -> EvaluationEstimate:
+        """``POST /v1/fits/{id}/evaluate/estimate``: what :meth:`evaluate` would cost and whether the budget admits
+        it; charges nothing."""
+        body = _evaluation_body(epsilon, metrics, None)
+        return EvaluationEstimate.from_json(self._json("POST", f"/v1/fits/{fit_id}/evaluate/estimate", json=body))
 
     def evaluations(self, fit_id: str) -> list[Evaluation]:
         """``GET /v1/fits/{id}/evaluations``: the fit's private evaluations, oldest first."""
         return [Evaluation.from_json(item) for item in self._json("GET", f"/v1/fits/{fit_id}/evaluations")]
+
+
+def _evaluation_body(epsilon: float, metrics: Sequence[str] | None, confidence: float | None) -> dict[str, Any]:
+    body: dict[str, Any] = {"privacy": {"epsilon": float(epsilon)}}
+    if metrics is not None:
+        body["metrics"] = list(metrics)
+    if confidence is not None:
+        body["confidence"] = float(confidence)
+    return body
 
 
 def _error(response: httpx.Response) -> ApiError:

@@ -367,6 +367,29 @@ class MetricResult(ApiObject):
 
 
 @dataclass(frozen=True)
+class EvaluationEstimate(ApiObject):
+    """``POST /v1/fits/{id}/evaluate/estimate``: what an evaluation would cost — each metric's share of ε and its
+    Laplace noise (``metrics``: dicts with metric, epsilon, weight, noise, scale, sensitivity) — and whether the
+    dataset's filter admits it; nothing is charged and no row is read."""
+
+    _nested: ClassVar[dict[str, type[ApiObject]]] = {"cost": Cost}
+    _unbounded: ClassVar[tuple[str, ...]] = ("epsilon", "committed_epsilon_before", "committed_epsilon_after")
+
+    fit_id: str = ""
+    dataset_id: str = ""
+    n_validation: int = 0
+    metrics: list[dict[str, Any]] = field(default_factory=list)
+    cost: Cost | None = None
+    epsilon: float = 0.0
+    committed_epsilon_before: float = 0.0
+    committed_epsilon_after: float = 0.0
+    remaining_epsilon_after: float = 0.0
+    admissible: bool = False
+    refusal_reason: str | None = None
+    epsilon_max: float = 0.0
+
+
+@dataclass(frozen=True)
 class Evaluation(ApiObject):
     """``POST /v1/fits/{id}/evaluate``: a private evaluation of a fit on its dataset's validation rows, charged to
     the dataset's ledger; ``results`` once succeeded."""
