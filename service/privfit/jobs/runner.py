@@ -150,7 +150,7 @@ def _dataset_of(db: Database, dataset_id: str) -> tuple[str | None, PublicMetada
             return None, None
         meta = PublicMetadata(
             n=dataset.n, d=dataset.d, row_norm_bound=dataset.row_norm_bound, label_bound=dataset.label_bound,
-            feature_names=tuple(dataset.feature_names), classes=label_classes(dataset.schema_json["label"]),
+            feature_names=tuple(dataset.feature_names), classes=label_classes(dataset.schema_json.get("label", {})),
         )  # fmt: skip
         return dataset.storage_key, meta
 

@@ -144,7 +144,7 @@ REGRESSION_MODELS = ("linear", "huber", "absolute", "quantile")
 #: The solvers that fit a categorical label (k ≥ 3 classes: multinomial logistic regression, ``model: "logistic"``);
 #: every other solver refuses such a dataset on ``solver`` (:meth:`Solver.resolve`). Kept equal to the registered
 #: solvers with :attr:`Solver.multiclass` by a test (tests/solvers/baselines/test_multiclass_privacy.py).
-MULTICLASS_SOLVERS = ("dp_gd", "dp_sgd")
+MULTICLASS_SOLVERS = ("dp_gd", "dp_sgd", "auto")
 
 
 def label_mismatch(model: str, label_name: str, label_type: str) -> str | None:

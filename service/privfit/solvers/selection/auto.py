@@ -83,7 +83,6 @@ from ...privacy import OrderGrid, PrivacyCost, gaussian_sigma
 from ...privacy.mechanisms import gaussian_rdp
 from ..base import (
     CLASSIFICATION_MODELS,
-    MULTICLASS_SOLVERS,
     FitResult,
     FitRun,
     FloatArray,
@@ -121,6 +120,9 @@ CANDIDATE_SOLVERS: dict[str, Solver[Any, Any]] = {
     solver.name: solver for solver in (DPGradientDescent(), DPSGD(), ObjectivePerturbation(), OutputPerturbation())
 }
 
+#: The candidates for a categorical label: the solvers of the multinomial model (auto aside).
+MULTICLASS_CANDIDATES = ("dp_gd", "dp_sgd")
+
 #: Bisection halvings of the share t (module docstring, "Calibration"): t is found to within 2^−12 of the
 #: largest feasible share, which changes each candidate's ε by less than 0.03 %.
 SHARE_BISECTIONS = 12
@@ -144,10 +146,10 @@ def recommended_solver(model: str, n: int, epsilon: float, multiclass: bool = Fa
 
 def candidate_set(model: str, multiclass: bool = False) -> tuple[str, ...]:
     """The public candidate solvers for ``model`` (module docstring, "Candidates"), each run at its defaults;
-    ``multiclass``: a categorical label, which only the solvers of :data:`~privfit.solvers.base.MULTICLASS_SOLVERS`
-    fit."""
+    ``multiclass``: a categorical label, which among the candidates only ``dp_gd`` and ``dp_sgd`` fit
+    (:data:`~privfit.solvers.base.MULTICLASS_SOLVERS`)."""
     if multiclass:
-        return MULTICLASS_SOLVERS
+        return MULTICLASS_CANDIDATES
     if model == "linear":
         return ("dp_gd", "output_perturbation")
     return ("dp_gd", "objective_perturbation")
