@@ -219,3 +219,33 @@ def test_an_evaluation_estimate_shows_the_cost_and_the_filter_and_charges_nothin
     assert too_much.json()["refusal_reason"] is not None
     stranger = client.post(f"/v1/fits/{fit_id}/evaluate/estimate", headers=keys.stranger_analyst, json=request)
     assert stranger.status_code == 404
+
+
+def test_an_evaluation_left_running_by_a_dead_process_is_failed_by_the_sweep_with_its_charge_kept(
+    client: TestClient, keys: Keys
+):
+    """A process that dies between the charge and the result leaves the evaluation running; the API's periodic sweep
+    fails it an hour later (an evaluation takes seconds), keeps the charge, and leaves recent ones alone."""
+    from datetime import timedelta
+
+    from privfit.db import Evaluation
+    from privfit.db.models import utcnow
+    from privfit.jobs.states import ABANDONED_EVALUATION_SECONDS, fail_abandoned_evaluations
+
+    dataset_id = split_dataset(client, keys)
+    fit_id = fitted(client, keys, dataset_id)
+    ids = [client.post(f"/v1/fits/{fit_id}/evaluate", headers=keys.analyst,
+                       json={"privacy": {"epsilon": 0.2}}).json()["id"] for _ in range(2)]  # fmt: skip
+    db = client.app.state.db
+    with db.write() as session:  # as a dead process would have left them: charged, no result
+        for evaluation_id, age in zip(ids, (ABANDONED_EVALUATION_SECONDS + 60, 60), strict=True):
+            row = session.get_one(Evaluation, evaluation_id)
+            row.status, row.result, row.finished_at = "running", None, None
+            row.created_at = utcnow() - timedelta(seconds=age)
+    before = ledger(client, dataset_id, keys)
+    assert fail_abandoned_evaluations(db) == [ids[0]]
+    listed = {e["id"]: e for e in client.get(f"/v1/fits/{fit_id}/evaluations", headers=keys.owner).json()}
+    assert listed[ids[0]]["status"] == "failed" and listed[ids[0]]["error"]["type"] == "server_stopped"
+    assert listed[ids[1]]["status"] == "running"
+    assert ledger(client, dataset_id, keys) == before  # the charges stay
+    assert fail_abandoned_evaluations(db) == []

@@ -38,7 +38,7 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from privfit.db import Database, Job, LedgerEntry
+from privfit.db import Database, Evaluation, Job, LedgerEntry
 from privfit.db.models import utcnow
 from privfit.ledger import charge, refund, release
 
@@ -377,6 +377,31 @@ def _recover_lost(db: Database, now: datetime) -> list[str]:
         for job_id, dataset_id in unread:
             refund(session, dataset_id, job_id, REFUND_NOTE)
         return [*requeued, *lost, *(job_id for job_id, _ in unread)]
+
+
+#: A private evaluation reads its n_val validation rows and releases a few noisy sums: seconds. One still running
+#: this long after its admission belongs to an API process that died between its charge and its result.
+ABANDONED_EVALUATION_SECONDS = 3600.0
+
+
+def fail_abandoned_evaluations(db: Database, now: datetime | None = None) -> list[str]:
+    """Evaluations still ``running`` :data:`ABANDONED_EVALUATION_SECONDS` after their admission: failed, with their
+    charge kept (they may have read rows) and an error that quotes nothing. Their result is written once, only while
+    running, so a process that comes back later cannot overwrite this. Retried on transient faults."""
+    cutoff = (now or utcnow()) - timedelta(seconds=ABANDONED_EVALUATION_SECONDS)
+
+    def fail() -> list[str]:
+        with db.write() as session:
+            return list(session.execute(
+                update(Evaluation)
+                .where(Evaluation.status == "running", Evaluation.created_at < cutoff)
+                .values(status="failed", finished_at=now or utcnow(),
+                        error={"type": "server_stopped", "detail": "the server stopped during this evaluation; "
+                               "its charge is kept"})
+                .returning(Evaluation.id)
+            ).scalars().all())  # fmt: skip
+
+    return db.retrying(fail, what="fail_abandoned_evaluations")
 
 
 def refuse_queued(db: Database, job_id: str, error: dict[str, Any]) -> bool:

@@ -10,7 +10,8 @@ Every ``poll_seconds``·k (half a lease at most):
 
 :class:`OrphanSweeper` is the API's: at start-up and every ``orphan_sweep_seconds`` it removes private data that no
 dataset accounts for (:func:`privfit.datasets.lifecycle.sweep_orphans`: uploads abandoned by a crash, partial
-temporary files, stored matrices no live dataset or pending upload references).
+temporary files, stored matrices no live dataset or pending upload references), and fails the private evaluations
+an API process left running when it died (charges kept).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from privfit.db.models import utcnow
 from privfit.settings import Settings
 
 from .dispatch import Dispatcher
-from .states import queued_before, recover_lost
+from .states import fail_abandoned_evaluations, queued_before, recover_lost
 
 log = logging.getLogger("privfit.jobs")
 
@@ -99,5 +100,9 @@ class OrphanSweeper(PeriodicThread):
         self.grace, self.interval = settings.upload_grace_seconds, settings.orphan_sweep_seconds
 
     def sweep(self) -> SweepReport:
-        """One pass (also run once, before serving, at start-up)."""
+        """One pass (also run once, before serving, at start-up); also ends the private evaluations whose API
+        process died between their charge and their result (:func:`~privfit.jobs.states.fail_abandoned_evaluations`)."""
+        abandoned = fail_abandoned_evaluations(self.db)
+        if abandoned:
+            log.warning("abandoned evaluations failed, charges kept", extra={"evaluation_ids": abandoned})
         return sweep_orphans(self.db, self.store, self.grace)
