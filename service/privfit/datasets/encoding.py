@@ -629,6 +629,19 @@ def _numeric_column(
 _UNKNOWN_CODE, _MISSING_CODE, _BAD_TYPE_CODE = -1, -2, -3
 
 
+def _level_codes(cells: Sequence[Any], levels: Sequence[str], na: frozenset[str]) -> np.ndarray:
+    """The index of each cell's level among ``levels``, or _UNKNOWN_CODE, _MISSING_CODE, _BAD_TYPE_CODE (< 0)."""
+    lookup = {lv: k for k, lv in enumerate(levels)}
+
+    def code_of(v: Any) -> int:
+        tok = _parse_token(v, na)
+        if isinstance(tok, str):
+            return lookup.get(tok, _UNKNOWN_CODE)
+        return _MISSING_CODE if tok == _MISSING else _BAD_TYPE_CODE
+
+    return np.array(_map_cells(cells, code_of), dtype=np.int64)
+
+
 def _categorical_column(
     cells: Sequence[Any],
     f: CategoricalFeature,
@@ -638,15 +651,7 @@ def _categorical_column(
     na_list: Sequence[str],
 ) -> tuple[np.ndarray, _Err | None]:
     """Level index per row (≥ 0), or _MISSING_CODE for an imputed missing cell."""
-    lookup = {lv: k for k, lv in enumerate(f.levels)}
-
-    def code_of(v: Any) -> int:
-        tok = _parse_token(v, na)
-        if isinstance(tok, str):
-            return lookup.get(tok, _UNKNOWN_CODE)
-        return _MISSING_CODE if tok == _MISSING else _BAD_TYPE_CODE
-
-    codes = np.array(_map_cells(cells, code_of), dtype=np.int64)
+    codes = _level_codes(cells, f.levels, na)
     bad = np.flatnonzero((codes < 0) & ~((codes == _MISSING_CODE) & impute))
     if bad.size == 0:
         return codes, None
@@ -698,15 +703,7 @@ def _categorical_label_column(
 ) -> tuple[np.ndarray, _Err | None]:
     """The class index 0..k−1 of each row's level (as float); an unknown level, a missing label or a non-string
     cell is an error naming the column and the row (never the cell's value)."""
-    lookup = {lv: k for k, lv in enumerate(lab.levels)}
-
-    def code_of(v: Any) -> int:
-        tok = _parse_token(v, na)
-        if isinstance(tok, str):
-            return lookup.get(tok, _UNKNOWN_CODE)
-        return _MISSING_CODE if tok == _MISSING else _BAD_TYPE_CODE
-
-    codes = np.array(_map_cells(cells, code_of), dtype=np.int64)
+    codes = _level_codes(cells, lab.levels, na)
     bad = np.flatnonzero(codes < 0)
     if bad.size == 0:
         return codes.astype(np.float64), None

@@ -54,7 +54,7 @@ from privfit.solvers.base import MIN_EPSILON, FitResult
 from ..auth import Principal, confirm_access, require_role, usable_dataset
 from ..encoding import UtcDateTime, public_json
 from ..problems import Problem, problem_responses
-from .fits import CostOut, FitId, Unbounded, cost_json, visible_job
+from .fits import CostOut, FilterDryRunOut, FitId, cost_json, visible_job
 
 router = APIRouter(prefix="/v1/fits", tags=["evaluations"])
 log = logging.getLogger("privfit.api")
@@ -300,7 +300,7 @@ class MetricPlanOut(BaseModel):
     sensitivity: float
 
 
-class EvaluationEstimateOut(BaseModel):
+class EvaluationEstimateOut(FilterDryRunOut):
     """A dry run of an evaluation: its cost, each metric's mechanism, and what the dataset's filter would say.
     Nothing is charged and no row is read."""
 
@@ -309,18 +309,6 @@ class EvaluationEstimateOut(BaseModel):
     n_validation: int
     metrics: list[MetricPlanOut]
     cost: CostOut
-    epsilon: Unbounded
-    optimal_order: Unbounded
-    at_grid_edge: bool
-    committed_epsilon_before: Unbounded
-    committed_epsilon_after: Unbounded
-    remaining_epsilon_after: Unbounded
-    admissible: bool
-    refusal_reason: str | None = Field(description="epsilon | delta | closed when not admissible.")
-    delta_used_after: Unbounded
-    certificate_after: str | None
-    measure: str
-    epsilon_max: float
 
 
 @router.post(

@@ -139,12 +139,9 @@ class FitOut(BaseModel):
     outlook: NoiseOutlook | None = Field(None, description=_OUTLOOK)
 
 
-class EstimateOut(BaseModel):
-    """A dry run: the cost of a proposed fit and what would remain by the dataset's filter; nothing is charged."""
+class FilterDryRunOut(BaseModel):
+    """What admitting a cost would do by the dataset's filter (:class:`privfit.ledger.Estimate`); nothing is written."""
 
-    dataset_id: str
-    cost: CostOut
-    settings: dict[str, Any]
     epsilon: Unbounded
     optimal_order: Unbounded
     at_grid_edge: bool
@@ -157,6 +154,14 @@ class EstimateOut(BaseModel):
     certificate_after: str | None
     measure: str
     epsilon_max: float
+
+
+class EstimateOut(FilterDryRunOut):
+    """A dry run: the cost of a proposed fit and what would remain by the dataset's filter; nothing is charged."""
+
+    dataset_id: str
+    cost: CostOut
+    settings: dict[str, Any]
     outlook: NoiseOutlook | None = Field(description=_OUTLOOK)
 
 

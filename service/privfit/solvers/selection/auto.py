@@ -282,19 +282,36 @@ class AutoSelection(Solver[AutoParams, AutoResolved]):
     ) -> tuple[list[Candidate], list[PrivacyCost], float]:
         target = privacy.required_target()
         epsilon = share * target.epsilon
-        candidates, costs = [], []
-        for name in candidate_set(p.model, meta_train.classes is not None):
-            plan = CANDIDATE_SOLVERS[name].plan(
-                {"model": p.model, "fit_intercept": p.fit_intercept},
-                meta_train,
-                target_epsilon=epsilon,
-                delta=target.delta,
-                grid=privacy.grid,
-            )
-            candidates.append(Candidate(solver=name, resolved=plan.resolved.model_dump(mode="json")))
-            costs.append(plan.cost)
-        z = gaussian_sigma(epsilon, target.delta, count=len(candidates), grid=privacy.grid).noise
-        return candidates, costs, z
+        planned = [
+            self._plan_candidate(name, p, meta_train, epsilon, privacy)
+            for name in candidate_set(p.model, meta_train.classes is not None)
+        ]
+        z = gaussian_sigma(epsilon, target.delta, count=len(planned), grid=privacy.grid).noise
+        return [candidate for candidate, _ in planned], [cost for _, cost in planned], z
+
+    def _plan_candidate(
+        self, name: str, p: AutoParams, meta: PublicMetadata, epsilon: float, privacy: PrivacyRequest
+    ) -> tuple[Candidate, PrivacyCost]:
+        """Candidate ``name`` at its defaults for the model of ``p``, calibrated to ``epsilon`` at the target δ."""
+        plan = CANDIDATE_SOLVERS[name].plan(
+            {"model": p.model, "fit_intercept": p.fit_intercept},
+            meta,
+            target_epsilon=epsilon,
+            delta=privacy.required_target().delta,
+            grid=privacy.grid,
+        )
+        return Candidate(solver=name, resolved=plan.resolved.model_dump(mode="json")), plan.cost
+
+    def _settings(self, p: AutoParams, meta: PublicMetadata, privacy: PrivacyRequest, **fields: Any) -> AutoResolved:
+        """The resolved settings: the public metadata and ``p``'s model, with the mode's own ``fields``."""
+        return AutoResolved(
+            **privacy.resolved_fields(meta),
+            model=p.model,
+            fit_intercept=p.fit_intercept,
+            classes=None if meta.classes is None else list(meta.classes),
+            validation_fraction=p.validation_fraction,
+            **fields,
+        )
 
     def _resolve(self, p: AutoParams, meta: PublicMetadata, privacy: PrivacyRequest) -> AutoResolved:
         if p.mode != "recommended":
@@ -310,29 +327,13 @@ class AutoSelection(Solver[AutoParams, AutoResolved]):
         return all(outlook is not None and outlook.level == "low" for outlook in outlooks)
 
     def _resolve_recommended(self, p: AutoParams, meta: PublicMetadata, privacy: PrivacyRequest) -> AutoResolved:
-        target = privacy.required_target()
-        name = recommended_solver(p.model, meta.n, target.epsilon, meta.classes is not None)
-        plan = CANDIDATE_SOLVERS[name].plan(
-            {"model": p.model, "fit_intercept": p.fit_intercept},
-            meta,
-            target_epsilon=target.epsilon,
-            delta=target.delta,
-            grid=privacy.grid,
-        )
-        return AutoResolved(
-            **privacy.resolved_fields(meta),
-            model=p.model,
-            fit_intercept=p.fit_intercept,
-            classes=None if meta.classes is None else list(meta.classes),
-            mode="recommended",
-            validation_fraction=p.validation_fraction,
-            n_train=meta.n,
-            n_validation=0,
-            share=1.0,
-            candidates=[Candidate(solver=name, resolved=plan.resolved.model_dump(mode="json"))],
-            score_sensitivity=None,
-            score_noise_multiplier=None,
-        )
+        epsilon = privacy.required_target().epsilon
+        name = recommended_solver(p.model, meta.n, epsilon, meta.classes is not None)
+        candidate, _ = self._plan_candidate(name, p, meta, epsilon, privacy)
+        return self._settings(
+            p, meta, privacy, mode="recommended", n_train=meta.n, n_validation=0, share=1.0, candidates=[candidate],
+            score_sensitivity=None, score_noise_multiplier=None,
+        )  # fmt: skip
 
     def _resolve_selection(self, p: AutoParams, meta: PublicMetadata, privacy: PrivacyRequest) -> AutoResolved:
         target = privacy.required_target()
@@ -362,20 +363,11 @@ class AutoSelection(Solver[AutoParams, AutoResolved]):
                 else:
                     low, best = middle, found
         candidates, z = best
-        return AutoResolved(
-            **privacy.resolved_fields(meta),
-            model=p.model,
-            fit_intercept=p.fit_intercept,
-            classes=None if meta.classes is None else list(meta.classes),
-            mode="selection",
-            validation_fraction=p.validation_fraction,
-            n_train=meta.n - n_val,
-            n_validation=n_val,
-            share=low,
-            candidates=candidates,
-            score_sensitivity=score_sensitivity(p.model, meta.label_bound),
+        return self._settings(
+            p, meta, privacy, mode="selection", n_train=meta.n - n_val, n_validation=n_val, share=low,
+            candidates=candidates, score_sensitivity=score_sensitivity(p.model, meta.label_bound),
             score_noise_multiplier=z,
-        )
+        )  # fmt: skip
 
     def _verify_resolved(self, r: AutoResolved) -> None:
         """Stored settings are recomputed, not trusted: the split, the candidate set, the score noise's presence
