@@ -53,6 +53,7 @@ from privfit.solvers.base import MIN_EPSILON, FitResult
 
 from ..auth import Principal, confirm_access, require_role, usable_dataset
 from ..encoding import UtcDateTime, public_json
+from ..idempotency import replayed
 from ..problems import Problem, problem_responses
 from .fits import CostOut, FilterDryRunOut, FitId, cost_json, visible_job
 
@@ -136,15 +137,8 @@ def _request_hash(job_id: str, body: EvaluationRequest) -> str:
 
 
 def _replay(db: Database, principal: Principal, key: str, request_hash: str) -> JSONResponse | None:
-    with db.read() as session:
-        found = session.execute(
-            select(Evaluation).where(Evaluation.api_key_id == principal.key_id, Evaluation.idempotency_key == key)
-        ).scalar_one_or_none()
-    if found is None:
-        return None
-    if found.request_hash != request_hash:
-        raise Problem(409, "Idempotency key reused", "this Idempotency-Key was used with a different request body")
-    return _created(found)
+    found = replayed(db, Evaluation, principal, key, request_hash)
+    return None if found is None else _created(found)
 
 
 def _created(evaluation: Evaluation) -> JSONResponse:

@@ -45,6 +45,7 @@ from privfit.solvers.registry import get_solver
 
 from ..auth import Principal, confirm_access, require_role, usable_dataset, visible_dataset
 from ..encoding import UtcDateTime, public_json
+from ..idempotency import replayed
 from ..identifiers import ResourceId, id_path, is_resource_id, normalize_id
 from ..problems import Problem, fit_not_found, problem_responses
 
@@ -336,14 +337,9 @@ def _read_job(db: Database, job_id: str) -> Job:
 
 
 def _replay(db: Database, principal: Principal, key: str, request_hash: str) -> JSONResponse | None:
-    with db.read() as session:
-        job = session.execute(
-            select(Job).where(Job.api_key_id == principal.key_id, Job.idempotency_key == key)
-        ).scalar_one_or_none()
+    job = replayed(db, Job, principal, key, request_hash)
     if job is None:
         return None
-    if job.request_hash != request_hash:
-        raise Problem(409, "Idempotency key reused", "this Idempotency-Key was used with a different request body")
     return JSONResponse(_jsonable(_job_json(job)), status_code=202, headers={"Location": f"/v1/fits/{job.id}"})
 
 
