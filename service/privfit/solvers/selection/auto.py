@@ -51,16 +51,16 @@ public candidate sets below (m = 2) plain composition costs a noise factor √2 
 sure. ``docs/solvers.md`` ("auto") has the numbers.
 
 **When to select** (``mode``, public). Selection pays only where its overhead is cheap: each candidate runs at a
-share t ≈ 0.65 of ε on 80 % of the rows, so where the noise matters it loses more than choosing the better
-candidate gains. Measured with ``benchmarks/auto_selection.py`` (3 seeds, every candidate at its defaults, always
-selecting; docs/benchmarks.md, "Private selection"): on Telco churn at ε = 0.5 / 1 / 2 it reached 78.90 / 79.77 / 80.55 % against ``dp_gd``'s 79.75 /
-81.15 / 81.64, on Adult 83.29 / 83.58 / 84.25 % against the better single solver's 83.71 / 84.22 / 84.67; on the
-power plant it matched ``dp_gd`` (RMSE 4.85 against 4.86 at ε = 1). ``mode='auto'`` (the default) therefore
-selects only when every candidate's noise outlook at its share is 'low' (the public prediction that the noise moves
-θ by less than a tenth of its scale, :class:`~privfit.solvers.base.NoiseOutlook`), and otherwise fits the solver of
-the public recommendation rule at the whole ε (:func:`recommended_solver`; no split, no scores, its own cost).
-``mode='selection'`` and ``mode='recommended'`` force either. The resolved ``mode`` is public (it is part of the
-settings and of the cost).
+share t ≈ 0.65 of ε on 80 % of the rows, so where the noise matters it loses more than choosing the better candidate
+gains. Measured with ``benchmarks/auto_selection.py`` (3 seeds, every candidate at its defaults, always selecting;
+docs/benchmarks.md, "Private selection"): on Telco churn at ε = 0.5 / 1 / 2 it reached 78.90 / 79.77 / 80.55 %
+against ``dp_gd``'s 79.75 / 81.15 / 81.64, on Adult 83.29 / 83.58 / 84.25 % against the better single solver's 83.71
+/ 84.22 / 84.67; on the power plant it matched ``dp_gd`` (RMSE 4.85 against 4.86 at ε = 1). ``mode='auto'`` (the
+default) therefore selects only when every candidate's noise outlook at its share is 'low' (the public prediction
+that the noise moves θ by less than a tenth of its scale, :class:`~privfit.solvers.base.NoiseOutlook`), and
+otherwise fits the solver of the public recommendation rule at the whole ε (:func:`recommended_solver`; no split, no
+scores, its own cost). ``mode='selection'`` and ``mode='recommended'`` force either. The resolved ``mode`` is public
+(it is part of the settings and of the cost).
 
 **Candidates** (:func:`candidate_set`): the two solvers that the recommendation rule
 (:mod:`privfit.solvers.recommendation`) chooses between for classifiers — ``dp_gd`` and
