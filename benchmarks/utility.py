@@ -744,6 +744,22 @@ def auto_lines(split: Split, rows: list[Row], floor: Row, epsilons: list[float])
     return out
 
 
+def print_section(
+    title: str,
+    groups: dict[bool, list[list[str]]],
+    header: Callable[[bool], list[str]],
+    md: bool,
+    left: int,
+    note: Callable[[bool], str] = lambda binary: "",
+) -> None:
+    """One summary section: its heading, then a table per label kind (binary, numeric) that has lines."""
+    print(f"\n{'###' if md else '=='} {title}")
+    for binary, lines in groups.items():
+        if lines:
+            print(f"\n{'Binary labels' if binary else 'Numeric labels'}{note(binary)}:\n")
+            print(render(header(binary), lines, md, left=left))
+
+
 def solver_order(requested: list[str] | None) -> list[str]:
     registered = set(solver_names())
     if requested:
@@ -864,33 +880,31 @@ def main() -> None:
         recommended[split.binary].extend(recommended_lines(split, rows, reference, floor, epsilons))
         automatic[split.binary].extend(auto_lines(split, rows, floor, epsilons))
         print(f"\n{spec.name}: {time.perf_counter() - started:.1f} s")
-    print(f"\n{'###' if md else '=='} Summary: the best privfit solver at each ε (by mean test metric)")
     columns = ["best privfit solver", "its {m}", "non-private", "diffprivlib", "{c}"]
-    for binary, lines in summary.items():
-        if not lines:
-            continue
+
+    def summary_header(binary: bool) -> list[str]:
         metric, constant = ("accuracy % / AUC", "majority class") if binary else ("RMSE / MAE", "training mean")
-        header = ["dataset", "ε", *(c.format(m=metric, c=constant) for c in columns)]
-        print(f"\n{'Binary labels' if binary else 'Numeric labels'} ({metric}, means over seeds):\n")
-        print(render(header, lines, md, left=3))
-    print(f"\n{'###' if md else '=='} The recommended solver (docs/solvers.md, `privfit.solvers.recommendation`)")
-    for binary, lines in recommended.items():
-        if not lines:
-            continue
+        return ["dataset", "ε", *(c.format(m=metric, c=constant) for c in columns)]
+
+    def recommended_header(binary: bool) -> list[str]:
         metric, constant = ("accuracy % / AUC", "majority class") if binary else ("RMSE", "training mean")
         gap = "ε = 1: ≤ 1.5 points and ≤ 0.03 AUC from non-private" if binary else "ε = 1: RMSE ≤ 1.1 × non-private"
-        header = ["dataset", "ε", "recommended", metric, f"beats the {constant}", "beats diffprivlib", gap]
-        print(f"\n{'Binary labels' if binary else 'Numeric labels'}:\n")
-        print(render(header, lines, md, left=3))
-    print(f"\n{'###' if md else '=='} `auto`: private selection against the best single solver in hindsight")
-    for binary, lines in automatic.items():
-        if not lines:
-            continue
+        return ["dataset", "ε", "recommended", metric, f"beats the {constant}", "beats diffprivlib", gap]
+
+    def auto_header(binary: bool) -> list[str]:
         metric, constant = ("accuracy %", "majority class") if binary else ("RMSE", "training mean")
-        header = ["dataset", "ε", "mode", f"`auto` {metric}", "best single solver (hindsight)", "gap",
-                  "within 0.5 points", f"beats the {constant}"]  # fmt: skip
-        print(f"\n{'Binary labels' if binary else 'Numeric labels'}:\n")
-        print(render(header, lines, md, left=5))
+        return ["dataset", "ε", "mode", f"`auto` {metric}", "best single solver (hindsight)", "gap",
+                "within 0.5 points", f"beats the {constant}"]  # fmt: skip
+
+    def means_note(binary: bool) -> str:
+        return f" ({'accuracy % / AUC' if binary else 'RMSE / MAE'}, means over seeds)"
+
+    print_section("Summary: the best privfit solver at each ε (by mean test metric)", summary, summary_header, md, 3,
+                  means_note)  # fmt: skip
+    print_section("The recommended solver (docs/solvers.md, `privfit.solvers.recommendation`)", recommended,
+                  recommended_header, md, 3)  # fmt: skip
+    print_section("`auto`: private selection against the best single solver in hindsight", automatic, auto_header,
+                  md, 5)  # fmt: skip
     print(f"\ntotal run time: {time.perf_counter() - _START:.1f} s")
 
 
