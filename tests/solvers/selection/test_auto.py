@@ -260,3 +260,17 @@ def test_multiclass_candidates_scores_and_release_round_trip() -> None:
     assert theta.shape == (9,)
     np.testing.assert_array_equal(theta.reshape(3, 3)[:, :2], fitted.coefficients)
     np.testing.assert_array_equal(theta.reshape(3, 3)[:, 2], fitted.intercept)
+
+
+def test_a_selection_that_cannot_be_planned_is_a_clear_refusal_or_the_recommended_solver() -> None:
+    """At ε = 1e-6 (the smallest target) each candidate's share t·ε is below the minimum ε: mode 'selection' says
+    so and points to 'recommended'; mode 'auto' fits the recommended solver, which can be planned."""
+    with pytest.raises(SolverParameterError, match=r"selection's candidates cannot be planned.*recommended") as caught:
+        plan(epsilon=1e-6)
+    assert caught.value.parameter == "epsilon"
+    fallback = AUTO.plan({"model": "logistic"}, META, target_epsilon=1e-6, delta=DELTA).resolved
+    assert fallback.mode == "recommended" and [c.solver for c in fallback.candidates] == ["dp_gd"]
+    too_few = PublicMetadata(4, 3, 1.0)  # 20 % of 4 rows leaves no validation row
+    assert AUTO.plan({"model": "logistic"}, too_few, target_epsilon=1.0, delta=DELTA).resolved.mode == "recommended"
+    with pytest.raises(SolverParameterError, match="validation_fraction"):
+        plan(meta=too_few)

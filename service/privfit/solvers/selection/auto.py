@@ -315,7 +315,15 @@ class AutoSelection(Solver[AutoParams, AutoResolved]):
 
     def _resolve(self, p: AutoParams, meta: PublicMetadata, privacy: PrivacyRequest) -> AutoResolved:
         if p.mode != "recommended":
-            selection = self._resolve_selection(p, meta, privacy)
+            try:
+                selection = self._resolve_selection(p, meta, privacy)
+            except SolverParameterError as error:  # e.g. a share t·ε below a candidate's minimum ε, or n too small
+                if p.mode == "selection":
+                    raise SolverParameterError(
+                        error.parameter, f"the selection's candidates cannot be planned ({error}); mode 'recommended' "
+                        "fits one solver at the whole ε"
+                    ) from None  # fmt: skip
+                return self._resolve_recommended(p, meta, privacy)  # a selection that cannot be planned cannot pay
             if p.mode == "selection" or self._selection_pays(selection):
                 return selection
         return self._resolve_recommended(p, meta, privacy)
