@@ -9,6 +9,7 @@ the safe side, and it exceeds the exact threshold by a relative ``rtol`` at most
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from typing import Literal
 import numpy as np
 from scipy import optimize
 
+from .conversion import epsilons_at_delta
 from .cost import PrivacyCost
 from .errors import (
     PrivacyParameterError,
@@ -36,6 +38,12 @@ from .subsampled import (
 DEFAULT_RTOL = 1e-6
 _MIN_NOISE = 1e-6
 _MAX_NOISE = 1e8
+_COARSE_LOG_TOLERANCE = 0.01
+_WINDOW_ROUNDS = 3
+_CALIBRATION_CACHE_SIZE = 1024  # calibrations are pure functions of public inputs; estimates and admissions repeat them
+
+CurveOnOrders = Callable[[float, np.ndarray], np.ndarray]
+"""A one-step RDP curve as a function of the noise and of the orders it is evaluated at."""
 
 
 @dataclass(frozen=True)
@@ -119,6 +127,133 @@ def _calibrate_curve(
     )
 
 
+def _calibrate_by_orders(
+    curve_on: CurveOnOrders,
+    count: int,
+    grid: OrderGrid,
+    target_epsilon: float,
+    delta: float,
+    rtol: float,
+    parameter: str,
+) -> Calibration:
+    """:func:`_calibrate_curve` for curves that are expensive on the whole grid (the subsampled Gaussians): the
+    search runs on a few orders, and two whole-grid evaluations prove the answer.
+
+    Why a few orders suffice. The ε of a curve at δ is the minimum over orders α of the conversion e_α(noise)
+    (:func:`~privfit.privacy.epsilons_at_delta`), each non-increasing in the noise, so the exact threshold
+    ``σ* = inf{σ : ε(σ) ≤ target}`` is min_α σ*_α, and a subset W of orders has ε_W ≥ ε and σ*_W ≥ σ*, with
+    equality when W holds the optimal order. The search:
+
+    1. brackets and locates, to 1 %, the threshold on the *coarse* orders, those with 2α an integer (for the
+       Poisson curve both 2α and 2α − 1 are then integers, whose binomial sums are cheap);
+    2. refines on the *window*, the grid's orders between the coarse neighbours of the coarse optimum, to a
+       bracket (a, b] with ε_W(a) > target ≥ ε_W(b) and b/a ≤ e^{rtol/4};
+    3. proves it on the whole grid: ε(a) > target means every order's threshold exceeds a, so σ* ∈ (a, b]. If
+       not, some order outside W already meets the target at a; W grows by that order's neighbourhood and
+       step 2 repeats below a (the last of a few rounds takes the whole grid as the window, where the proof
+       cannot fail).
+
+    The noise returned is b·(1 + rtol), stepped up (by 1 + rtol/4) until its whole-grid ε ≤ target: it lies in
+    [σ*(1 + rtol), σ*(1 + rtol/4)(1 + rtol)], so it is never below what the generic bracketing-and-Brent search
+    of :func:`calibrate_noise` returns on the same curve (which is at most σ*(1 + rtol/2)) and exceeds it by a
+    relative 1.3·rtol at most. Edge cases (a target met below 1e-6 or unreachable by 1e8) are left to
+    :func:`calibrate_noise`, with the same answers and messages.
+    """
+    target = require_positive("epsilon", target_epsilon)
+    delta = require_open_unit("delta", delta)
+    rtol = require_positive("rtol", rtol)
+    orders = grid.orders
+
+    def cost_of(noise: float) -> PrivacyCost:
+        return PrivacyCost(count * curve_on(noise, orders), grid)
+
+    def generic() -> Calibration:
+        return calibrate_noise(cost_of, target_epsilon=target, delta=delta, rtol=rtol, parameter=parameter)
+
+    def on(subset: np.ndarray) -> Callable[[float], tuple[float, int]]:
+        @functools.cache  # the root finders revisit their end points
+        def epsilon(noise: float) -> tuple[float, int]:
+            value, best = epsilons_at_delta(orders[subset], count * curve_on(noise, orders[subset]), delta)
+            return float(value), int(subset[int(best)])
+
+        return epsilon
+
+    coarse = np.flatnonzero(2.0 * orders == np.floor(2.0 * orders))
+    if coarse.size < 3:
+        return generic()
+    coarse_epsilon = on(coarse)
+    high = 1.0
+    while coarse_epsilon(high)[0] > target:
+        high *= 2.0
+        if high > _MAX_NOISE:
+            return generic()
+    low = high / 2.0
+    while coarse_epsilon(low)[0] <= target:
+        high, low = low, low / 2.0
+        if low < _MIN_NOISE:
+            return generic()
+    low, high = _bracket_threshold(coarse_epsilon, target, low, high, _COARSE_LOG_TOLERANCE)
+    optimum = int(np.searchsorted(coarse, coarse_epsilon(high)[1]))
+    left = orders[coarse[optimum - 1]] if optimum > 0 else -np.inf
+    right = orders[coarse[optimum + 1]] if optimum + 1 < coarse.size else np.inf
+    window = np.flatnonzero((orders >= left) & (orders <= right))
+    for round_ in range(_WINDOW_ROUNDS):
+        if round_ == _WINDOW_ROUNDS - 1:
+            window = np.arange(orders.size)
+        window_epsilon = on(window)
+        while window_epsilon(low)[0] <= target:
+            high, low = low, low / 2.0
+            if low < _MIN_NOISE:
+                return generic()
+        low, high = _bracket_threshold(window_epsilon, target, low, high, rtol / 4.0)
+        whole = cost_of(low).epsilon(delta)
+        if whole.epsilon > target:
+            return _safe_above(cost_of, high * (1.0 + rtol), delta, target, rtol)
+        found = int(np.searchsorted(orders, whole.optimal_order))
+        window = np.union1d(window, np.arange(max(found - 2, 0), min(found + 3, orders.size)))
+        high = low
+        low = high / 2.0
+    raise AssertionError("unreachable: the last round's window is the whole grid, where ε_W(a) = ε(a) > target")
+
+
+def _bracket_threshold(
+    epsilon_of: Callable[[float], tuple[float, int]], target: float, low: float, high: float, log_width: float
+) -> tuple[float, float]:
+    """Shrink a bracket ε(low) > target ≥ ε(high) of a non-increasing ε to log(high/low) ≤ ``log_width``.
+
+    Brent's method on log(noise) locates the sign change to ``log_width``/4; the two points ``log_width``/2 on
+    either side of it are checked and become the new bracket (a check that fails narrows the interval and the
+    search repeats, so a non-monotone rounding wobble costs time, never correctness).
+    """
+
+    def excess(log_noise: float) -> float:
+        return epsilon_of(math.exp(log_noise))[0] - target
+
+    log_low, log_high = math.log(low), math.log(high)
+    while log_high - log_low > log_width:
+        root = optimize.brentq(excess, log_low, log_high, xtol=log_width / 4.0, rtol=4 * np.finfo(float).eps)
+        below, above = max(log_low, root - log_width / 2.0), min(log_high, root + log_width / 2.0)
+        if excess(below) <= 0.0:
+            log_high = below
+        elif excess(above) > 0.0:
+            log_low = above
+        else:
+            log_low, log_high = below, above
+    return math.exp(log_low), math.exp(log_high)
+
+
+def _safe_above(
+    cost_of: Callable[[float], PrivacyCost], noise: float, delta: float, target: float, rtol: float
+) -> Calibration:
+    """``noise``, stepped up by factors (1 + rtol/4) until its cost's ε ≤ target (a guard against rounding:
+    the caller already proved a smaller noise meets it), with that ε and its optimal order."""
+    result = cost_of(noise).epsilon(delta)
+    while result.epsilon > target:
+        noise *= 1.0 + rtol / 4.0
+        result = cost_of(noise).epsilon(delta)
+    return Calibration(noise=noise, epsilon=result.epsilon, delta=delta, optimal_order=result.optimal_order)
+
+
 def gaussian_sigma(
     target_epsilon: float,
     delta: float,
@@ -153,6 +288,7 @@ def laplace_scale(
     )  # fmt: skip
 
 
+@functools.lru_cache(maxsize=_CALIBRATION_CACHE_SIZE)
 def poisson_noise_multiplier(
     target_epsilon: float,
     delta: float,
@@ -174,12 +310,13 @@ def poisson_noise_multiplier(
     if relation not in curves:
         raise PrivacyParameterError("relation", f"must be 'replace_one' or 'add_remove', got {relation!r}")
     curve_fn = curves[relation]
-    return _calibrate_curve(
-        lambda z: curve_fn(grid, q=q, noise_multiplier=z),
+    return _calibrate_by_orders(
+        lambda z, orders: curve_fn(orders, q=q, noise_multiplier=z),
         require_count("steps", steps), grid, target_epsilon, delta, rtol, "noise_multiplier",
     )  # fmt: skip
 
 
+@functools.lru_cache(maxsize=_CALIBRATION_CACHE_SIZE)
 def without_replacement_noise_multiplier(
     target_epsilon: float,
     delta: float,
@@ -191,8 +328,8 @@ def without_replacement_noise_multiplier(
 ) -> Calibration:
     """Noise multiplier (relative to the replace-one sensitivity) of ``steps`` fixed-size-batch Gaussian steps."""
     q = require_sampling_rate("q", q)
-    return _calibrate_curve(
-        lambda z: sampled_without_replacement_gaussian_rdp(grid, q=q, noise_multiplier=z),
+    return _calibrate_by_orders(
+        lambda z, orders: sampled_without_replacement_gaussian_rdp(orders, q=q, noise_multiplier=z),
         require_count("steps", steps), grid, target_epsilon, delta, rtol, "noise_multiplier",
     )  # fmt: skip
 

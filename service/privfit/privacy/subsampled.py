@@ -16,15 +16,20 @@ so that the two agree to floating-point precision, but are vectorised over the g
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
 
 import numpy as np
 from scipy import special
 
 from .errors import require_positive, require_sampling_rate
 from .mechanisms import Orders, as_orders
+from .orders import OrderGrid
 
 _MAX_TERMS_FRACTIONAL = 1000
+_CURVE_CACHE_SIZE = 4096
+_FRACTIONAL_TERM_BLOCKS = (32, 128, _MAX_TERMS_FRACTIONAL)
 _WOR_EXACT_MAX_ORDER = 256
 
 
@@ -38,18 +43,38 @@ def _log_erfc(x: np.ndarray) -> np.ndarray:
     return np.asarray(math.log(2.0) + special.log_ndtr(-x * math.sqrt(2.0)), dtype=np.float64)
 
 
+@functools.lru_cache(maxsize=8)
+def _log_factorials(top: int) -> np.ndarray:
+    """log k! for k = 0 … top (``gammaln(k + 1)``), read-only; cached, since every curve needs the same table."""
+    table = np.asarray(special.gammaln(np.arange(top + 1, dtype=np.float64) + 1.0), dtype=np.float64)
+    table.setflags(write=False)
+    return table
+
+
 def _poisson_log_a_integer(q: float, sigma: float, alphas: np.ndarray) -> np.ndarray:
-    """log A_α for integer α ≥ 2 (MTZ 2019, Sec. 3.3, Eq. for integer α), by a masked log-sum-exp.
+    """log A_α for integer α ≥ 2 (MTZ 2019, Sec. 3.3, Eq. for integer α), by a segmented log-sum-exp.
 
     ``A_α = Σ_{i=0}^{α} C(α, i) (1−q)^{α−i} q^i exp((i² − i) / (2σ²))``.
+
+    The α + 1 terms of every order are laid end to end in one flat array (Σ(α + 1) terms in all, not
+    len(α) × (max α + 1) as a padded matrix would need: on the 156-order grid's doubled orders, 16k terms
+    instead of 312k), the binomial coefficients come from one table of log k! (``gammaln`` at the same
+    points as a direct evaluation), and each order's log-sum-exp is a max and a sum per segment
+    (``np.maximum.reduceat`` / ``np.add.reduceat``).
     """
-    top = int(alphas.max())
-    i = np.arange(top + 1, dtype=np.float64)[None, :]
-    a = alphas[:, None]
-    with np.errstate(invalid="ignore"):
-        terms = _log_comb(a, i) + i * math.log(q) + (a - i) * math.log1p(-q) + (i * i - i) / (2.0 * sigma**2)
-    terms = np.where(i <= a, terms, -np.inf)
-    return np.asarray(special.logsumexp(terms, axis=1), dtype=np.float64)
+    sizes = alphas.astype(np.int64) + 1
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    owner = np.repeat(np.arange(alphas.size), sizes)
+    i = np.arange(sizes.sum(), dtype=np.int64) - starts[owner]
+    a = alphas.astype(np.int64)[owner]
+    log_factorial = _log_factorials(int(sizes.max()))
+    fi = i.astype(np.float64)
+    terms = (
+        log_factorial[a] - log_factorial[i] - log_factorial[a - i]
+        + fi * math.log(q) + (a - i) * math.log1p(-q) + (fi * fi - fi) / (2.0 * sigma**2)
+    )  # fmt: skip
+    peak = np.maximum.reduceat(terms, starts)
+    return np.asarray(peak + np.log(np.add.reduceat(np.exp(terms - peak[owner]), starts)), dtype=np.float64)
 
 
 def _poisson_log_a_fractional(q: float, sigma: float, alphas: np.ndarray) -> np.ndarray:
@@ -57,13 +82,17 @@ def _poisson_log_a_fractional(q: float, sigma: float, alphas: np.ndarray) -> np.
 
     Terms are summed until both series decrease and the newest term is below e^{−30} of the total (the rule
     dp_accounting uses); an order whose series has not converged after 1000 terms gets A_α = +∞ (which the
-    Gaussian cap of the caller then replaces). Most orders converge within a few dozen terms, so a short
-    first block is tried before the full 1000.
+    Gaussian cap of the caller then replaces). Most orders converge within a few dozen terms, so blocks of
+    32, then 128, then all 1000 terms are tried in turn. The partial sums are running (sequential) log-sum-exps,
+    so the first converged prefix, and the value, are the same whatever the block length.
     """
-    out = _poisson_log_a_fractional_terms(q, sigma, alphas, 128)
-    pending = np.isinf(out)
-    if pending.any():
-        out[pending] = _poisson_log_a_fractional_terms(q, sigma, alphas[pending], _MAX_TERMS_FRACTIONAL)
+    out = np.full(alphas.shape, np.inf)
+    pending = np.ones(alphas.shape, dtype=bool)
+    for terms in _FRACTIONAL_TERM_BLOCKS:
+        out[pending] = _poisson_log_a_fractional_terms(q, sigma, alphas[pending], terms)
+        pending = np.isinf(out)
+        if not pending.any():
+            break
     return out
 
 
@@ -93,6 +122,34 @@ def _poisson_log_a_fractional_terms(q: float, sigma: float, alphas: np.ndarray, 
     first = converged.argmax(axis=1)
     out[has] = total[has, first[has]]
     return out
+
+
+SubsampledCurve = Callable[..., np.ndarray]
+
+
+def _memoised_on_grids(curve: SubsampledCurve) -> SubsampledCurve:
+    """``curve`` with its values on a registered :class:`OrderGrid` cached by (grid, q, noise multiplier).
+
+    The same public inputs recur: an estimate and the admission that follows it, the fit's own cost, the last
+    steps of a calibration. Cached curves are read-only and every call returns a copy, so no caller can
+    change another's curve; other orders (arrays) are computed afresh.
+    """
+
+    @functools.lru_cache(maxsize=_CURVE_CACHE_SIZE)
+    def on_grid(grid: OrderGrid, q: float, noise_multiplier: float) -> np.ndarray:
+        values = curve(grid.orders, q=q, noise_multiplier=noise_multiplier)
+        values.setflags(write=False)
+        return values
+
+    @functools.wraps(curve)
+    def memoised(orders: Orders, *, q: float, noise_multiplier: float) -> np.ndarray:
+        if isinstance(orders, OrderGrid):
+            q = require_sampling_rate("q", q)
+            noise_multiplier = require_positive("noise_multiplier", noise_multiplier)
+            return on_grid(orders, float(q), float(noise_multiplier)).copy()
+        return curve(orders, q=q, noise_multiplier=noise_multiplier)
+
+    return memoised
 
 
 def poisson_subsampled_gaussian_rdp(orders: Orders, *, q: float, noise_multiplier: float) -> np.ndarray:
@@ -131,6 +188,7 @@ def poisson_subsampled_gaussian_rdp(orders: Orders, *, q: float, noise_multiplie
     return np.asarray(np.maximum(out, 0.0), dtype=np.float64)
 
 
+@_memoised_on_grids
 def poisson_subsampled_gaussian_rdp_replace_one(orders: Orders, *, q: float, noise_multiplier: float) -> np.ndarray:
     """RDP of the Poisson-subsampled Gaussian under **replace-one**, by a conservative, proven rule.
 
@@ -219,6 +277,7 @@ def _wor_log_a_integer(q: float, sigma: float, alpha: int, deltas: np.ndarray | 
     return float(special.logsumexp([0.0, *terms]))
 
 
+@_memoised_on_grids
 def sampled_without_replacement_gaussian_rdp(orders: Orders, *, q: float, noise_multiplier: float) -> np.ndarray:
     """RDP of the Gaussian on a uniformly random fixed-size subset, m = q·n rows (WBK 2019, Thm. 27).
 
