@@ -38,7 +38,7 @@ from .subsampled import (
 DEFAULT_RTOL = 1e-6
 _MIN_NOISE = 1e-6
 _MAX_NOISE = 1e8
-_COARSE_LOG_TOLERANCE = 0.01
+_COARSE_LOG_TOLERANCE = 0.05
 _WINDOW_ROUNDS = 3
 _CALIBRATION_CACHE_SIZE = 1024  # calibrations are pure functions of public inputs; estimates and admissions repeat them
 
@@ -144,7 +144,7 @@ def _calibrate_by_orders(
     ``σ* = inf{σ : ε(σ) ≤ target}`` is min_α σ*_α, and a subset W of orders has ε_W ≥ ε and σ*_W ≥ σ*, with
     equality when W holds the optimal order. The search:
 
-    1. brackets and locates, to 1 %, the threshold on the *coarse* orders, those with 2α an integer (for the
+    1. brackets and locates, to 5 %, the threshold on the *coarse* orders, those with 2α an integer (for the
        Poisson curve both 2α and 2α − 1 are then integers, whose binomial sums are cheap);
     2. refines on the *window*, the grid's orders between the coarse neighbours of the coarse optimum, to a
        bracket (a, b] with ε_W(a) > target ≥ ε_W(b) and b/a ≤ e^{rtol/4};

@@ -58,10 +58,25 @@ def _poisson_log_a_integer(q: float, sigma: float, alphas: np.ndarray) -> np.nda
 
     The α + 1 terms of every order are laid end to end in one flat array (Σ(α + 1) terms in all, not
     len(α) × (max α + 1) as a padded matrix would need: on the 156-order grid's doubled orders, 16k terms
-    instead of 312k), the binomial coefficients come from one table of log k! (``gammaln`` at the same
-    points as a direct evaluation), and each order's log-sum-exp is a max and a sum per segment
-    (``np.maximum.reduceat`` / ``np.add.reduceat``).
+    instead of 312k), and each order's log-sum-exp is a max and a sum per segment (``np.maximum.reduceat`` /
+    ``np.add.reduceat``). Everything but the σ term is the same for every σ and is built once per (q, orders)
+    (:func:`_integer_terms_without_noise`); a calibration evaluates many σ at the same q.
     """
+    starts, owner, base, quadratic = _integer_terms_without_noise(q, alphas.tobytes())
+    terms = base + quadratic / (2.0 * sigma**2)
+    peak = np.maximum.reduceat(terms, starts)
+    return np.asarray(peak + np.log(np.add.reduceat(np.exp(terms - peak[owner]), starts)), dtype=np.float64)
+
+
+@functools.lru_cache(maxsize=64)
+def _integer_terms_without_noise(
+    q: float, alphas_bytes: bytes
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The σ-free parts of the terms of :func:`_poisson_log_a_integer` for the integer orders ``alphas_bytes``
+    (float64 bytes): segment starts, each term's segment, ``log C(α, i) + i log q + (α − i) log(1 − q)`` (the
+    binomial coefficients from one table of log k!, ``gammaln`` at the same points as a direct evaluation) and
+    ``i² − i``. Read-only arrays, cached by (q, orders)."""
+    alphas = np.frombuffer(alphas_bytes, dtype=np.float64)
     sizes = alphas.astype(np.int64) + 1
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
     owner = np.repeat(np.arange(alphas.size), sizes)
@@ -69,12 +84,11 @@ def _poisson_log_a_integer(q: float, sigma: float, alphas: np.ndarray) -> np.nda
     a = alphas.astype(np.int64)[owner]
     log_factorial = _log_factorials(int(sizes.max()))
     fi = i.astype(np.float64)
-    terms = (
-        log_factorial[a] - log_factorial[i] - log_factorial[a - i]
-        + fi * math.log(q) + (a - i) * math.log1p(-q) + (fi * fi - fi) / (2.0 * sigma**2)
-    )  # fmt: skip
-    peak = np.maximum.reduceat(terms, starts)
-    return np.asarray(peak + np.log(np.add.reduceat(np.exp(terms - peak[owner]), starts)), dtype=np.float64)
+    base = log_factorial[a] - log_factorial[i] - log_factorial[a - i] + fi * math.log(q) + (a - i) * math.log1p(-q)
+    quadratic = fi * fi - fi
+    for array in (starts, owner, base, quadratic):
+        array.setflags(write=False)
+    return starts, owner, base, quadratic
 
 
 def _poisson_log_a_fractional(q: float, sigma: float, alphas: np.ndarray) -> np.ndarray:
