@@ -17,27 +17,11 @@ import os
 import statistics
 import time
 
-from privfit.privacy import subsampled
-from privfit.privacy.calibration import poisson_noise_multiplier, without_replacement_noise_multiplier
+from privfit.privacy.calibration import clear_calibration_caches
 from privfit.solvers import PublicMetadata, get_solver
 
 ADULT = PublicMetadata(n=32_561, d=104, row_norm_bound=3.0)
 SOLVERS = {"dp_gd": "logistic", "dp_sgd": "logistic", "resque_dpsgd": "svm"}
-
-
-def clear_caches() -> None:
-    """Forget every cached calibration, curve and σ-free table: the next plan computes from scratch."""
-    poisson_noise_multiplier.cache_clear()
-    without_replacement_noise_multiplier.cache_clear()
-    subsampled._integer_terms_without_noise.cache_clear()
-    subsampled._log_factorials.cache_clear()
-    for curve in (
-        subsampled.poisson_subsampled_gaussian_rdp_replace_one,
-        subsampled.sampled_without_replacement_gaussian_rdp,
-    ):
-        for cell in curve.__closure__ or ():
-            if hasattr(cell.cell_contents, "cache_clear"):
-                cell.cell_contents.cache_clear()
 
 
 def plan_seconds(name: str, epsilon: float, repeats: int, cold: bool) -> float:
@@ -45,7 +29,7 @@ def plan_seconds(name: str, epsilon: float, repeats: int, cold: bool) -> float:
     times = []
     for _ in range(repeats):
         if cold:
-            clear_caches()
+            clear_calibration_caches()
         start = time.perf_counter()
         solver.plan({"model": SOLVERS[name]}, ADULT, target_epsilon=epsilon, delta=1e-6)
         times.append(time.perf_counter() - start)

@@ -16,6 +16,7 @@ from privfit.privacy import calibration as calibration_module
 from privfit.privacy.calibration import (
     DEFAULT_RTOL,
     _calibrate_by_orders,
+    clear_calibration_caches,
     poisson_noise_multiplier,
     without_replacement_noise_multiplier,
 )
@@ -57,8 +58,7 @@ MAX_EXCESS = (1.0 + DEFAULT_RTOL / 4.0) * (1.0 + DEFAULT_RTOL)
 @pytest.fixture(autouse=True)
 def _cold_caches():
     """Every case computes afresh (the calibration cache would otherwise answer repeated inputs)."""
-    poisson_noise_multiplier.cache_clear()
-    without_replacement_noise_multiplier.cache_clear()
+    clear_calibration_caches()
     yield
 
 

@@ -30,6 +30,7 @@ from .errors import (
 from .mechanisms import gaussian_rdp, laplace_rdp, tree_aggregation_rdp
 from .orders import DEFAULT_GRID, OrderGrid
 from .subsampled import (
+    clear_curve_caches,
     poisson_subsampled_gaussian_rdp,
     poisson_subsampled_gaussian_rdp_replace_one,
     sampled_without_replacement_gaussian_rdp,
@@ -369,3 +370,10 @@ def pure_epsilon_for_target(
 
     calibration = calibrate_noise(cost_of, target_epsilon=target_epsilon, delta=delta, parameter="1/epsilon")
     return 1.0 / calibration.noise
+
+
+def clear_calibration_caches() -> None:
+    """Forget every cached calibration and curve: the next call computes from scratch (cold benchmarks; tests)."""
+    poisson_noise_multiplier.cache_clear()
+    without_replacement_noise_multiplier.cache_clear()
+    clear_curve_caches()

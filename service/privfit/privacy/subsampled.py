@@ -139,6 +139,13 @@ def _poisson_log_a_fractional_terms(q: float, sigma: float, alphas: np.ndarray, 
 
 
 SubsampledCurve = Callable[..., np.ndarray]
+_GRID_CACHES: list[Callable[[], None]] = []
+
+
+def clear_curve_caches() -> None:
+    """Forget every cached curve and σ-free table (benchmarks of cold computations; tests)."""
+    for clear in (*_GRID_CACHES, _integer_terms_without_noise.cache_clear, _log_factorials.cache_clear):
+        clear()
 
 
 def _memoised_on_grids(curve: SubsampledCurve) -> SubsampledCurve:
@@ -154,6 +161,8 @@ def _memoised_on_grids(curve: SubsampledCurve) -> SubsampledCurve:
         values = curve(grid.orders, q=q, noise_multiplier=noise_multiplier)
         values.setflags(write=False)
         return values
+
+    _GRID_CACHES.append(on_grid.cache_clear)
 
     @functools.wraps(curve)
     def memoised(orders: Orders, *, q: float, noise_multiplier: float) -> np.ndarray:
