@@ -444,12 +444,13 @@ def test_solver_fit_runs_the_audited_code_path() -> None:
         rng=make_generator(9, data_is_public=True), momentum=resolved.momentum,
     )[0]  # fmt: skip
     np.testing.assert_array_equal(np.array([*result.coefficients, result.intercept]), core)
-    # the vectorised runs of the audit compute the same step: with one step, run 0 sees the same noise draws
+    # the vectorised runs of the audit compute the same step: with one step, run 0 sees the same noise draws (to
+    # float32 accuracy: the float32 kernels of one θ and of several θ at once round differently)
     common = {"loss": make_loss("logistic"), "clip_norm": resolved.clip_norm, "sigma": resolved.sigma, "steps": 1}
     common |= {"step_size": resolved.step_size, "radius": resolved.radius, "l2": 0.01}
     single = dp_gradient_descent(augment_intercept(X), y, rng=make_generator(9, data_is_public=True), **common)
     batched = dp_gradient_descent(augment_intercept(X), y, rng=make_generator(9, data_is_public=True), runs=4, **common)
-    np.testing.assert_allclose(batched[0], single[0], rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(batched[0], single[0], rtol=1e-6, atol=1e-9)
 
 
 # ---------------------------------------------------------------------------------------------------------
