@@ -5,6 +5,7 @@ commands of :mod:`privfit.client.cli` (``datasets``, ``fit``, ``estimate``, ``fi
 from __future__ import annotations
 
 import argparse
+import logging
 import signal
 import sys
 import threading
@@ -76,6 +77,8 @@ def _migrate(_: argparse.Namespace) -> int:
 
 
 def _keys_create(args: argparse.Namespace) -> int:
+    # the key is this command's output: Alembic's INFO lines (plugin set-up, one per migration) would bury it
+    logging.getLogger("alembic").setLevel(logging.WARNING)
     from privfit.api.auth import create_api_key
     from privfit.db import make_database
     from privfit.db.migrate import upgrade

@@ -288,3 +288,15 @@ def test_a_multiclass_fit_shows_its_coefficient_matrix_and_predicts_class_probab
                "mode=recommended", "--wait")  # fmt: skip
     assert auto.returncode == EXIT_OK, auto.stderr
     assert any("selected candidate" in line and "dp_gd" in line for line in auto.stdout.splitlines()), auto.stdout
+
+
+def test_keys_create_prints_the_key_and_nothing_else(tmp_path: Path):
+    """Issue 24: on a fresh SQLite database (migrated by the command itself) the output is the four lines of the
+    key — no Alembic INFO lines above them."""
+    env = environment(f"sqlite:///{tmp_path / 'fresh.db'}", tmp_path)
+    done = run(env, "keys", "create", "--role", "owner")
+    assert done.returncode == EXIT_OK, done.stderr
+    assert done.stderr == ""
+    lines = done.stdout.splitlines()
+    assert [line.split(":")[0] for line in lines[:3]] == ["key id", "role", "key"]
+    assert re.fullmatch(r"key:\s+pf_\S+", lines[2]) and lines[3] == "(the key is shown only now)" and len(lines) == 4
