@@ -27,7 +27,9 @@ from privfit.client.cli import (
     EXIT_TIMEOUT,
     EXIT_UNAVAILABLE,
     EXIT_USAGE,
+    first_clause,
 )
+from privfit.solvers import get_solver, solver_names
 
 REPO = Path(__file__).resolve().parents[2]
 SLOW_FIT = ["--epsilon", "0.2", "--param", "steps=100000"]  # tens of seconds on 4000 rows: cancelled by the tests
@@ -300,3 +302,14 @@ def test_keys_create_prints_the_key_and_nothing_else(tmp_path: Path):
     lines = done.stdout.splitlines()
     assert [line.split(":")[0] for line in lines[:3]] == ["key id", "role", "key"]
     assert re.fullmatch(r"key:\s+pf_\S+", lines[2]) and lines[3] == "(the key is shown only now)" and len(lines) == 4
+
+
+def test_the_solvers_table_never_cuts_a_description_inside_parentheses():
+    """Issue 24: "Objective perturbation (Chaudhuri et al. 2011" was cut at the "; " inside its parenthesis."""
+    assert (
+        first_clause("Objective perturbation (A 2011; B 2012): the rest") == "Objective perturbation (A 2011; B 2012)"
+    )
+    assert first_clause("DP-SGD: noisy steps; more") == "DP-SGD"
+    for name in solver_names():
+        summary = first_clause(get_solver(name).description)
+        assert summary and summary.count("(") == summary.count(")"), (name, summary)

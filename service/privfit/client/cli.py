@@ -21,7 +21,6 @@ import io
 import json
 import math
 import os
-import re
 import sys
 import unicodedata
 from collections.abc import Callable, Iterable, Sequence
@@ -538,12 +537,23 @@ def _ledger(client: Client, args: argparse.Namespace, out: Output) -> int:
     return EXIT_OK
 
 
+def first_clause(description: str) -> str:
+    """A solver description up to its first ": ", "; " or " — " outside parentheses (the table's summary column):
+    "Objective perturbation (Chaudhuri et al. 2011; …): …" keeps its parenthesis whole."""
+    depth = 0
+    for at, char in enumerate(description):
+        depth += {"(": 1, ")": -1}.get(char, 0)
+        if depth <= 0 and any(description.startswith(separator, at) for separator in (": ", "; ", " — ")):
+            return description[:at]
+    return description
+
+
 def _solvers(client: Client, args: argparse.Namespace, out: Output) -> int:
     solvers = client.solvers()
     if out.as_json:
         out.json(solvers)
     else:
-        rows = [(s.name, ", ".join(s.models), re.split(r": |; | — ", s.description)[0]) for s in solvers]
+        rows = [(s.name, ", ".join(s.models), first_clause(s.description)) for s in solvers]
         out.table("solvers", ("solver", "models", "what it is"), rows)
     return EXIT_OK
 
