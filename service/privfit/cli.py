@@ -10,7 +10,7 @@ import signal
 import sys
 import threading
 
-from privfit.client.cli import add_client_commands
+from privfit.client.cli import add_client_commands, add_global_options
 from privfit.logs import configure_logging
 from privfit.settings import get_settings
 
@@ -95,6 +95,7 @@ def _keys_create(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="privfit", description="Differentially private model fitting service.")
+    add_global_options(parser)
     commands = parser.add_subparsers(dest="command", required=True)
     serve = commands.add_parser("serve", help="run the API with its embedded worker pool")
     serve.add_argument("--host", default="127.0.0.1")

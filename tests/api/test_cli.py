@@ -313,3 +313,18 @@ def test_the_solvers_table_never_cuts_a_description_inside_parentheses():
     for name in solver_names():
         summary = first_clause(get_solver(name).description)
         assert summary and summary.count("(") == summary.count(")"), (name, summary)
+
+
+def test_global_options_go_before_the_subcommand_too(live: dict[str, str]):
+    """Issue 24: ``privfit --url … --api-key … --json datasets list`` (was "invalid choice"); an option after the
+    subcommand wins over the same one before it."""
+    env = env_for(live, None)
+    env.pop("PRIVFIT_URL", None)
+    before = run(env, "--url", live["base"], "--api-key", live["owner"], "--json", "datasets", "list")
+    assert before.returncode == EXIT_OK, before.stderr
+    assert live["dataset"] in [d["id"] for d in json.loads(before.stdout)]
+    overridden = run(env, "--url", "http://127.0.0.1:9", "--api-key", live["owner"], "datasets", "list",
+                     "--url", live["base"], "-q")  # fmt: skip
+    assert overridden.returncode == EXIT_OK, overridden.stderr
+    unreachable = run(env, "--url", "http://127.0.0.1:9", "--api-key", live["owner"], "datasets", "list")
+    assert unreachable.returncode == EXIT_UNAVAILABLE and "cannot reach http://127.0.0.1:9" in unreachable.stderr

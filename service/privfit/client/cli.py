@@ -582,15 +582,32 @@ def _readable(path: str) -> Path:
 
 
 # --- parser ---------------------------------------------------------------------------------------
+def _add_connection_options(parser: argparse.ArgumentParser, prefix: str = "") -> None:
+    """``--url``, ``--api-key``, ``--json``, ``-q``, ``--request-timeout``: on every client command, and on the
+    ``privfit`` command itself (``privfit --url … datasets list``) under ``global_``-prefixed names, so that a
+    subcommand's own defaults never overwrite a value given before it (the subcommand's wins when both are)."""
+    parser.add_argument("--url", dest=f"{prefix}url", default=None,
+                        help=f"service URL (default: $PRIVFIT_URL or {DEFAULT_URL})")  # fmt: skip
+    parser.add_argument("--api-key", dest=f"{prefix}api_key", default=None, help="API key (default: $PRIVFIT_API_KEY)")
+    parser.add_argument("--json", dest=f"{prefix}json", action="store_true",
+                        help="print the API's JSON instead of tables")  # fmt: skip
+    parser.add_argument("-q", "--quiet", dest=f"{prefix}quiet", action="store_true",
+                        help="print only the id of what was created")  # fmt: skip
+    parser.add_argument("--request-timeout", dest=f"{prefix}request_timeout", type=float, default=None,
+                        help="seconds per HTTP request (default 60)")  # fmt: skip
+
+
+def add_global_options(parser: argparse.ArgumentParser) -> None:
+    """The client options on the ``privfit`` command itself, before the subcommand (they apply to client
+    commands; the server's commands read their settings from the environment)."""
+    _add_connection_options(parser, prefix="global_")
+
+
 def add_client_commands(commands: argparse._SubParsersAction, keys: argparse._SubParsersAction | None = None) -> None:
     """Register the client commands on the ``privfit`` parser's subcommands (and ``keys list|revoke`` on the
     ``privfit keys`` subcommands, when given)."""
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--url", default=None, help=f"service URL (default: $PRIVFIT_URL or {DEFAULT_URL})")
-    common.add_argument("--api-key", default=None, help="API key (default: $PRIVFIT_API_KEY)")
-    common.add_argument("--json", action="store_true", help="print the API's JSON instead of tables")
-    common.add_argument("-q", "--quiet", action="store_true", help="print only the id of what was created")
-    common.add_argument("--request-timeout", type=float, default=60.0, help="seconds per HTTP request")
+    _add_connection_options(common)
 
     def command(
         parent: argparse._SubParsersAction[argparse.ArgumentParser],
@@ -684,11 +701,17 @@ def _client_handler(handler: Callable[[Client, argparse.Namespace, Output], int]
     """Wrap a command: build the client, run it, turn every error into a message and its exit status."""
 
     def run(args: argparse.Namespace) -> int:
-        out = Output(as_json=args.json, quiet=args.quiet)
-        url = args.url or os.environ.get("PRIVFIT_URL") or DEFAULT_URL
-        api_key = args.api_key or os.environ.get("PRIVFIT_API_KEY")
+        def option(name: str) -> Any:
+            """The subcommand's value of an option, else the one given before the subcommand."""
+            value = getattr(args, name, None)
+            return value if value not in (None, False) else getattr(args, f"global_{name}", value)
+
+        out = Output(as_json=bool(option("json")), quiet=bool(option("quiet")))
+        url = option("url") or os.environ.get("PRIVFIT_URL") or DEFAULT_URL
+        api_key = option("api_key") or os.environ.get("PRIVFIT_API_KEY")
+        timeout = option("request_timeout")
         try:
-            with Client(url, api_key, timeout=args.request_timeout) as client:
+            with Client(url, api_key, timeout=60.0 if timeout is None else timeout) as client:
                 return handler(client, args, out)
         except (errors.PrivfitError, UsageError, OSError) as error:
             if isinstance(error, errors.ApiError) and out.as_json:
