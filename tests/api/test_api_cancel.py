@@ -46,8 +46,12 @@ def _cancel_and_time(client: TestClient, keys: Keys, fit_id: str) -> tuple[dict[
     """Cancel the fit; (the cancel's answer, the fit's final body, seconds from the cancel to its final status)."""
     started = time.monotonic()
     answered = client.post(f"/v1/fits/{fit_id}/cancel", headers=keys.analyst)
-    assert answered.status_code == 200, answered.text
+    assert answered.status_code in (200, 409), answered.text
     done = wait_for(client, fit_id, keys.analyst, timeout=30)
+    if answered.status_code == 409:  # it had finished: a problem naming the status, nothing changed (issue 24)
+        problem = answered.json()
+        assert problem["title"] == "Fit already finished" and f"({done['status']})" in problem["detail"], problem
+        return {"status": done["status"]}, done, time.monotonic() - started
     return answered.json(), done, time.monotonic() - started
 
 
@@ -115,3 +119,25 @@ def test_a_cancel_answered_before_the_fit_finished_never_releases_a_result(slow_
             assert before in ("queued", "running", "cancelled"), answered
             _assert_cancelled_without_result(client, keys, done)
     assert outcomes.get("running", 0) + outcomes.get("cancelled", 0) >= 5, outcomes  # the race was exercised
+
+
+def test_cancelling_a_finished_fit_is_a_409_that_changes_nothing(slow_beat) -> None:
+    """Issue 24: a succeeded fit answers 409 "Fit already finished" naming its status (was 200 with nothing changed
+    and no hint); the fit and the ledger are as before. Cancelling a cancelled fit stays a harmless 200 (a retried
+    cancel whose first answer was lost)."""
+    client, keys = slow_beat
+    dataset_id = upload(client, keys, epsilon=10.0)
+    fit_id = client.post("/v1/fits", headers=keys.analyst, json={"dataset_id": dataset_id, **SHORT_FIT}).json()["id"]
+    finished = wait_for(client, fit_id, keys.analyst, timeout=60)
+    assert finished["status"] == "succeeded"
+    ledger = client.get(f"/v1/datasets/{dataset_id}/ledger", headers=keys.owner).json()
+    answered = client.post(f"/v1/fits/{fit_id}/cancel", headers=keys.analyst)
+    assert answered.status_code == 409 and answered.headers["content-type"] == "application/problem+json"
+    assert "(succeeded)" in answered.json()["detail"]
+    assert client.get(f"/v1/fits/{fit_id}", headers=keys.analyst).json() == finished
+    assert client.get(f"/v1/datasets/{dataset_id}/ledger", headers=keys.owner).json() == ledger
+    queued = client.post("/v1/fits", headers=keys.analyst, json={"dataset_id": dataset_id, **LONG_FIT}).json()["id"]
+    assert client.post(f"/v1/fits/{queued}/cancel", headers=keys.analyst).status_code == 200
+    wait_for(client, queued, keys.analyst, timeout=30)
+    again = client.post(f"/v1/fits/{queued}/cancel", headers=keys.analyst)
+    assert again.status_code == 200 and again.json()["status"] == "cancelled"

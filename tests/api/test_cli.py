@@ -161,6 +161,15 @@ def test_wait_timeout_is_exit_9_and_a_cancelled_fit_is_exit_8(live: dict[str, st
     assert done.returncode == EXIT_FIT_FAILED == 8 and f"fit {fit_id} cancelled" in done.stderr
 
 
+def test_cancelling_a_succeeded_fit_is_exit_6(live: dict[str, str]):
+    """Issue 24: a finished fit is a 409 "Fit already finished", exit 6 — not a silent 0."""
+    env = env_for(live, "owner")
+    fit_id = run(env, "fit", live["dataset"], "--epsilon", "0.05", "--param", "steps=20", "--wait", "-q").stdout.strip()
+    again = run(env, "fits", "cancel", fit_id)
+    assert again.returncode == EXIT_CONFLICT == 6, again.stderr
+    assert "409 Fit already finished" in again.stderr and "(succeeded)" in again.stderr
+
+
 def test_fit_wait_reports_progress_and_json_outputs_parse(live: dict[str, str]):
     env = env_for(live, "owner")
     done = run(env, "fit", live["dataset"], "--epsilon", "0.1", "--param", "steps=8000", "--wait")

@@ -432,12 +432,18 @@ def get_fit(job_id: FitId, request: Request,
 
 @router.post("/{job_id:id}/cancel", response_model=FitOut, response_model_exclude_unset=True,
              summary="Cancel: queued → released; running → stops at its next step",
-             responses=problem_responses(401, 404, 503))  # fmt: skip
+             responses=problem_responses(401, 404, 409, 503, s409="The fit had already finished (succeeded or "
+                                         "failed): nothing was changed."))  # fmt: skip
 def cancel_fit(job_id: FitId, request: Request,
                principal: Principal = Depends(require_role("owner", "analyst", "admin"))) -> Any:  # noqa: B008  # fmt: skip
+    """A queued fit is cancelled at once (its reservation released); a running one is asked to stop (200, status
+    still ``running`` with ``cancel_requested``). Asking again, or cancelling a cancelled fit, is a harmless 200 (the
+    client retries a cancel whose answer was lost). A fit that had already succeeded or failed — also one that
+    finished while this request was on its way — is a 409 naming its status: nothing changed."""
     job = visible_job(request, job_id, principal)
-    if job.status in ("queued", "running"):
-        cancel(request.app.state.db, job.id)
+    status = cancel(request.app.state.db, job.id) if job.status in ("queued", "running") else job.status
+    if status in ("succeeded", "failed"):
+        raise Problem(409, "Fit already finished", f"fit {job.id} has already finished ({status}); nothing was changed")
     return _jsonable(_job_json(visible_job(request, job.id, principal)))
 
 
