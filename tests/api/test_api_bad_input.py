@@ -96,6 +96,7 @@ def test_missing_multipart_fields_are_422(client, keys):
         ({"dataset_id": "nope\u0000"}, 422, "dataset_id"),  # NUL never reaches PostgreSQL
         ({"dataset_id": "00000000-0000-4000-8000-000000000000"}, 404, "dataset_not_found"),
         ({"extra": True}, 422, "extra"),
+        ({"privacy": {"epsilon": 0.2, "delta": 1e-3}}, 422, "not chosen per request"),  # issue 24: say why
     ],
 )
 def test_bad_fit_requests_are_clear_4xx_and_write_nothing(client, keys, change, status, needle):

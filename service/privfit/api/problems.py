@@ -276,7 +276,16 @@ def _message(item: Any, form: bool) -> str:
         if what:
             return f"the form field is missing or empty: send {what}"
         return "the form field is missing or empty"
+    if item.get("type") == "extra_forbidden" and loc[-2:] in _EXTRA_FIELD_HINTS:
+        return _EXTRA_FIELD_HINTS[loc[-2:]]
     return str(item.get("msg", ""))
+
+
+#: Fields users send by analogy that the API does not take, with what to do instead (issue 24).
+_EXTRA_FIELD_HINTS = {
+    ("privacy", "delta"): "δ is not chosen per request: every fit and evaluation uses the δ of the dataset's budget "
+    "(its delta_max, shown by GET /v1/datasets/{id}); send only privacy.epsilon",
+}
 
 
 _METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE", "QUERY")
