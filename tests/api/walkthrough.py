@@ -1,0 +1,122 @@
+"""Run the walkthroughs of the README and docs/client.md as printed, and compare each answer with the comment under it.
+
+A walkthrough is the ```bash (and ```console) blocks of one section of a Markdown file. It is cut into *steps*: the
+command lines up to a group of ``# …`` comment lines, which show the answer of the step's last command (in a
+```console block: the lines after a ``$ `` command). The steps run in ONE bash process (variables carry over, as
+in a reader's terminal) with stderr merged into stdout and a marker echoed after each step; the output between
+two markers is that step's answer. A failing command stops the run, except in a ```console step, which shows its
+exit status itself (``echo $?``).
+
+Answers are compared by *shape* (:func:`shape_matches`): a JSON answer is re-printed with ``", "`` / ``": "``
+separators in its own key order; in both the answer and the comment, UUIDs become ``<id>`` and numbers ``<n>``
+(ids and numbers vary from run to run), and ``…`` in the comment matches anything.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+MARKER = "@@walkthrough-step"
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_ELIDED_UUID = re.compile(r"[0-9a-f]{8}-…")
+_NUMBER = re.compile(r"(?<![\w<.])-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
+
+
+@dataclass(frozen=True)
+class Step:
+    commands: str
+    expected: str | None  # the comment's text (joined lines), or None when the step shows no answer
+    may_fail: bool = False  # a ```console step: its exit status is part of what it shows (`echo $?`)
+
+
+def section(markdown: str, heading: str) -> str:
+    """The text of the section under ``heading`` (a full heading line, e.g. ``"## CLI"``) up to the next heading of
+    the same or a higher level."""
+    level = len(heading.split(" ", 1)[0])
+    lines, fenced = [], False
+    for line in markdown.split(f"\n{heading}\n", 1)[1].splitlines():
+        fenced ^= line.startswith("```")
+        if not fenced and re.match(rf"#{{1,{level}}} ", line):  # a heading (not a comment inside a code block)
+            break
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def steps(text: str) -> list[Step]:
+    """The steps of every ```bash and ```console block in ``text``, in order."""
+    found: list[Step] = []
+    for kind, block in re.findall(r"```(bash|console)\n(.*?)```", text, re.S):
+        found.extend(_bash_steps(block) if kind == "bash" else _console_steps(block))
+    return found
+
+
+def _bash_steps(block: str) -> list[Step]:
+    out: list[Step] = []
+    commands: list[str] = []
+    comments: list[str] = []
+    for line in block.splitlines():
+        if line.startswith("#"):
+            comments.append(line[1:].strip())
+            continue
+        if comments:
+            out.append(Step("\n".join(commands), " ".join(comments)))
+            commands, comments = [], []
+        commands.append(line)
+    if commands or comments:
+        out.append(Step("\n".join(commands), " ".join(comments) if comments else None))
+    return [step for step in out if step.commands.strip()]
+
+
+def _console_steps(block: str) -> list[Step]:
+    out: list[Step] = []
+    for chunk in re.split(r"^\$ ", block, flags=re.M)[1:]:
+        command, _, answer = chunk.partition("\n")
+        out.append(Step(command, " ".join(line.strip() for line in answer.splitlines()) or None, may_fail=True))
+    return out
+
+
+def script(walk: list[Step]) -> str:
+    """One bash script running the steps with a marker after each (stderr merged into stdout)."""
+    lines = ["exec 2>&1"]
+    for index, step in enumerate(walk):
+        if step.may_fail:  # from the first console step on, a failing command does not stop the run
+            lines.append("set +e")
+        lines += [step.commands, f"walkthrough_status=$?; printf '\\n{MARKER} {index}\\n'; (exit $walkthrough_status)"]
+    return "\n".join(lines) + "\n"
+
+
+def run(walk: list[Step], *, cwd: Path, env: dict[str, str], timeout: float = 600) -> list[str]:
+    """Run the steps in one ``bash -eo pipefail``; the output of each step (raises with the output if one fails)."""
+    done = subprocess.run(["bash", "-eo", "pipefail", "-c", script(walk)], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=timeout)  # fmt: skip
+    parts = re.split(rf"^{MARKER} (\d+)\n", done.stdout, flags=re.M)
+    outputs = [parts[i] for i in range(0, len(parts) - 1, 2)]
+    if done.returncode != 0 or len(outputs) != len(walk):
+        failed = walk[len(outputs)].commands if len(outputs) < len(walk) else "(after the last step)"
+        raise AssertionError(f"walkthrough step failed (exit {done.returncode}):\n{failed}\n--- output ---\n"
+                             f"{parts[-1][-3000:]}")  # fmt: skip
+    return outputs
+
+
+def _mask(text: str) -> str:
+    return _NUMBER.sub("<n>", _UUID.sub("<id>", text))
+
+
+def normalised(answer: str) -> str:
+    """A JSON answer re-printed with ", " / ": " separators (key order kept); other text as printed, stripped."""
+    stripped = answer.strip()
+    try:
+        return json.dumps(json.loads(stripped), ensure_ascii=False)
+    except ValueError:
+        return " ".join(line.strip() for line in stripped.splitlines())
+
+
+def shape_matches(expected: str, answer: str) -> bool:
+    """Whether ``answer`` has the shape the comment ``expected`` shows (module docstring)."""
+    pattern = _mask(_ELIDED_UUID.sub("<id>", expected))
+    regex = ".*?".join(re.escape(piece) for piece in pattern.split("…"))
+    return re.fullmatch(regex, _mask(normalised(answer)), re.S) is not None
