@@ -22,6 +22,7 @@ from privfit.ui import mount_ui
 
 from .limits import BodySizeLimit, UploadConcurrencyLimit
 from .problems import finish_openapi, install_problem_handlers
+from .reference import install_api_reference
 from .routers import datasets, evaluations, fits, health, keys, solvers
 
 log = logging.getLogger("privfit.api")
@@ -80,6 +81,8 @@ def create_app(settings: Settings | None = None, *, run_workers: bool | None = N
         version=__version__,
         summary="Differentially private model fitting with a Rényi-DP privacy ledger.",
         lifespan=lifespan,
+        docs_url=None,  # FastAPI's /docs and /redoc load from a CDN: install_api_reference serves /docs offline
+        redoc_url=None,
     )
     app.state.settings = settings
     app.openapi = finish_openapi(app)  # type: ignore[method-assign]
@@ -87,6 +90,7 @@ def create_app(settings: Settings | None = None, *, run_workers: bool | None = N
     for router in (health.router, keys.router, datasets.router, fits.router, evaluations.router, solvers.router):
         app.include_router(router)
     mount_ui(app)
+    install_api_reference(app)
     app.add_middleware(BodySizeLimit, limit=settings.max_upload_bytes, json_limit=settings.max_json_bytes)
     app.add_middleware(UploadConcurrencyLimit, limit=settings.max_concurrent_uploads)  # outermost: before any read
     return app

@@ -1,0 +1,77 @@
+"""The service's front door (``GET /``) and its API reference (``GET /docs``), served from the package alone.
+
+Services that hold private data often run where there is no route to the internet, so nothing here loads from a
+CDN (FastAPI's default ``/docs`` and ``/redoc`` pages fetch their scripts and styles from one, and are off): the
+Swagger UI assets come from the ``swagger-ui-bundle`` package (Swagger UI 4.15.5, Apache-2.0, maintained by the
+Connexion project) and are served under ``/docs/assets/``; the page's favicon is the dashboard's, and Swagger UI's
+only remote fetch of its own — the validator badge from validator.swagger.io — is switched off.
+
+``GET /`` says where things are: the dashboard, the API reference, the OpenAPI document and the health checks —
+an HTML page for a browser, JSON for everything else.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+from starlette.staticfiles import StaticFiles
+from swagger_ui_bundle import swagger_ui_path
+
+from privfit import __version__
+
+ASSETS = "/docs/assets"
+FAVICON = "/ui/static/favicon.svg"
+
+#: What ``GET /`` lists: (key, path, what it is).
+LINKS = (
+    ("dashboard", "/ui", "the dashboard: datasets, budgets, fits (log in with an API key)"),
+    ("api_reference", "/docs", "the HTTP API reference (Swagger UI)"),
+    ("openapi", "/openapi.json", "the OpenAPI document"),
+    ("health", "/healthz", "liveness: the process is up"),
+    ("readiness", "/readyz", "readiness: database (and broker) reachable, schema current"),
+)
+
+
+def install_api_reference(app: FastAPI) -> None:
+    """``GET /``, ``GET /docs`` and the Swagger UI assets under ``/docs/assets/`` (none in the OpenAPI schema).
+    Create ``app`` with ``docs_url=None, redoc_url=None`` so that FastAPI's CDN-backed pages are not served."""
+    app.mount(ASSETS, StaticFiles(directory=swagger_ui_path), name="api-reference-assets")
+
+    @app.get("/docs", include_in_schema=False)
+    def api_reference() -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url=app.openapi_url or "/openapi.json",
+            title=f"{app.title} {app.version} — API reference",
+            swagger_js_url=f"{ASSETS}/swagger-ui-bundle.js",
+            swagger_css_url=f"{ASSETS}/swagger-ui.css",
+            swagger_favicon_url=FAVICON,
+            # Swagger UI's one remote fetch of its own: the spec-validator badge (validator.swagger.io)
+            swagger_ui_parameters={"validatorUrl": None},
+        )
+
+    @app.get("/", include_in_schema=False)
+    def front_door(request: Request) -> Response:
+        if "text/html" in request.headers.get("accept", ""):
+            return HTMLResponse(_front_page())
+        return JSONResponse(_front_json())
+
+
+def _front_json() -> dict[str, Any]:
+    return {"service": "privfit", "version": __version__, **{key: path for key, path, _ in LINKS}}
+
+
+def _front_page() -> str:
+    items = "\n".join(
+        f'    <li><a href="{path}">{html.escape(path)}</a> — {html.escape(what)}</li>' for _, path, what in LINKS
+    )
+    return (
+        '<!doctype html>\n<html lang="en">\n<head>\n  <meta charset="utf-8">\n'
+        f'  <title>privfit {html.escape(__version__)}</title>\n  <link rel="icon" href="{FAVICON}">\n</head>\n'
+        f"<body>\n  <h1>privfit {html.escape(__version__)}</h1>\n"
+        "  <p>Differentially private model fitting with a Rényi-DP privacy ledger.</p>\n"
+        f"  <ul>\n{items}\n  </ul>\n</body>\n</html>\n"
+    )
