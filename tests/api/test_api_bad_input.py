@@ -152,3 +152,21 @@ def test_a_dataset_name_with_control_characters_is_a_422_naming_it(client, keys,
     assert_problem(response, 422, "control characters")
     assert response.json()["errors"][0]["loc"] == ["body", "name"]
     assert_nothing_stored(client)
+
+
+@pytest.mark.parametrize(("rows", "delta", "refused"), [(50, 0.02, True), (50, 0.5, True), (50, 0.019, False)])
+def test_a_budget_delta_not_below_1_over_n_is_a_422_citing_the_guidance(client, keys, rows, delta, refused):
+    """Issue 24: δ_max = 0.5 was accepted. δ ≥ 1/n (n = 50: 1/n = 0.02) is refused naming schema.budget.delta
+    and the usual guidance; nothing is stored. Just below 1/n is accepted."""
+    declared = json.loads(json.dumps(SMALL_SCHEMA))
+    declared["budget"] = {"epsilon": 1.0, "delta": delta}
+    response = client.post("/v1/datasets", headers=keys.owner, files={"file": ("d.csv", small_csv(rows))},
+                           data={"schema": json.dumps(declared)})  # fmt: skip
+    if not refused:
+        assert response.status_code == 201, response.text
+        return
+    assert_problem(response, 422, "schema.budget.delta")
+    detail = response.json()["detail"]
+    assert f"for this dataset's n = {rows} rows" in detail and "well below 1/n" in detail
+    with client.app.state.db.read() as session:
+        assert session.query(Dataset).count() == 0

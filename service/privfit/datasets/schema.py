@@ -365,6 +365,18 @@ class Budget(_Model):
             raise ValueError(f"approximate_delta must be below delta = {self.delta:g}")
         return self
 
+    def delta_too_large_for(self, n: int) -> str | None:
+        """Why δ is too large for a dataset of ``n`` rows (δ ≥ 1/n), or None. An (ε, δ) guarantee may fail with
+        probability δ; with δ ≥ 1/n a mechanism that publishes one random row outright would satisfy it, so the
+        usual guidance (Dwork & Roth 2014, §2.3) is δ well below 1/n. n is public (bounded DP, DESIGN §1.1)."""
+        if self.delta < 1.0 / n:
+            return None
+        return (
+            f"delta = {self.delta:g} is not below 1/n = {1.0 / n:.3g} for this dataset's n = {n} rows: with δ ≥ 1/n, "
+            "publishing one random row outright would satisfy the (ε, δ) guarantee. The usual guidance is δ well "
+            f"below 1/n (e.g. δ ≤ 1/n^1.1 = {n**-1.1:.3g}, or 1e-6 for up to a million rows)"
+        )
+
 
 class CsvOptions(_Model):
     """Public layout of the uploaded CSV.

@@ -281,6 +281,9 @@ def upload_dataset(
     except MemoryError:  # the caps make this unlikely; when the machine is short anyway, it is a retryable state
         raise HTTPException(503, "the server has not enough memory for this upload now; retry later",
                             headers={"Retry-After": "30"}) from None  # fmt: skip
+    too_large = declared.budget.delta_too_large_for(encoded.n)
+    if too_large is not None:
+        raise Problem(422, "Invalid schema", f"schema.budget.{too_large}", field="schema.budget.delta")
     validation, content_hash = None, encoded.content_hash  # the hash of all the rows, split or not
     if declared.validation_fraction is not None:
         try:  # a secret, uniformly random split of the rows (OS entropy), never stored or shown on its own
