@@ -245,7 +245,7 @@ class _Prescan:
             return False
         last = max(block.rfind(b"\n"), block.rfind(b"\r"))
         self._run = len(block) - 1 - last
-        inner = block[first:last]
+        inner = block[first : last + 1]  # from the first line end to the last, both included
         if len(inner) > self._limit and not all(
             b"\n" in inner[i : i + _WINDOW] or b"\r" in inner[i : i + _WINDOW] for i in range(0, len(inner), _WINDOW)
         ):  # a window without a line end: measure exactly (a run > 2·window always holds a full window)
