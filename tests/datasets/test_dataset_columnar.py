@@ -73,6 +73,10 @@ CASES: dict[str, bytes] = {
     "trailing delimiter": (HEADER + ROW + "7,30,red,1,yes,\n").encode(),
     "whitespace-only line": (HEADER + ROW + "   \n" + ROW).encode(),
     "quoted": (HEADER + '7,"30",red,1,yes\n' + ROW).encode(),
+    "quoted header": ('"id","age","color"," score ","y"\r\n' + ROW * 3).encode(),
+    "quoted header and data": ('"id","age","color","score","y"\n' + ROW + '7,30,"red",1,yes\n').encode(),
+    "quoted header with a newline": ('"id","a\nge","color","score","y"\n' + ROW).encode(),
+    "malformed quoted header": ('"id"x,"age","color","score","y"\n' + ROW).encode(),
     "quoted newline": (HEADER + '7,"3\n0",red,1,yes\n').encode(),
     "quote after text": (HEADER + '7,30,re"d,1,yes\n').encode(),
     "nul in ignored column": (HEADER + ROW).encode() + b"x\0,30,red,1,yes\n",
@@ -98,8 +102,9 @@ def test_columnar_path_agrees_with_the_exact_path(name):
 
 
 def test_plain_files_take_the_columnar_path():
-    for name in ("plain", "crlf, cr, blank lines, bom", "whitespace around cells", "numbers the regex accepts",
-                 "split utf-8 in ignored column", "blank lines before header", "no line end at the end"):  # fmt: skip
+    for name in ("plain", "crlf, cr, blank lines, bom", "quoted header", "whitespace around cells",
+                 "numbers the regex accepts", "split utf-8 in ignored column", "blank lines before header",
+                 "no line end at the end"):  # fmt: skip
         assert takes_columnar(CASES[name]), name
     assert takes_columnar(CASES["missing numeric"], impute_schema())
 
@@ -155,7 +160,9 @@ ENDS = ["\n", "\r\n", "\r"]
 def csv_files(draw: st.DrawFn) -> bytes:
     rows = draw(st.integers(0, 12))
     valid = draw(st.booleans())  # mostly-valid files exercise the accepting path too
-    lines = [draw(st.sampled_from([HEADER.strip(), " id,age ,color,score,y", "id,age,color,score"]))]
+    headers = [HEADER.strip(), " id,age ,color,score,y", "id,age,color,score", '"id","age",color,"score","y"',
+               '"id,age",color,score,y']  # fmt: skip
+    lines = [draw(st.sampled_from(headers))]
     for _ in range(rows):
         if valid:
             cells = [draw(st.sampled_from(["1", "x", ""])), draw(st.sampled_from(["30", " 1e1", "+2", "1e400"])),

@@ -176,41 +176,46 @@ def _check_rows(n0: int, m: int, max_rows: int | None, d: int, max_matrix_bytes:
 
 
 class _Prescan:
-    """One pass over the bytes: whether the Arrow path tokenises the file exactly like the exact path, the
-    header's cells, and an upper bound on the records (line terminators + 1)."""
+    """One pass over the bytes: whether the Arrow path tokenises the file exactly like the exact path; the header
+    record (parsed by Python's ``csv``, so it may be quoted) and the offset where the data lines start; an upper
+    bound on the records (line terminators + 1)."""
 
     def __init__(self, schema: DatasetSchema) -> None:
-        self.delimiter = schema.csv.delimiter.encode("utf-8")
+        self.delimiter = schema.csv.delimiter
         comment = schema.csv.comment
         self.comment = None if comment is None else comment.encode("utf-8")
+        self.find_header = schema.csv.header
         self.lines = 1
         self.header: list[str] | None = None
+        self.data_start = 0  # the offset (from the stream's start) of the first byte after the header line
+        self._position = 0
         self._decoder = codecs.getincrementaldecoder("utf-8")()
         self._run = 0  # bytes since the last line end
         self._limit = csv.field_size_limit()
         self._tail = b"\n"  # the bytes before the current block that a comment prefix check needs
-        self._head = bytearray()  # the first bytes, until the header line is complete
+        self._head = bytearray()  # the bytes up to the end of the header line, until it is complete
 
     def run(self, stream: IO[bytes]) -> bool:
-        if len(self.delimiter) != 1:
+        if len(self.delimiter.encode("utf-8")) != 1:
             return False
-        first = True
         while block := stream.read(_CSV_BLOCK):
-            if first:
-                block = block.removeprefix(codecs.BOM_UTF8)
-                first = False
+            if self._position == 0 and block.startswith(codecs.BOM_UTF8):
+                self._position = self.data_start = len(codecs.BOM_UTF8)
+                block = block[len(codecs.BOM_UTF8) :]
             if not self._block(block):
                 return False
+            self._position += len(block)
         try:
             self._decoder.decode(b"", final=True)
         except UnicodeDecodeError:
             return False
-        if self.header is None and self._head:
-            self._take_header(bytes(self._head))
+        if self.find_header and self.header is None:  # a header line without a line end: the whole file
+            self.data_start = self._position
+            return self._take_header(bytes(self._head).lstrip(b"\r\n"))
         return True
 
     def _block(self, block: bytes) -> bool:
-        if b"\0" in block or b'"' in block:
+        if b"\0" in block:
             return False
         if not block.isascii() or self._decoder.getstate()[0]:
             try:
@@ -222,18 +227,34 @@ class _Prescan:
             if b"\n" + self.comment in joined or b"\r" + self.comment in joined:
                 return False
             self._tail = joined[-len(self.comment) :]
-        newlines = block.count(b"\n") + block.count(b"\r")
-        self.lines += newlines
-        if self.header is None:
+        data = 0  # where the data lines start in this block
+        if self.find_header and self.header is None:
             self._head += block
-            end = _first_nonempty_line(self._head)
-            if end is not None:
-                self._take_header(end)
+            line = _first_nonempty_line(self._head)
+            if line is None:
+                data = len(block)
+            else:
+                start, end = line
+                data = end + 1 - (len(self._head) - len(block))
+                self.data_start = self._position + data
+                if not self._take_header(bytes(self._head[start:end])):
+                    return False
+        if b'"' in block[data:]:
+            return False  # quoting: Python's csv and Arrow's tokenizers differ on malformed quotes
+        newlines = block.count(b"\n") + (block.count(b"\r") if b"\r" in block else 0)
+        self.lines += newlines
         return self._lines_short(block, newlines)
 
-    def _take_header(self, line: bytes) -> None:
-        self.header = line.decode("utf-8").split(self.delimiter.decode("ascii"))
+    def _take_header(self, line: bytes) -> bool:
         self._head.clear()
+        try:
+            records = list(csv.reader([line.decode("utf-8")], delimiter=self.delimiter, strict=True))
+        except (csv.Error, UnicodeDecodeError):
+            return False
+        if len(records) != 1:
+            return False
+        self.header = [cell.strip() for cell in records[0]]
+        return True
 
     def _lines_short(self, block: bytes, newlines: int) -> bool:
         """Whether no run of bytes without a line end is longer than the field size limit (so no field is)."""
@@ -254,8 +275,8 @@ class _Prescan:
         return True
 
 
-def _first_nonempty_line(head: bytearray) -> bytes | None:
-    """The first line of ``head`` with any byte, once its end has been read (else None)."""
+def _first_nonempty_line(head: bytearray) -> tuple[int, int] | None:
+    """(start, end) of the first line of ``head`` with any byte, once its line end has been read (else None)."""
     start = 0
     while start < len(head):
         ends = [i for i in (head.find(b"\n", start), head.find(b"\r", start)) if i >= 0]
@@ -263,7 +284,7 @@ def _first_nonempty_line(head: bytearray) -> bytes | None:
             return None
         end = min(ends)
         if end > start:
-            return bytes(head[start:end])
+            return start, end
         start = end + 1
     return None
 
@@ -275,26 +296,24 @@ def encode_csv(stream: IO[bytes], schema: DatasetSchema, max_matrix_bytes: int |
     scan = _Prescan(schema)
     if not scan.run(stream):
         return None
-    stream.seek(origin)
     opts = schema.csv
-    used = _read_types(schema)
     if opts.header:
         if scan.header is None:
             return None
-        names = [cell.strip() for cell in scan.header]
+        names = scan.header
         try:
             _check_header(names, 1, schema)
         except DatasetValidationError:
-            return None
-        raw = dict(zip(names, scan.header, strict=True))
-        read = pa_csv.ReadOptions(block_size=_CSV_BLOCK, use_threads=True)
+            return None  # the exact path says what is wrong, on which line
     else:
         assert opts.columns is not None
-        raw = {name: name for name in opts.columns}
-        read = pa_csv.ReadOptions(block_size=_CSV_BLOCK, use_threads=True, column_names=list(opts.columns))
+        names = list(opts.columns)
+    stream.seek(origin + scan.data_start)  # Arrow reads the data lines only, the columns named
+    used = _read_types(schema)
+    read = pa_csv.ReadOptions(block_size=_CSV_BLOCK, use_threads=True, column_names=names)
     convert = pa_csv.ConvertOptions(
-        column_types={raw[name]: kind for name, kind in used.items()},
-        include_columns=[raw[name] for name in used],
+        column_types=used,
+        include_columns=list(used),
         null_values=list(opts.na_values),
         strings_can_be_null=False,
         quoted_strings_can_be_null=False,
@@ -306,8 +325,6 @@ def encode_csv(stream: IO[bytes], schema: DatasetSchema, max_matrix_bytes: int |
     out = _Matrix(d, capacity)
     try:
         reader = pa_csv.open_csv(stream, read_options=read, parse_options=parse, convert_options=convert)
-        if reader.schema.names != [raw[name] for name in used]:
-            return None  # Arrow read another line as the header
         for batch in _batches(reader):
             m = batch.num_rows
             columns = dict(zip(used, batch.columns, strict=True)).__getitem__
