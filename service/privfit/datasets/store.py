@@ -73,11 +73,12 @@ def _check_key(key: str) -> str:
     return key
 
 
-def _serialise(dataset: EncodedDataset) -> bytes:
-    """The ``.npz`` bytes of ``dataset``'s matrix and labels (float64, no pickles)."""
+def _serialise(dataset: EncodedDataset) -> memoryview:
+    """The ``.npz`` bytes of ``dataset``'s matrix and labels (float64, no pickles), as a view of the buffer they
+    were written to (no copy of a matrix-sized blob)."""
     buffer = io.BytesIO()
     np.savez(buffer, X=np.asarray(dataset.X, dtype=np.float64), y=np.asarray(dataset.y, dtype=np.float64))
-    return buffer.getvalue()
+    return buffer.getbuffer()
 
 
 def _deserialise_checked(key: str, source: BinaryIO) -> tuple[np.ndarray, np.ndarray]:
@@ -108,9 +109,12 @@ class DatasetStore(ABC):
         """The storage key :meth:`put` will use for ``dataset`` (the sha256 of X and y), without storing it."""
         return _digest(dataset.X, dataset.y)
 
-    def put(self, dataset: EncodedDataset) -> str:
-        """Store ``dataset``'s matrix and labels; returns the storage key (idempotent for equal content)."""
-        key = _digest(dataset.X, dataset.y)
+    def put(self, dataset: EncodedDataset, key: str | None = None) -> str:
+        """Store ``dataset``'s matrix and labels; returns the storage key (idempotent for equal content).
+
+        ``key`` is :meth:`key_of` ``(dataset)`` when the caller has it already (a hash over the whole matrix is
+        not computed twice); a wrong one is caught when the data is read (:meth:`get` checks it)."""
+        key = _digest(dataset.X, dataset.y) if key is None else _check_key(key)
         if not self._contains(key):
             self._save(key, _serialise(dataset))
         return key
@@ -146,7 +150,7 @@ class DatasetStore(ABC):
         """Whether ``key`` is stored (a fast path that skips serialising content already stored)."""
 
     @abstractmethod
-    def _save(self, key: str, blob: bytes) -> None:
+    def _save(self, key: str, blob: memoryview) -> None:
         """Store ``blob`` under ``key`` atomically; storing an existing key (even concurrently) must succeed."""
 
     @abstractmethod
@@ -209,7 +213,7 @@ class LocalDatasetStore(DatasetStore):
         self._ensure_marker()  # every put asks first: a directory that holds data always has its identity
         return self._path(key).exists()
 
-    def _save(self, key: str, blob: bytes) -> None:
+    def _save(self, key: str, blob: memoryview) -> None:
         with tempfile.NamedTemporaryFile(dir=self.root, suffix=".tmp", delete=False) as handle:
             half = len(blob) // 2
             handle.write(blob[:half])
@@ -269,8 +273,8 @@ class DatabaseDatasetStore(DatasetStore):
         with self.db.read() as session:
             return session.scalar(select(DatasetBlob.key).where(DatasetBlob.key == key)) is not None
 
-    def _save(self, key: str, blob: bytes) -> None:
-        values = {"key": key, "content": blob, "size": len(blob), "created_at": utcnow()}
+    def _save(self, key: str, blob: memoryview) -> None:
+        values = {"key": key, "content": bytes(blob), "size": len(blob), "created_at": utcnow()}
         with self.db.write() as session:
             _insert_if_absent(session, values)
 

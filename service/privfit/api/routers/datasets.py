@@ -331,10 +331,10 @@ def _store_and_register(
                      validation_key=validation_key, content_hash=split_hash)  # fmt: skip
         try:
             crash_point("upload:pending")  # test-only fault injection (privfit.faults)
-            store.put(encoded)  # stores under store.key_of(encoded) == storage_key
+            store.put(encoded, storage_key)  # storage_key == store.key_of(encoded)
             if validation is not None:
                 crash_point("upload:training-stored")
-                store.put(validation)
+                store.put(validation, validation_key)
             crash_point("upload:stored")
             return _register(db, dataset_id, principal, name, declared, encoded, validation, content_hash,
                              storage_key, validation_key, store.identity, grid, allow_duplicate)  # fmt: skip
