@@ -403,7 +403,7 @@ def encode_parquet(
     schema = _as_schema(schema)
     stream: IO[bytes] = io.BytesIO(source) if isinstance(source, bytes) else source
     try:
-        parquet = pq.ParquetFile(stream)
+        parquet = pq.ParquetFile(stream, buffer_size=_CSV_BLOCK, pre_buffer=False)  # column chunks read in blocks
         arrow = parquet.schema_arrow
     except (pa.ArrowException, OSError, ValueError):  # Arrow's message may quote bytes of the file: not shown
         raise DatasetValidationError(None, None, "the file is not a readable Parquet file") from None
