@@ -12,7 +12,8 @@ functions). The result must be bit-for-bit that of the exact path, so the fast p
   delimiter — checked in one pass over the bytes (:func:`_prescan`) before Arrow reads the file;
 * cells every one of which is valid under the schema: Arrow's float parser accepts a superset of the exact
   path's decimal numbers except for the non-finite words, and any non-finite result, unconvertible cell, null
-  under ``missing = "reject"``, unknown level or class, wrong field count or header problem makes it give up.
+  under ``missing = "reject"``, unknown level or class, wrong field count or header problem makes it give up;
+* schemas whose NA markers are not numbers to Arrow (:func:`_numeric_na_marker`).
 
 When it gives up (``None``), the caller runs the exact path from the start of the file, which then reports the
 first problem in file order with its line, exactly as before; valid files never take that path. Memory is the
@@ -289,9 +290,30 @@ def _first_nonempty_line(head: bytearray) -> tuple[int, int] | None:
     return None
 
 
+def _numeric_na_marker(schema: DatasetSchema) -> bool:
+    """Whether a numeric column could hold an NA marker that Arrow parses as a number (e.g. ``-999``): Arrow trims
+    spaces and tabs before parsing a number but matches its null values untrimmed, so a padded ``" -999"`` would be
+    a number to it and missing to the exact path. Such schemas take the exact path."""
+    numeric = isinstance(schema.label, NumericLabel) or any(isinstance(f, NumericFeature) for f in schema.features)
+    markers = [value for value in schema.csv.na_values if value]
+    if not numeric or not markers:
+        return False
+    for value in markers:
+        as_number = pa_csv.ConvertOptions(column_types={"v": pa.float64()}, null_values=[])
+        try:
+            pa_csv.read_csv(io.BytesIO(f"v\n{value}\n".encode()), parse_options=pa_csv.ParseOptions(quote_char=False),
+                            convert_options=as_number)  # fmt: skip
+        except (pa.ArrowInvalid, UnicodeEncodeError):
+            continue
+        return True
+    return False
+
+
 def encode_csv(stream: IO[bytes], schema: DatasetSchema, max_matrix_bytes: int | None = None) -> EncodedDataset | None:
     """The exact path's result for a CSV (``stream`` seekable, at the file's start), or None: the file must take
     the exact path (module docstring). Raises :class:`DatasetTooLargeError` like the exact path would."""
+    if _numeric_na_marker(schema):
+        return None
     origin = stream.tell()
     scan = _Prescan(schema)
     if not scan.run(stream):
