@@ -110,9 +110,12 @@ def _numeric_values(column: pa.Array, fill: float | None) -> np.ndarray | None:
     return values if np.isfinite(values).all() else None
 
 
-def _encode_batch(schema: DatasetSchema, column: Callable[[str], pa.Array], X: np.ndarray, y: np.ndarray) -> bool:
-    """Encode one batch into the zero-filled blocks ``X`` (m, d) and ``y`` (m,); False (blocks partly written)
-    if any cell is invalid — the caller then finds the first error with the exact, cell-by-cell rules."""
+def _encode_batch(
+    schema: DatasetSchema, column: Callable[[str], pa.Array], X: np.ndarray | None, y: np.ndarray | None
+) -> bool:
+    """Encode one batch into the zero-filled blocks ``X`` (m, d) and ``y`` (m,), or only validate it when they are
+    None; False (blocks partly written) if any cell is invalid — the caller then finds the first error with the
+    exact, cell-by-cell rules."""
     na = frozenset(schema.csv.na_values)
     impute = schema.missing == "impute"
     j = 0
@@ -121,36 +124,39 @@ def _encode_batch(schema: DatasetSchema, column: Callable[[str], pa.Array], X: n
             values = _numeric_values(column(f.name), f.fill if impute else None)
             if values is None:
                 return False
-            X[:, j] = f.scale(values)
+            if X is not None:
+                X[:, j] = f.scale(values)
             j += 1
         elif isinstance(f, CategoricalFeature):
             texts, index = _dictionary_of(column(f.name))
             codes = _level_codes(texts, f.levels, na)[index]
             if ((codes < 0) & ~((codes == -2) & impute)).any():  # -2: a missing cell (_MISSING_CODE)
                 return False
-            present = np.flatnonzero(codes >= 0)
-            X[present, j + codes[present]] = 1.0
+            if X is not None:
+                present = np.flatnonzero(codes >= 0)
+                X[present, j + codes[present]] = 1.0
             j += len(f.levels)
     lab = schema.label
     if isinstance(lab, NumericLabel):
         values = _numeric_values(column(lab.name), None)
         if values is None:
             return False
-        y[:] = lab.scale(values)
-        return True
-    texts, index = _dictionary_of(column(lab.name))
-    if isinstance(lab, BinaryLabel):
-        per_text, _ = _binary_label_column(texts, lab, lambda i: "", na)
-        encoded = per_text[index]
-        if (np.abs(encoded) != 1.0).any():
-            return False
+        encoded = lab.scale(values)
     else:
-        assert isinstance(lab, CategoricalLabel)
-        codes = _level_codes(texts, lab.levels, na)[index]
-        if (codes < 0).any():
-            return False
-        encoded = codes.astype(np.float64)
-    y[:] = encoded
+        texts, index = _dictionary_of(column(lab.name))
+        if isinstance(lab, BinaryLabel):
+            per_text, _ = _binary_label_column(texts, lab, lambda i: "", na)
+            encoded = per_text[index]
+            if (np.abs(encoded) != 1.0).any():
+                return False
+        else:
+            assert isinstance(lab, CategoricalLabel)
+            codes = _level_codes(texts, lab.levels, na)[index]
+            if (codes < 0).any():
+                return False
+            encoded = codes.astype(np.float64)
+    if y is not None:
+        y[:] = encoded
     return True
 
 
@@ -351,8 +357,9 @@ def encode_csv(stream: IO[bytes], schema: DatasetSchema, max_matrix_bytes: int |
             m = batch.num_rows
             columns = dict(zip(used, batch.columns, strict=True)).__getitem__
             if max_rows is not None and out.n + m > max_rows:
-                # The exact path reports a cell error before this batch first: check these rows, then refuse.
-                if not _encode_batch(schema, columns, np.zeros((m, d)), np.zeros(m)):
+                # The exact path reports a cell error before this batch first: check these rows (writing nothing:
+                # no memory for them is allocated), then refuse.
+                if not _encode_batch(schema, columns, None, None):
                     return None
                 _check_rows(out.n, m, max_rows, d, max_matrix_bytes)
             X, y = out.reserve(m)
