@@ -366,7 +366,7 @@ def encode_csv(stream: IO[bytes], schema: DatasetSchema, max_matrix_bytes: int |
             if not _encode_batch(schema, columns, X, y):
                 return None
             out.n += m
-    except (pa.ArrowInvalid, UnicodeDecodeError):
+    except (pa.ArrowException, UnicodeDecodeError):
         return None  # a malformed record, a wrong field count, an unconvertible cell: the exact path says which
     if out.n == 0:
         return None
