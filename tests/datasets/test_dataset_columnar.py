@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_dataset_encoding import HEADER, SCHEMA, impute_schema, schema
 
+import privfit.datasets.columnar as columnar
 from privfit.datasets import DatasetSchema, DatasetValidationError, parse_and_encode
 from privfit.datasets.columnar import encode_csv
 from privfit.datasets.encoding import DatasetTooLargeError
@@ -99,6 +100,19 @@ CASES: dict[str, bytes] = {
 def test_columnar_path_agrees_with_the_exact_path(name):
     assert_same(CASES[name])
     assert_same(CASES[name], impute_schema())
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_pre_scan_block_boundaries_change_nothing(name, monkeypatch):
+    """The pre-scan reads 5 bytes at a time: a BOM, a UTF-8 character, a comment prefix, the header line and a long
+    line cross its blocks; Arrow's blocks stay large. The outcome and whether the columnar path takes the file are
+    those of whole blocks."""
+    whole = (outcome(CASES[name], schema(), True), takes_columnar(CASES[name]))
+    monkeypatch.setattr(columnar, "_SCAN_BLOCK", 5)
+    assert (outcome(CASES[name], schema(), True), takes_columnar(CASES[name])) == whole
+    commented = schema(csv={"comment": "##"})
+    body = (HEADER + ROW * 3 + "#x,30,red,1,yes\n").encode()
+    assert takes_columnar(body, commented) and not takes_columnar(body.replace(b"#x", b"##"), commented)
 
 
 def test_plain_files_take_the_columnar_path():

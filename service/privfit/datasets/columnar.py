@@ -67,7 +67,8 @@ __all__ = ["PARQUET_CONTENT_TYPES", "encode_csv", "encode_parquet", "is_parquet_
 #: ``Content-Type`` values of a Parquet upload (either one; or a file name ending in ``.parquet``).
 PARQUET_CONTENT_TYPES = frozenset({"application/vnd.apache.parquet", "application/x-parquet"})
 
-_CSV_BLOCK = 1 << 20  # bytes Arrow parses per record batch (and the pre-scan reads at a time)
+_CSV_BLOCK = 1 << 20  # bytes Arrow parses per record batch
+_SCAN_BLOCK = 1 << 20  # bytes the pre-scan reads at a time
 _PARQUET_BATCH_ROWS = 1 << 16
 _WINDOW = 1 << 15  # the pre-scan's coarse line-length check: every window of this many bytes holds a line end
 _STRING_TYPES = (pa.types.is_string, pa.types.is_large_string)
@@ -205,7 +206,7 @@ class _Prescan:
     def run(self, stream: IO[bytes]) -> bool:
         if len(self.delimiter.encode("utf-8")) != 1:
             return False
-        while block := stream.read(_CSV_BLOCK):
+        while block := stream.read(_SCAN_BLOCK):
             if self._position == 0 and block.startswith(codecs.BOM_UTF8):
                 self._position = self.data_start = len(codecs.BOM_UTF8)
                 block = block[len(codecs.BOM_UTF8) :]
@@ -274,9 +275,10 @@ class _Prescan:
         last = max(block.rfind(b"\n"), block.rfind(b"\r"))
         self._run = len(block) - 1 - last
         inner = block[first : last + 1]  # from the first line end to the last, both included
+        window = max(1, min(_WINDOW, self._limit // 2))  # a run longer than the limit holds a whole window
         if len(inner) > self._limit and not all(
-            b"\n" in inner[i : i + _WINDOW] or b"\r" in inner[i : i + _WINDOW] for i in range(0, len(inner), _WINDOW)
-        ):  # a window without a line end: measure exactly (a run > 2·window always holds a full window)
+            b"\n" in inner[i : i + window] or b"\r" in inner[i : i + window] for i in range(0, len(inner), window)
+        ):  # a window without a line end: measure exactly
             ends = np.flatnonzero(np.isin(np.frombuffer(inner, dtype=np.uint8), (10, 13)))
             return bool(np.diff(ends).max(initial=0) <= self._limit + 1)
         return True
