@@ -377,10 +377,13 @@ def compute_content_hash(X: np.ndarray, y: np.ndarray, schema: DatasetSchema) ->
     h.update(schema.canonical_json().encode("utf-8") + b"\0")
     h.update(struct.pack("<QQ", X.shape[0], X.shape[1]))
     # In blocks of rows: ``+ 0.0`` maps −0.0 to 0.0 without a full-size copy of X (the bytes hashed are the
-    # same as one ``(X + 0.0).tobytes()``).
+    # same as one ``(X + 0.0).tobytes()``), into one reused block (no fresh pages to fault in per block).
     step = max(1, _HASH_BLOCK_BYTES // max(1, X.shape[1] * 8))
+    block = np.empty((min(step, X.shape[0]), X.shape[1]), dtype="<f8")
     for i in range(0, X.shape[0], step):
-        h.update((X[i : i + step] + 0.0).data)
+        rows = X[i : i + step]
+        np.add(rows, 0.0, out=block[: rows.shape[0]])
+        h.update(block[: rows.shape[0]].data)
     h.update((y + 0.0).data)
     return h.hexdigest()
 
