@@ -249,7 +249,7 @@ class _Prescan:
                     return False
         if b'"' in block[data:]:
             return False  # quoting: Python's csv and Arrow's tokenizers differ on malformed quotes
-        newlines = block.count(b"\n") + (block.count(b"\r") if b"\r" in block else 0)
+        newlines = _count(block, 10) + (_count(block, 13) if b"\r" in block else 0)
         self.lines += newlines
         return self._lines_short(block, newlines)
 
@@ -282,6 +282,11 @@ class _Prescan:
             ends = np.flatnonzero(np.isin(np.frombuffer(inner, dtype=np.uint8), (10, 13)))
             return bool(np.diff(ends).max(initial=0) <= self._limit + 1)
         return True
+
+
+def _count(block: bytes, byte: int) -> int:
+    """``block.count(bytes([byte]))``, vectorised (several times faster on a block of a MiB)."""
+    return int(np.count_nonzero(np.frombuffer(block, dtype=np.uint8) == byte))
 
 
 def _first_nonempty_line(head: bytearray) -> tuple[int, int] | None:
