@@ -42,6 +42,7 @@ import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
 from .encoding import (
+    _MISSING_CODE,
     DatasetValidationError,
     EncodedDataset,
     _as_schema,
@@ -131,7 +132,7 @@ def _encode_batch(
         elif isinstance(f, CategoricalFeature):
             texts, index = _dictionary_of(column(f.name))
             codes = _level_codes(texts, f.levels, na)[index]
-            if ((codes < 0) & ~((codes == -2) & impute)).any():  # -2: a missing cell (_MISSING_CODE)
+            if ((codes < 0) & ~((codes == _MISSING_CODE) & impute)).any():
                 return False
             if X is not None:
                 present = np.flatnonzero(codes >= 0)
