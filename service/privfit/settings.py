@@ -61,8 +61,8 @@ class Settings(BaseSettings):
         ge=1024,
         description="Largest accepted dataset upload body (multipart POST /v1/datasets, CSV or Parquet). The body is "
         "spooled to disk and read in blocks, so memory follows the encoded matrix (capped by max_matrix_bytes), not "
-        "the body: the default equals the default max_matrix_bytes, as numeric text encodes to about as many bytes "
-        "of float64 matrix as it has characters (docs/configuration.md, Upload limits).",
+        "the body: the default equals the default max_matrix_bytes, as short numeric text encodes to as many bytes "
+        "of float64 matrix as it has characters (docs/datasets.md, Upload size and speed).",
     )
     max_predict_bytes: int = Field(
         64 * 1024 * 1024,
