@@ -57,10 +57,17 @@ class Settings(BaseSettings):
     )
     workers: int = Field(2, ge=1, le=64, description="Worker threads of the embedded pool / `privfit worker`.")
     max_upload_bytes: int = Field(
+        2 * 1024**3,
+        ge=1024,
+        description="Largest accepted dataset upload body (multipart POST /v1/datasets, CSV or Parquet). The body is "
+        "spooled to disk and read in blocks, so memory follows the encoded matrix (capped by max_matrix_bytes), not "
+        "the body: the default equals the default max_matrix_bytes, as short numeric text encodes to as many bytes "
+        "of float64 matrix as it has characters (docs/datasets.md, Upload size and speed).",
+    )
+    max_predict_bytes: int = Field(
         64 * 1024 * 1024,
         ge=1024,
-        description="Largest accepted data body: a multipart dataset upload (POST /v1/datasets) or the rows of "
-        "POST /v1/fits/{id}/predict.",
+        description="Largest accepted body of POST /v1/fits/{id}/predict (rows as JSON, parsed in memory).",
     )
     max_json_bytes: int = Field(
         1024 * 1024,

@@ -126,8 +126,8 @@ def test_a_delete_racing_an_upload_of_equal_content_never_purges_the_uploads_dat
     store = first.app.state.store
     original_put = store.put
 
-    def put_then_delete_b(encoded):  # type: ignore[no-untyped-def]
-        key = original_put(encoded)
+    def put_then_delete_b(encoded, key=None):  # type: ignore[no-untyped-def]
+        key = original_put(encoded, key)
         assert second.delete(f"/v1/datasets/{b_id}", headers=keys.owner).status_code == 204
         return key
 
@@ -185,8 +185,8 @@ def test_two_identical_uploads_racing_each_other_register_once(database_store_ap
     original_put = store.put
     racing: list = []
 
-    def put_then_let_the_other_upload_finish(encoded):  # type: ignore[no-untyped-def]
-        key = original_put(encoded)
+    def put_then_let_the_other_upload_finish(encoded, key=None):  # type: ignore[no-untyped-def]
+        key = original_put(encoded, key)
         racing.append(post_csv(second, keys.owner))
         return key
 

@@ -26,7 +26,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
     """One server for the whole module; limits raised so that the hostile requests are processed in full."""
     with sqlite_server(
         tmp_path_factory.mktemp("hostile"), PRIVFIT_MAX_FEATURES="100000", PRIVFIT_MAX_CONCURRENT_UPLOADS="2",
-        PRIVFIT_MAX_JSON_BYTES=str(8 * MiB), PRIVFIT_WORKERS="1",
+        PRIVFIT_MAX_JSON_BYTES=str(8 * MiB), PRIVFIT_WORKERS="1", PRIVFIT_MAX_UPLOAD_BYTES=str(64 * MiB),
     ) as server:  # fmt: skip
         yield server
 

@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import pyarrow.csv as pa_csv
+import pyarrow.parquet as pq
 import pytest
 from process_helpers import PRIVFIT, environment, keys_for, register, server, sqlite_server
 from sqlalchemy import create_engine, text
@@ -116,6 +118,20 @@ def test_bad_schema_bad_parameter_and_bad_csv_are_422s_with_exit_7(live: dict[st
     assert done.returncode == EXIT_INVALID and "422 Invalid parameter: steps" in done.stderr
     done = run(env, "estimate", live["dataset"], "--solver", "no_such_solver", "--epsilon", "0.1")
     assert done.returncode == EXIT_INVALID and "no_such_solver" in done.stderr
+
+
+def test_a_parquet_file_uploads_like_its_csv(live: dict[str, str], tmp_path: Path):
+    env = env_for(live, "owner")
+    parquet = tmp_path / "loans.parquet"
+    pq.write_table(pa_csv.read_csv(REPO / "examples" / "loans.csv"), parquet)
+    shown = []
+    for path in ("examples/loans.csv", str(parquet)):
+        done = run(env, "datasets", "upload", path, "--schema", "examples/loans-schema.json", "--allow-duplicate",
+                   "--json")  # fmt: skip
+        assert done.returncode == EXIT_OK, done.stderr
+        shown.append(json.loads(done.stdout))
+    assert shown[1]["name"] == "loans.parquet" and shown[1]["n"] == 3000
+    assert shown[0]["content_hash"] == shown[1]["content_hash"]
 
 
 def test_bad_or_missing_key_is_401_and_wrong_role_is_403_with_exit_4(live: dict[str, str]):

@@ -12,6 +12,9 @@ from pathlib import Path
 
 import httpx
 import pandas as pd
+import pyarrow as pa
+import pyarrow.csv as pa_csv
+import pyarrow.parquet as pq
 import pytest
 from api_helpers import SMALL_SCHEMA, small_csv
 from process_helpers import sqlite_server
@@ -79,6 +82,25 @@ def test_uploads_from_a_path_bytes_a_file_and_a_dataframe_give_the_same_dataset(
     assert len({d.content_hash for d in uploaded}) == 1  # the same encoded rows, whatever the source
     assert {d.id for d in owner.datasets()} >= {d.id for d in uploaded}
     assert owner.dataset(uploaded[0].id).created_at is not None
+
+
+def test_parquet_uploads_from_a_path_bytes_and_a_file_equal_the_csv_upload(owner: Client, tmp_path: Path):
+    csv = small_csv(1000, seed=3)
+    table = pa_csv.read_csv(io.BytesIO(csv), convert_options=pa_csv.ConvertOptions(
+        column_types={"color": pa.string(), "y": pa.string()}))  # fmt: skip
+    path = tmp_path / "small.parquet"
+    pq.write_table(table, path)
+    uploaded = [
+        owner.upload_dataset(csv, schema(1.0), name="csv", allow_duplicate=True),
+        owner.upload_dataset(path, schema(1.0), allow_duplicate=True),
+        owner.upload_dataset(path.read_bytes(), schema(1.0), name="bytes", allow_duplicate=True),
+        owner.upload_dataset(io.BytesIO(path.read_bytes()), schema(1.0), name="file", allow_duplicate=True),
+    ]
+    assert [d.name for d in uploaded] == ["csv", "small.parquet", "bytes", "file"]
+    assert {(d.n, d.content_hash) for d in uploaded} == {(1000, uploaded[0].content_hash)}
+    x1_as_text = [{"name": "x1", "type": "categorical", "levels": ["a"]}, *SMALL_SCHEMA["features"][1:]]
+    with pytest.raises(InvalidRequestError, match="column 'x1' of the Parquet file has type double, expected a string"):
+        owner.upload_dataset(path, {**schema(1.0), "features": x1_as_text})
 
 
 def test_estimate_fit_wait_predict_budget_and_ledger(owner: Client):

@@ -41,9 +41,9 @@ FILES: dict[str, bytes] = {
 }
 
 
-def outcome(data: bytes | io.BytesIO, schema: Any = SCHEMA) -> tuple[Any, ...]:
+def outcome(data: bytes | io.BytesIO, schema: Any = SCHEMA, columnar: bool = True) -> tuple[Any, ...]:
     try:
-        e = parse_and_encode(data, schema)
+        e = parse_and_encode(data, schema, columnar=columnar)
     except DatasetValidationError as error:
         return ("error", error.column, error.line, error.message)
     return ("ok", e.n, e.content_hash)
@@ -63,6 +63,7 @@ def test_block_and_chunk_boundaries_do_not_change_results_or_errors(name, monkey
     monkeypatch.setattr(encoding, "_CHUNK_CELLS", 1)
     assert outcome(FILES[name]) == whole
     assert outcome(io.BytesIO(FILES[name])) == whole
+    assert outcome(FILES[name], columnar=False) == whole  # the columnar path's result or error is the exact one
 
 
 def test_first_error_in_file_order_is_reported_across_chunks(tiny_chunks):
@@ -130,7 +131,7 @@ def test_chunk_rows_shrink_with_the_number_of_columns(monkeypatch):
 
     monkeypatch.setattr(encoding, "_encode", spy)
     monkeypatch.setattr(encoding, "_CHUNK_CELLS", 100)
-    parse_and_encode((HEADER + ROW * 70).encode(), SCHEMA)  # 5 columns: 20 rows per chunk
+    parse_and_encode((HEADER + ROW * 70).encode(), SCHEMA, columnar=False)  # 5 columns: 20 rows per chunk
     assert seen == [20, 20, 20, 10]
 
 

@@ -91,6 +91,7 @@ def create_app(settings: Settings | None = None, *, run_workers: bool | None = N
         app.include_router(router)
     mount_ui(app)
     install_api_reference(app)
-    app.add_middleware(BodySizeLimit, limit=settings.max_upload_bytes, json_limit=settings.max_json_bytes)
+    app.add_middleware(BodySizeLimit, limit=settings.max_upload_bytes, json_limit=settings.max_json_bytes,
+                       predict_limit=settings.max_predict_bytes)  # fmt: skip
     app.add_middleware(UploadConcurrencyLimit, limit=settings.max_concurrent_uploads)  # outermost: before any read
     return app

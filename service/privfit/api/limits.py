@@ -2,8 +2,9 @@
 
 * :class:`BodySizeLimit` — a request body over its limit is refused with 413 problem+json: at once when the
   declared Content-Length is too large, and while it streams in otherwise (chunked bodies), however the
-  application reacts to the interrupted body. Dataset uploads (multipart POST /v1/datasets) and prediction rows
-  (POST /v1/fits/{id}/predict) may be ``max_upload_bytes`` long; every other body (JSON) ``max_json_bytes``.
+  application reacts to the interrupted body. Dataset uploads (multipart POST /v1/datasets, spooled to disk) may be
+  ``max_upload_bytes`` long, prediction rows (POST /v1/fits/{id}/predict, parsed in memory) ``max_predict_bytes``,
+  every other body (JSON) ``max_json_bytes``.
 * :class:`UploadConcurrencyLimit` — at most ``max_concurrent_uploads`` dataset uploads per process; one more is
   answered 429 with Retry-After before its body is read (a counter on the event loop; nothing blocks).
 * :func:`loads_limited` — ``json.loads`` that turns the inputs Python's parser fails on with something other than
@@ -57,16 +58,19 @@ class BodySizeLimit:
     starts (FastAPI turns the interrupted form or JSON parse into a 400) is replaced by the 413.
     """
 
-    def __init__(self, app: ASGIApp, limit: int, json_limit: int | None = None) -> None:
+    def __init__(
+        self, app: ASGIApp, limit: int, json_limit: int | None = None, predict_limit: int | None = None
+    ) -> None:
         self.app, self.limit = app, limit
         self.json_limit = limit if json_limit is None else json_limit
+        self.predict_limit = limit if predict_limit is None else predict_limit
 
     def _limit_for(self, scope: Scope, headers: dict[bytes, bytes]) -> tuple[int, str]:
         content_type = headers.get(b"content-type", b"").split(b";")[0].strip().lower()
         if content_type == b"multipart/form-data" and _is_upload(scope):
             return self.limit, "max_upload_bytes"
         if scope.get("method") == "POST" and str(scope.get("path", "")).endswith(PREDICT_SUFFIX):
-            return self.limit, "max_upload_bytes"  # predict carries rows: a data body, not a small JSON request
+            return self.predict_limit, "max_predict_bytes"  # rows: a data body, not a small JSON request
         return self.json_limit, "max_json_bytes"
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:

@@ -24,7 +24,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 
 import httpx
 
@@ -50,8 +50,12 @@ from .models import (
 
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
 
-#: What ``upload_dataset`` accepts as data: a path, CSV bytes or text, a binary file, or a pandas DataFrame.
+#: What ``upload_dataset`` accepts as data: a path (CSV or ``.parquet``), CSV or Parquet bytes or CSV text, a binary
+#: file, or a pandas DataFrame.
 CsvSource = str | Path | bytes | BinaryIO | Any
+#: The ``Content-Type`` a Parquet upload is sent with (the server also recognises a ``.parquet`` file name).
+PARQUET_CONTENT_TYPE = "application/vnd.apache.parquet"
+_PARQUET_MAGIC = b"PAR1"
 #: What ``upload_dataset`` accepts as schema: a dict, a JSON string, or a path to a JSON file.
 SchemaSource = Mapping[str, Any] | str | Path
 
@@ -163,20 +167,27 @@ class Client:
     def upload_dataset(
         self, data: CsvSource, schema: SchemaSource, *, name: str | None = None, allow_duplicate: bool = False
     ) -> Dataset:
-        """``POST /v1/datasets`` (owners): a CSV with its declared public schema and budget.
+        """``POST /v1/datasets`` (owners): a CSV or Parquet file with its declared public schema and budget.
 
-        ``data`` is a path, CSV bytes, a binary file object, or a pandas DataFrame (written with ``to_csv``,
-        without its index; its column names must be the schema's). ``schema`` is a dict, a JSON string or a path
+        ``data`` is a path, CSV or Parquet bytes, a binary file object, or a pandas DataFrame (written with
+        ``to_csv``, without its index; its column names must be the schema's). A path or file whose name ends in
+        ``.parquet``, or bytes or a seekable file starting with Parquet's magic ``PAR1``, is sent as Parquet; a path
+        or binary file is streamed, not read into memory first. ``schema`` is a dict, a JSON string or a path
         to a JSON file. ``name`` defaults to the file's name. Content this owner already uploaded (a live dataset
         with the same encoded data) is refused with :class:`ConflictError` naming the existing dataset
         (``existing_dataset_id``) unless ``allow_duplicate`` — the copy would get a separate, fresh budget.
         """
-        filename, content = _csv_payload(data)
+        filename, content = _upload_payload(data)
         form = {"schema": _schema_json(schema), "name": name if name is not None else filename}
         if allow_duplicate:
             form["allow_duplicate"] = "true"
-        files = {"file": (filename, content, "text/csv")}
-        return Dataset.from_json(self._json("POST", "/v1/datasets", retry=False, data=form, files=files))
+        parquet = filename.lower().endswith(".parquet")
+        files = {"file": (filename, content, PARQUET_CONTENT_TYPE if parquet else "text/csv")}
+        try:
+            return Dataset.from_json(self._json("POST", "/v1/datasets", retry=False, data=form, files=files))
+        finally:
+            if isinstance(data, str | Path) and not isinstance(content, bytes):
+                content.close()  # the file this method opened
 
     def datasets(self) -> list[Dataset]:
         """``GET /v1/datasets``: the datasets this key may see."""
@@ -373,18 +384,26 @@ def _fit_body(
     }
 
 
-def _csv_payload(data: CsvSource) -> tuple[str, bytes]:
-    """(file name, CSV bytes) of an upload source."""
+def _upload_payload(data: CsvSource) -> tuple[str, bytes | BinaryIO]:
+    """(file name, bytes or an open binary file) of an upload source; a path is opened, not read."""
     if hasattr(data, "to_csv"):  # a pandas DataFrame
         return "dataframe.csv", data.to_csv(index=False).encode()
     if isinstance(data, str | Path):
         path = Path(data)
-        return path.name, path.read_bytes()
+        return path.name, path.open("rb")
     if isinstance(data, bytes):
-        return "data.csv", data
+        return ("data.parquet" if data.startswith(_PARQUET_MAGIC) else "data.csv"), data
     if isinstance(data, io.IOBase) or hasattr(data, "read"):
-        content = data.read()
-        return Path(getattr(data, "name", "data.csv")).name, content.encode() if isinstance(content, str) else content
+        name = Path(str(getattr(data, "name", "data.csv"))).name
+        if isinstance(data, io.TextIOBase):
+            return name, data.read().encode()
+        stream = cast(BinaryIO, data)
+        if not name.lower().endswith(".parquet") and getattr(stream, "seekable", lambda: False)():
+            start = stream.tell()
+            if stream.read(len(_PARQUET_MAGIC)) == _PARQUET_MAGIC:
+                name = f"{Path(name).stem}.parquet"
+            stream.seek(start)
+        return name, stream
     raise TypeError("data must be a path, bytes, a binary file or a pandas DataFrame")
 
 

@@ -621,8 +621,9 @@ def add_client_commands(commands: argparse._SubParsersAction, keys: argparse._Su
 
     datasets = commands.add_parser("datasets", help="upload, list, show, delete and share datasets")
     sub = datasets.add_subparsers(dest="datasets_command", required=True)
-    upload = command(sub, "upload", _datasets_upload, "upload a CSV with its public schema and budget (owners)")
-    upload.add_argument("csv", help="the CSV file")
+    upload = command(sub, "upload", _datasets_upload,
+                     "upload a CSV or Parquet file with its public schema and budget (owners)")  # fmt: skip
+    upload.add_argument("csv", metavar="file", help="the CSV file, or a Parquet file (name ending in .parquet)")
     upload.add_argument("--schema", required=True, help="the schema JSON file (label, features, missing, budget)")
     upload.add_argument("--name", default=None, help="a display name (default: the file name)")
     upload.add_argument(

@@ -32,8 +32,9 @@ import tempfile
 import time
 import uuid
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO
+from typing import IO, TYPE_CHECKING, Any, BinaryIO, cast
 
 import numpy as np
 from sqlalchemy import delete, select
@@ -73,11 +74,36 @@ def _check_key(key: str) -> str:
     return key
 
 
-def _serialise(dataset: EncodedDataset) -> bytes:
-    """The ``.npz`` bytes of ``dataset``'s matrix and labels (float64, no pickles)."""
+def _write_npz(target: BinaryIO, dataset: EncodedDataset) -> None:
+    """Write the ``.npz`` of ``dataset``'s matrix and labels (float64, no pickles) to ``target``. numpy writes an
+    array to a stream that is not a plain file (a zip entry) in pieces of 16 MiB: no matrix-sized copy is made."""
+    np.savez(target, X=np.asarray(dataset.X, dtype=np.float64), y=np.asarray(dataset.y, dtype=np.float64))
+
+
+def _serialise(dataset: EncodedDataset) -> memoryview:
+    """The ``.npz`` bytes of ``dataset``, as a view of the buffer they were written to (not copied again)."""
     buffer = io.BytesIO()
-    np.savez(buffer, X=np.asarray(dataset.X, dtype=np.float64), y=np.asarray(dataset.y, dtype=np.float64))
-    return buffer.getvalue()
+    _write_npz(buffer, dataset)
+    return buffer.getbuffer()
+
+
+class _HalfwayHook:
+    """``handle`` (write, seek, tell, flush, …) that calls ``at_half`` once, when half of ``total`` bytes were
+    written: where a test-only crash point leaves half a temporary file (:mod:`privfit.faults`)."""
+
+    def __init__(self, handle: IO[bytes], total: int, at_half: Callable[[], None]) -> None:
+        self._handle, self._total, self._at_half = handle, total, at_half
+        self._written = 0
+
+    def write(self, data: Any) -> int:
+        written = self._handle.write(data)
+        before, self._written = self._written, self._written + len(memoryview(data).cast("B"))
+        if before < self._total // 2 <= self._written:
+            self._at_half()
+        return written
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._handle, name)
 
 
 def _deserialise_checked(key: str, source: BinaryIO) -> tuple[np.ndarray, np.ndarray]:
@@ -96,7 +122,7 @@ def _deserialise_checked(key: str, source: BinaryIO) -> tuple[np.ndarray, np.nda
 class DatasetStore(ABC):
     """Content-addressed dataset storage: ``put`` → key, ``get`` (integrity-checked), ``delete``.
 
-    Subclasses implement only the byte transport (:meth:`_contains`, :meth:`_save`, :meth:`_open`,
+    Subclasses implement only the byte transport (:meth:`_contains`, :meth:`_write`, :meth:`_open`,
     :meth:`delete`); serialisation and the hash check are shared here.
     """
 
@@ -108,11 +134,14 @@ class DatasetStore(ABC):
         """The storage key :meth:`put` will use for ``dataset`` (the sha256 of X and y), without storing it."""
         return _digest(dataset.X, dataset.y)
 
-    def put(self, dataset: EncodedDataset) -> str:
-        """Store ``dataset``'s matrix and labels; returns the storage key (idempotent for equal content)."""
-        key = _digest(dataset.X, dataset.y)
+    def put(self, dataset: EncodedDataset, key: str | None = None) -> str:
+        """Store ``dataset``'s matrix and labels; returns the storage key (idempotent for equal content).
+
+        ``key`` is :meth:`key_of` ``(dataset)`` when the caller has it already (a hash over the whole matrix is
+        not computed twice); a wrong one is caught when the data is read (:meth:`get` checks it)."""
+        key = _digest(dataset.X, dataset.y) if key is None else _check_key(key)
         if not self._contains(key):
-            self._save(key, _serialise(dataset))
+            self._write(key, dataset)
         return key
 
     def get(self, key: str) -> tuple[np.ndarray, np.ndarray]:
@@ -146,8 +175,9 @@ class DatasetStore(ABC):
         """Whether ``key`` is stored (a fast path that skips serialising content already stored)."""
 
     @abstractmethod
-    def _save(self, key: str, blob: bytes) -> None:
-        """Store ``blob`` under ``key`` atomically; storing an existing key (even concurrently) must succeed."""
+    def _write(self, key: str, dataset: EncodedDataset) -> None:
+        """Store the ``.npz`` of ``dataset`` (:func:`_write_npz`) under ``key`` atomically; storing an existing key
+        (even concurrently) must succeed."""
 
     @abstractmethod
     def _open(self, key: str) -> BinaryIO | None:
@@ -209,12 +239,14 @@ class LocalDatasetStore(DatasetStore):
         self._ensure_marker()  # every put asks first: a directory that holds data always has its identity
         return self._path(key).exists()
 
-    def _save(self, key: str, blob: bytes) -> None:
+    def _write(self, key: str, dataset: EncodedDataset) -> None:
+        """Stream the ``.npz`` into a temporary file in the store's directory (no copy of it in memory), fsync it,
+        rename it to ``<key>.npz``: a reader never sees half a file."""
         with tempfile.NamedTemporaryFile(dir=self.root, suffix=".tmp", delete=False) as handle:
-            half = len(blob) // 2
-            handle.write(blob[:half])
-            crash_point("store:partial", handle)  # test-only: die with half a temporary file written
-            handle.write(blob[half:])
+            total = dataset.X.nbytes + dataset.y.nbytes
+            # test-only: die with half a temporary file written
+            _write_npz(cast(BinaryIO, _HalfwayHook(handle, total, lambda: crash_point("store:partial", handle))),
+                       dataset)  # fmt: skip
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(handle.name, self._path(key))
@@ -269,8 +301,9 @@ class DatabaseDatasetStore(DatasetStore):
         with self.db.read() as session:
             return session.scalar(select(DatasetBlob.key).where(DatasetBlob.key == key)) is not None
 
-    def _save(self, key: str, blob: bytes) -> None:
-        values = {"key": key, "content": blob, "size": len(blob), "created_at": utcnow()}
+    def _write(self, key: str, dataset: EncodedDataset) -> None:
+        blob = _serialise(dataset)
+        values = {"key": key, "content": bytes(blob), "size": len(blob), "created_at": utcnow()}
         with self.db.write() as session:
             _insert_if_absent(session, values)
 

@@ -30,7 +30,7 @@ from fastapi import APIRouter, Depends, File, Form, HTTPException, Query, Reques
 from pydantic import BaseModel, Field, ValidationError
 from sqlalchemy import delete, func, or_, select
 
-from privfit.datasets import DatasetSchema, EncodedDataset, parse_and_encode
+from privfit.datasets import DatasetSchema, EncodedDataset, encode_parquet, is_parquet_upload, parse_and_encode
 from privfit.datasets.encoding import DatasetTooLargeError
 from privfit.datasets.lifecycle import (
     DuplicateDatasetError,
@@ -233,7 +233,7 @@ def _check_dimension(declared: DatasetSchema, settings: Settings) -> None:
 
 
 @router.post("", status_code=201, response_model=DatasetOut, response_model_by_alias=True,
-             summary="Upload a CSV with its declared public schema and budget (owners)",
+             summary="Upload a CSV or Parquet file with its declared public schema and budget (owners)",
              responses=problem_responses(
                  400, 401, 403, 409, 413, 422, 429, 503,
                  s409="This owner already has a live dataset with the same content (`existing_dataset_id`); send "
@@ -241,7 +241,11 @@ def _check_dimension(declared: DatasetSchema, settings: Settings) -> None:
              ))  # fmt: skip
 def upload_dataset(
     request: Request,
-    file: UploadFile = File(..., description="The CSV file."),  # noqa: B008
+    file: UploadFile = File(  # noqa: B008
+        ...,
+        description="The CSV file, or a Parquet file: its part's Content-Type is application/vnd.apache.parquet "
+        "(or application/x-parquet) or its file name ends in .parquet.",
+    ),
     schema_field: str | UploadFile = Form(  # noqa: B008
         ...,
         alias="schema",
@@ -259,8 +263,9 @@ def upload_dataset(
 ) -> DatasetOut:
     # A sync endpoint: FastAPI runs all of it in the threadpool (schema parsing, CSV encoding, the store and the
     # database insert), so none of it blocks the event loop. The body was spooled to disk by the form parser; the
-    # CSV is read from that file in blocks (parse_and_encode), never as a whole in memory. (A comment, not a
-    # docstring: a docstring would become the operation's public OpenAPI description.)
+    # CSV is read from that file in blocks (parse_and_encode), a Parquet file in batches of rows (encode_parquet),
+    # never as a whole in memory. (A comment, not a docstring: a docstring would become the operation's public
+    # OpenAPI description.)
     settings: Settings = request.app.state.settings
     if isinstance(schema_field, str):
         raw_schema = schema_field
@@ -274,8 +279,9 @@ def upload_dataset(
     _check_dimension(declared, settings)
     grid = get_grid(settings.grid)
     file.file.seek(0)
+    encode = encode_parquet if is_parquet_upload(file.content_type, file.filename) else parse_and_encode
     try:
-        encoded = parse_and_encode(file.file, declared, max_matrix_bytes=settings.max_matrix_bytes)
+        encoded = encode(file.file, declared, max_matrix_bytes=settings.max_matrix_bytes)
     except DatasetTooLargeError as error:
         raise Problem(413, "Dataset too large", error.message, setting=error.setting, limit=error.limit) from None
     except MemoryError:  # the caps make this unlikely; when the machine is short anyway, it is a retryable state
@@ -328,10 +334,10 @@ def _store_and_register(
                      validation_key=validation_key, content_hash=split_hash)  # fmt: skip
         try:
             crash_point("upload:pending")  # test-only fault injection (privfit.faults)
-            store.put(encoded)  # stores under store.key_of(encoded) == storage_key
+            store.put(encoded, storage_key)  # storage_key == store.key_of(encoded)
             if validation is not None:
                 crash_point("upload:training-stored")
-                store.put(validation)
+                store.put(validation, validation_key)
             crash_point("upload:stored")
             return _register(db, dataset_id, principal, name, declared, encoded, validation, content_hash,
                              storage_key, validation_key, store.identity, grid, allow_duplicate)  # fmt: skip
