@@ -170,3 +170,36 @@ def test_a_budget_delta_not_below_1_over_n_is_a_422_citing_the_guidance(client, 
     assert f"for this dataset's n = {rows} rows" in detail and "well below 1/n" in detail
     with client.app.state.db.read() as session:
         assert session.query(Dataset).count() == 0
+
+
+CLIPPING_CSV = (
+    "x1,x2,color,y\n5,0.2,red,yes\n-3,0.1,blue,no\n0.5,1,green,yes\n1,-1.5,red,no\n"
+    + "".join(f"{i / 100:.2f},0,red,yes\n" for i in range(60))
+).encode()
+
+
+@pytest.mark.parametrize("path", ["columnar", "exact", "parquet"])
+def test_the_owners_upload_answer_counts_clipped_cells_per_column(client, keys, path):
+    """Issue 24: values beyond a numeric column's bounds were clipped silently. The upload's answer (to its owner)
+    counts them per column; GET never shows the counts (analysts must not see a function of the rows)."""
+    if path == "parquet":
+        import io
+
+        import pyarrow as pa
+        import pyarrow.csv as pa_csv
+        import pyarrow.parquet as pq
+
+        table = pa_csv.read_csv(io.BytesIO(CLIPPING_CSV))
+        buffer = io.BytesIO()
+        pq.write_table(table.cast(pa.schema([(c, pa.float64() if c in ("x1", "x2") else pa.string())
+                                             for c in table.column_names])), buffer)  # fmt: skip
+        files = {"file": ("d.parquet", buffer.getvalue(), "application/vnd.apache.parquet")}
+    else:  # a quoted cell sends the file down the exact, cell-by-cell path
+        content = CLIPPING_CSV if path == "columnar" else CLIPPING_CSV.replace(b"5,0.2,red", b'5,0.2,"red"')
+        files = {"file": ("d.csv", content)}
+    response = client.post("/v1/datasets", headers=keys.owner, files=files, data={"schema": json.dumps(SMALL_SCHEMA)})
+    assert response.status_code == 201, response.text
+    assert response.json()["clipped_cells"] == {"x1": 2, "x2": 1}
+    dataset_id = response.json()["id"]
+    for headers in (keys.owner, keys.admin):
+        assert client.get(f"/v1/datasets/{dataset_id}", headers=headers).json()["clipped_cells"] is None

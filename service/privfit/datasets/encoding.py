@@ -6,8 +6,9 @@ The encoding is fixed by the public schema alone (see :mod:`privfit.datasets.sch
 Privacy rules enforced here (DESIGN §1.2–1.3):
 
 * Nothing about the rows is derived into public metadata: bounds, levels and scales come from the schema.
-* Out-of-bounds numerics are clipped silently; how many cells were clipped is private and is neither
-  computed nor returned.
+* Out-of-bounds numerics are clipped to their declared bounds. How many cells were clipped per column is private:
+  it is counted only inside :func:`~privfit.datasets.schema.counting_clipped_cells` (the upload, whose answer
+  goes to the dataset's owner alone) and never stored.
 * Error messages (:class:`DatasetValidationError`) name the column and the first offending line, and may list
   public facts (declared levels, classes, bounds, NA markers) but never quote a cell value.
 * Either the whole file encodes or an error is raised; nothing is half-encoded.
@@ -35,6 +36,7 @@ from .schema import (
     DatasetSchema,
     NumericFeature,
     NumericLabel,
+    restart_clipped_cells,
 )
 
 __all__ = [
@@ -189,6 +191,7 @@ def parse_and_encode(
         if encoded is not None:
             return encoded
         stream.seek(origin)
+        restart_clipped_cells()  # the exact path encodes every row again
     return _parse_and_encode_exact(stream, schema, max_matrix_bytes)
 
 

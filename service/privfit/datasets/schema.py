@@ -54,7 +54,9 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from fractions import Fraction
 from typing import Annotated, Any, Literal
 
@@ -117,6 +119,35 @@ def label_classes(label: Mapping[str, Any]) -> tuple[str, ...] | None:
     if label.get("type") != "categorical":
         return None
     return tuple(str(level) for level in label["levels"])
+
+
+_CLIPPED_CELLS: ContextVar[dict[str, int] | None] = ContextVar("clipped_cells", default=None)
+
+
+@contextmanager
+def counting_clipped_cells() -> Iterator[dict[str, int]]:
+    """Count, per numeric column (features and label), the cells outside the declared [lower, upper] that the
+    encodings below clip, while the block runs (in this thread or task). The counts are a function of the private
+    rows: the upload returns them to its owner only, who holds those rows anyway; they are not stored."""
+    counts: dict[str, int] = {}
+    token = _CLIPPED_CELLS.set(counts)
+    try:
+        yield counts
+    finally:
+        _CLIPPED_CELLS.reset(token)
+
+
+def restart_clipped_cells() -> None:
+    """Forget the counts so far (an encoding that starts over on the same rows)."""
+    counts = _CLIPPED_CELLS.get()
+    if counts is not None:
+        counts.clear()
+
+
+def _count_clipped(name: str, values: np.ndarray, lower: float, upper: float) -> None:
+    counts = _CLIPPED_CELLS.get()
+    if counts is not None:
+        counts[name] = counts.get(name, 0) + int(np.count_nonzero((values < lower) | (values > upper)))
 
 
 def _scale(values: np.ndarray, lower: float, upper: float) -> np.ndarray:
@@ -209,7 +240,9 @@ class NumericFeature(_Model):
         """Apply the declared transform, then map to [−1, 1] (clipping): see :class:`NumericTransform`."""
         t = self.transform
         a, b = _clip_range(self.name, self.lower, self.upper, t)
-        v = np.clip(np.asarray(values, dtype=np.float64), a, b)
+        raw = np.asarray(values, dtype=np.float64)
+        _count_clipped(self.name, raw, self.lower, self.upper)
+        v = np.clip(raw, a, b)
         if t is None:
             return _scale(v, a, b)
         if t.log:
@@ -332,7 +365,9 @@ class NumericLabel(_Model):
 
     def scale(self, values: np.ndarray) -> np.ndarray:
         """Scale raw labels to [−1, 1] by the declared bounds, clipping values outside them."""
-        return _scale(np.asarray(values, dtype=np.float64), self.lower, self.upper)
+        raw = np.asarray(values, dtype=np.float64)
+        _count_clipped(self.name, raw, self.lower, self.upper)
+        return _scale(raw, self.lower, self.upper)
 
     def decode(self, y: np.ndarray) -> np.ndarray:
         """Map encoded labels or predictions back: y = (y'(upper − lower) + lower + upper) / 2, clipped to

@@ -40,6 +40,7 @@ from privfit.datasets.lifecycle import (
     refuse_duplicate,
     release_key,
 )
+from privfit.datasets.schema import counting_clipped_cells
 from privfit.datasets.split import ValidationSplitError, split_validation
 from privfit.datasets.store import DatasetStore
 from privfit.db import ApiKey, Database, Dataset, DatasetGrant, Job, LedgerEntry
@@ -74,6 +75,12 @@ class DatasetOut(BaseModel):
     created_at: UtcDateTime
     owner_key_id: str
     content_hash: str | None = Field(None, description="Shown to the owner and admins only.")
+    clipped_cells: dict[str, int] | None = Field(
+        None,
+        description="In the upload's answer only (to its owner, who holds the rows): per numeric column, the cells "
+        "outside the declared bounds that were clipped to them. Computed from the private rows, never stored, "
+        "never shown to analysts.",
+    )
 
     model_config = {"populate_by_name": True}
 
@@ -281,7 +288,8 @@ def upload_dataset(
     file.file.seek(0)
     encode = encode_parquet if is_parquet_upload(file.content_type, file.filename) else parse_and_encode
     try:
-        encoded = encode(file.file, declared, max_matrix_bytes=settings.max_matrix_bytes)
+        with counting_clipped_cells() as clipped:
+            encoded = encode(file.file, declared, max_matrix_bytes=settings.max_matrix_bytes)
     except DatasetTooLargeError as error:
         raise Problem(413, "Dataset too large", error.message, setting=error.setting, limit=error.limit) from None
     except MemoryError:  # the caps make this unlikely; when the machine is short anyway, it is a retryable state
@@ -300,7 +308,7 @@ def upload_dataset(
         request.app.state.db, request.app.state.store, principal, name or _default_name(file.filename), declared,
         encoded, validation, content_hash, grid, allow_duplicate,
     )  # fmt: skip
-    return _out(dataset, principal)
+    return _out(dataset, principal).model_copy(update={"clipped_cells": clipped})
 
 
 def _store_and_register(
