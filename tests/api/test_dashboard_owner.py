@@ -20,7 +20,7 @@ import csv
 import io
 import json
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -168,6 +168,106 @@ def test_owner_uploads_a_dataset_built_column_by_column(live: Live, driver: WebD
     screenshot(driver, "14-upload-ok.png", full_page=True)
     visible(driver, "upload-dataset-link").click()
     assert visible(driver, "dataset-title").text == "uploaded from the dashboard"
+
+
+def _variant(change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+    schema = json.loads(json.dumps(SMALL_SCHEMA))
+    change(schema)
+    return schema
+
+
+def _set(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
+    """A change that sets ``schema[a][b]…`` (dotted path, list indices as numbers)."""
+
+    def change(schema: dict[str, Any]) -> None:
+        *parents, last = path.split(".")
+        node: Any = schema
+        for part in parents:
+            node = node[int(part)] if isinstance(node, list) else node[part]
+        node[int(last) if isinstance(node, list) else last] = value
+
+    return change
+
+
+def _impute(fills: bool) -> Callable[[dict[str, Any]], None]:
+    def change(schema: dict[str, Any]) -> None:
+        schema["missing"] = "impute"
+        if fills:
+            schema["features"][0]["fill"] = 0
+            schema["features"][1]["fill"] = 0
+
+    return change
+
+
+#: Schemas around SMALL_SCHEMA (whose CSV every upload below sends): the browser's check must refuse exactly those
+#: the API refuses, and name the field the API's problem names.
+SCHEMA_CASES: dict[str, tuple[Callable[[dict[str, Any]], None], str | None]] = {
+    "valid": (lambda s: None, None),
+    "valid-impute-with-fills": (_impute(True), None),
+    "valid-transform": (
+        _set("features.0.transform", {"clip": [-0.5, 0.5], "standardize": {"mean": 0, "std": 0.3}}),
+        None,
+    ),
+    "valid-approximate-delta-0": (_set("budget.approximate_delta", 0), None),
+    "bounds": (_set("features.0.lower", 2), "schema.features.0.lower"),
+    "unknown-key": (_set("extra", 1), "schema.extra"),
+    "delta-1": (_set("budget.delta", 1), "schema.budget.delta"),
+    "epsilon-0": (_set("budget.epsilon", 0), "schema.budget.epsilon"),
+    "same-classes": (_set("label.negative", "yes"), "schema.label"),
+    "duplicate-levels": (_set("features.2.levels", ["red", "red", "green", "blue"]), "schema.features.2.levels"),
+    "feature-named-like-label": (_set("features.1.name", "y"), "schema.features.1.name"),
+    "impute-without-fill": (_impute(False), "schema.features.0.fill"),
+    "fill-under-reject": (_set("features.0.fill", 0), "schema.features.0.fill"),
+    "only-ignored": (_set("features", [{"name": "x1", "type": "ignore"}]), "schema.features"),
+    "two-level-categorical-label": (
+        _set("label", {"name": "y", "type": "categorical", "levels": ["yes", "no"]}),
+        "schema.label.levels",
+    ),
+    "validation-fraction": (_set("validation_fraction", 0.7), "schema.validation_fraction"),
+    "header-false-without-columns": (_set("csv", {"header": False}), "schema.csv.columns"),
+    "name-with-space": (_set("features.0.name", "x1 "), "schema.features.0.name"),
+    "log-on-negative-range": (_set("features.0.transform", {"log": True}), "schema.features.0.transform.log"),
+    "clip-outside-bounds": (_set("features.0.transform", {"clip": [-2, 0]}), "schema.features.0.transform.clip"),
+    "approximate-delta-too-big": (_set("budget.approximate_delta", 1e-5), "schema.budget.approximate_delta"),
+    "level-is-a-missing-marker": (
+        _set("features.2.levels", ["red", "green", "blue", "NA"]),
+        "schema.features.2.levels",
+    ),
+    "missing-budget": (lambda s: s.pop("budget"), "schema.budget"),
+    "wrong-type": (_set("features.1.type", "float"), "schema.features.1.type"),
+}
+
+
+def test_the_browser_schema_check_agrees_with_the_api(live: Live, driver: WebDriver):
+    """schema.js mirrors the API's schema rules: on each case it finds a problem iff the upload of that schema with
+    SMALL_SCHEMA's CSV is refused (422), and its first problem names the field the API's error points at."""
+    login(driver, live.base, live.owner)
+    schemas = {name: _variant(change) for name, (change, _) in SCHEMA_CASES.items()}
+    checked = driver.execute_async_script(
+        """
+        const [schemas, done] = arguments;
+        import("/ui/static/schema.js").then((m) => done(Object.fromEntries(
+            Object.entries(schemas).map(([name, schema]) => [name, m.validateSchema(schema)]))),
+            (error) => done({error: String(error)}));
+        """,
+        schemas,
+    )
+    assert "error" not in checked, checked
+    for name, (_, field) in SCHEMA_CASES.items():
+        answer = httpx.post(f"{live.base}/v1/datasets", headers=bearer(live.owner), timeout=30,
+                            files={"file": ("s.csv", small_csv())},
+                            data={"schema": json.dumps(schemas[name]), "allow_duplicate": "true"})  # fmt: skip
+        problems = checked[name]
+        if field is None:
+            assert answer.status_code == 201, (name, answer.text)
+            assert problems == [], (name, problems)
+        else:
+            assert answer.status_code == 422, (name, answer.status_code, answer.text)
+            assert problems and problems[0]["field"] == field, (name, problems, answer.json()["detail"])
+            api_fields = [".".join(str(p) for p in e["loc"]) for e in answer.json().get("errors", [])]
+            api_text = " ".join([answer.json()["detail"], *api_fields])
+            leaf = field.removeprefix("schema.").split(".")[-1]
+            assert leaf in api_text, (name, field, api_text)  # the API's error points at the same field
 
 
 # --- grants, deletion, roles -----------------------------------------------------------------------------------

@@ -129,7 +129,7 @@ export function validateSchema(schema) {
         } else if (missing === "impute") {
           report(`${at}.fill`, 'required when missing = "impute"');
         }
-        checkTransform(feature.transform, `${at}.transform`, report);
+        checkTransform(feature.transform, bounds, `${at}.transform`, report);
       } else if (feature.type === "categorical") {
         used += 1;
         unknownKeys(feature, ALLOWED.categorical, at, report);
@@ -157,7 +157,7 @@ export function validateSchema(schema) {
     }
     const approx = budget.approximate_delta;
     if (approx !== undefined && approx !== null) {
-      if (!isNumber(approx) || approx <= 0) report("schema.budget.approximate_delta", "must be a number > 0");
+      if (!isNumber(approx) || approx < 0) report("schema.budget.approximate_delta", "must be a number ≥ 0");
       else if (isNumber(budget.delta) && approx >= budget.delta) {
         report("schema.budget.approximate_delta", `must be below delta = ${budget.delta}`);
       }
@@ -257,8 +257,12 @@ function checkBounds(object, at, report) {
   return [lower, upper];
 }
 
-/** A numeric feature's optional transform (clip, log, standardize). */
-function checkTransform(transform, at, report) {
+/**
+ * A numeric feature's optional transform (clip within [lower, upper], log on a non-negative range, standardize).
+ * @param {unknown} transform
+ * @param {[number, number]|null} bounds The feature's bounds when they are valid.
+ */
+function checkTransform(transform, bounds, at, report) {
   if (transform === undefined || transform === null) return;
   if (!isObject(transform)) {
     report(at, "must be an object with clip, log and/or standardize");
@@ -269,9 +273,15 @@ function checkTransform(transform, at, report) {
     const clip = transform.clip;
     if (!Array.isArray(clip) || clip.length !== 2 || !clip.every(isNumber) || !(clip[0] < clip[1])) {
       report(`${at}.clip`, "must be two numbers [a, b] with a < b");
+    } else if (bounds && (clip[0] < bounds[0] || clip[1] > bounds[1])) {
+      report(`${at}.clip`, "must lie within [lower, upper]");
     }
   }
   if (transform.log !== undefined && typeof transform.log !== "boolean") report(`${at}.log`, "must be true or false");
+  const start = Array.isArray(transform.clip) && isNumber(transform.clip[0]) ? transform.clip[0] : bounds && bounds[0];
+  if (transform.log === true && typeof start === "number" && start < 0) {
+    report(`${at}.log`, `log needs a non-negative range (lower or clip ≥ 0), got ${start}`);
+  }
   const standardize = transform.standardize;
   if (standardize !== undefined && standardize !== null) {
     if (!isObject(standardize)) {
