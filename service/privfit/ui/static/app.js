@@ -704,10 +704,8 @@ async function renderDataset(datasetId) {
         await refreshFits(); // a new fit id: the budget and the ledger (its reservation) are reloaded too
         ensurePolling();
       } catch (error) {
-        if (token !== generation) return;
-        showError(error);
-        replace(runStatus, el("span", { class: "form-error", "data-testid": "run-error",
-          text: error instanceof ApiError ? `${error.title}: ${error.detail}` : String(error.message || error) }));
+        if (token !== generation || (error instanceof ApiError && error.status === 401)) return; // 401: logged out
+        replace(runStatus, el("span", { class: "form-error", "data-testid": "run-error", text: problemText(error) }));
       } finally {
         runButton.disabled = false;
       }
@@ -971,9 +969,8 @@ function evaluationsPanel(fitId, dataset, token) {
           headers: { "Idempotency-Key": newIdempotencyKey() } });
         await refresh();
       } catch (error) {
-        if (token !== generation) return;
-        showError(error);
-        replace(status, error instanceof ApiError ? `${error.title}: ${error.detail}` : String(error.message || error));
+        if (token !== generation || (error instanceof ApiError && error.status === 401)) return; // 401: logged out
+        replace(status, problemText(error));
       } finally {
         button.disabled = false;
       }
