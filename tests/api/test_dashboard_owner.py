@@ -121,8 +121,17 @@ def test_owner_uploads_a_dataset_built_column_by_column(live: Live, driver: WebD
     declared = json.loads(visible(driver, "upload-schema").get_attribute("value"))
     assert declared == SMALL_SCHEMA  # the editor wrote exactly the declaration the API tests upload
 
-    # editing the JSON redraws the columns
+    # JSON the column editor cannot show (not parsed, or a column that is not an object) leaves it unavailable
     text = visible(driver, "upload-schema")
+    for broken, problem_field in (('{"label": ', "schema"), ('{"features": [1]}', "schema.features.0")):
+        text.clear()
+        text.send_keys(broken)
+        visible(driver, "builder-unavailable")
+        visible(driver, "schema-validate").click()
+        fields = [p.get_attribute("data-field") for p in driver.find_elements(*by_testid("schema-problem"))]
+        assert problem_field in fields, fields
+
+    # editing the JSON redraws the columns
     edited = dict(declared, budget={"epsilon": 1.5, "delta": 1e-6})
     text.clear()
     text.send_keys(json.dumps(edited))

@@ -1,4 +1,4 @@
-// privfit dashboard: hash router and views (login, datasets, dataset, fit).
+// privfit dashboard: hash router and views (login, datasets, dataset, fit; upload and keys are in manage.js).
 //
 // The page is a static shell; every datum comes from the v1 API with the key kept in sessionStorage (api.js).
 // Views are rebuilt on navigation; a "generation" counter retires the timers and late responses of the view

@@ -153,16 +153,29 @@ function schemaBuilder(textarea, onChange) {
     }
   }
 
+  /**
+   * Whether the state has the shape the editor can show: label, budget (objects) and features (a list of
+   * objects), each possibly absent (then created empty).
+   * @returns {boolean}
+   */
+  function editable() {
+    const isObject = (value) => value !== null && typeof value === "object" && !Array.isArray(value);
+    if (!isObject(state)) return false;
+    if (state.label !== undefined && !isObject(state.label)) return false;
+    if (state.budget !== undefined && !isObject(state.budget)) return false;
+    return state.features === undefined || (Array.isArray(state.features) && state.features.every(isObject));
+  }
+
   /** Redraw every row from the state. */
   function draw() {
-    if (!state) {
+    if (!editable()) {
       replace(root, el("p", { class: "muted small", "data-testid": "builder-unavailable",
         text: "The JSON below is not an object that the column editor can show; fix it (Validate says where) to edit it column by column." }));
       return;
     }
-    if (!state.label || typeof state.label !== "object") state.label = { name: "", type: "binary" };
-    if (!Array.isArray(state.features)) state.features = [];
-    if (!state.budget || typeof state.budget !== "object") state.budget = {};
+    if (state.label === undefined) state.label = { name: "", type: "binary" };
+    if (state.features === undefined) state.features = [];
+    if (state.budget === undefined) state.budget = {};
     const label = el("div", { class: "builder-row builder-label", "data-testid": "builder-label" },
       el("span", { class: "builder-role", text: "label" }),
       field("Name", state.label, "name", { testid: "builder-label-name" }),
@@ -194,8 +207,7 @@ function schemaBuilder(textarea, onChange) {
   /** Read the textarea into the state and redraw (a JSON that is not an object leaves the builder unavailable). */
   function load() {
     try {
-      const parsed = JSON.parse(textarea.value);
-      state = parsed !== null && typeof parsed === "object" && !Array.isArray(parsed) ? parsed : null;
+      state = JSON.parse(textarea.value);
     } catch {
       state = null;
     }
