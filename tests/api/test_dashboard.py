@@ -14,6 +14,7 @@ The owner's flows (upload, grants, keys) and the narrow layout are in ``test_das
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -88,6 +89,20 @@ def test_ui_is_served_with_csp_and_nosniff_and_kept_out_of_the_openapi_schema(li
     schema = httpx.get(f"{live.base}/openapi.json", timeout=10).json()
     assert not [path for path in schema["paths"] if path.startswith("/ui")]
     assert httpx.get(f"{live.base}/ui/static/missing.js", timeout=10).status_code == 404
+
+
+def test_no_dashboard_file_references_another_host():
+    """Everything the page loads comes from the package (an air-gapped machine shows the same dashboard): no URL
+    with a host in any static file but the SVG namespace, which names a vocabulary and is never fetched."""
+    url = re.compile(r"(?:[a-z][a-z0-9+.-]*:)?//[\w.-]+\.[a-z]{2,}[^\s\"'`)]*", re.IGNORECASE)
+    namespaces = {"http://www.w3.org/2000/svg"}
+    files = sorted(p for p in STATIC_DIR.iterdir() if p.is_file())
+    assert {p.suffix for p in files} >= {".html", ".js", ".css", ".svg"}
+    found = {p.name: sorted(set(url.findall(p.read_text())) - namespaces) for p in files}
+    assert not {name: urls for name, urls in found.items() if urls}, found
+    # the pattern does catch a CDN reference, absolute or protocol-relative
+    assert url.findall('<script src="https://cdn.example.org/x.js">') == ["https://cdn.example.org/x.js"]
+    assert url.findall("@import url(//fonts.example.com/a.css);") == ["//fonts.example.com/a.css"]
 
 
 def test_login_budget_estimate_run_fit_and_result(live: Live, driver: WebDriver):
