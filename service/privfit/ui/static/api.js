@@ -69,7 +69,8 @@ async function problemOf(response) {
  * Call the API with an explicit key (used by the login form before the key is stored).
  * @param {string} key The API key.
  * @param {string} path A path such as "/v1/me".
- * @param {{method?: string, body?: object, headers?: object}} [options]
+ * @param {{method?: string, body?: object, form?: FormData, headers?: object}} [options] `body` is sent as JSON,
+ *   `form` as multipart/form-data (uploads).
  * @returns {Promise<any>} The decoded JSON body.
  * @throws {ApiError}
  */
@@ -77,7 +78,9 @@ export async function requestWithKey(key, path, options = {}) {
   const headers = { Accept: "application/json, application/problem+json", Authorization: `Bearer ${key}` };
   Object.assign(headers, options.headers || {});
   const init = { method: options.method || "GET", headers, cache: "no-store", credentials: "omit" };
-  if (options.body !== undefined) {
+  if (options.form !== undefined) {
+    init.body = options.form; // FormData: the browser sets multipart/form-data with its boundary
+  } else if (options.body !== undefined) {
     headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(options.body);
   }
@@ -106,7 +109,7 @@ export function onUnauthorized(listener) {
 /**
  * Call the API with the stored key.
  * @param {string} path
- * @param {{method?: string, body?: object, headers?: object}} [options]
+ * @param {{method?: string, body?: object, form?: FormData, headers?: object}} [options]
  * @returns {Promise<any>}
  * @throws {ApiError}
  */

@@ -1,10 +1,13 @@
-// privfit dashboard: hash router and views (login, datasets, dataset, fit).
+// privfit dashboard: hash router and views (login, datasets, dataset, fit; upload and keys are in manage.js).
 //
 // The page is a static shell; every datum comes from the v1 API with the key kept in sessionStorage (api.js).
 // Views are rebuilt on navigation; a "generation" counter retires the timers and late responses of the view
 // that was left, so polling stops as soon as the user navigates away.
 
 import { ApiError, allLedgerEntries, api, clearSession, getSession, login, onUnauthorized } from "./api.js";
+import { clearError, errorState, problemText, showError } from "./feedback.js";
+import { canManage, managePanel, renderKeys, renderUpload } from "./manage.js";
+import { download, sortableTable, toCsv } from "./tables.js";
 import { budgetGauge, burndownChart, burndownSeries, rdpChart, svg } from "./charts.js";
 import {
   el, fmtClock, fmtDelta, fmtDuration, fmtInt, fmtNumber, fmtOrder, fmtTime, num, replace, shortId,
@@ -14,7 +17,6 @@ const POLL_MS = 1000;
 const ACTIVE = new Set(["queued", "running"]);
 
 const viewRoot = document.getElementById("view");
-const banner = document.getElementById("error-banner");
 
 /** Incremented on each navigation: async work started by an older view checks it and stops. */
 let generation = 0;
@@ -26,29 +28,13 @@ let afterLogin = "#/datasets";
 // ---------------------------------------------------------------------------------------------------------
 // banner, session header, small widgets
 
-/**
- * Show an API error (or any error) in the banner with the problem's title and detail.
- * @param {unknown} error
- */
-function showError(error) {
-  const title = error instanceof ApiError ? error.title : "Error";
-  const detail = error instanceof ApiError ? error.detail : String(error && error.message ? error.message : error);
-  document.getElementById("error-title").textContent = error instanceof ApiError && error.status
-    ? `${title} (HTTP ${error.status})` : title;
-  document.getElementById("error-detail").textContent = detail;
-  banner.hidden = false;
-}
-
-/** Hide the banner. */
-function clearError() {
-  banner.hidden = true;
-}
-
 /** Show or hide the session box and navigation according to the stored session. */
 function renderSessionHeader() {
   const session = getSession();
   document.getElementById("session").hidden = !session;
   document.getElementById("topnav").hidden = !session;
+  document.getElementById("nav-upload").hidden = !session || session.me.role !== "owner";
+  document.getElementById("nav-keys").hidden = !session || session.me.role !== "admin";
   if (session) {
     document.getElementById("session-name").textContent = session.me.name || `key ${shortId(session.me.key_id)}`;
     const role = document.getElementById("session-role");
@@ -132,25 +118,6 @@ function facts(rows, testid) {
 }
 
 /**
- * A view-level error state (404/403 and the like) with a way back.
- * @param {ApiError|Error} error
- * @returns {HTMLElement}
- */
-function errorState(error) {
-  const title = error instanceof ApiError ? error.title : "Something went wrong";
-  const detail = error instanceof ApiError ? error.detail : String(error.message || error);
-  const status = error instanceof ApiError ? error.status : 0;
-  const explain = status === 404
-    ? "It does not exist, or this API key has not been granted access to it."
-    : status === 403 ? "This API key's role does not allow this." : "";
-  return el("section", { class: "panel empty-state", "data-testid": "view-error", "data-status": status },
-    el("h1", { "data-testid": "view-error-title", text: status ? `${title} (HTTP ${status})` : title }),
-    el("p", { "data-testid": "view-error-detail", text: detail }),
-    explain ? el("p", { class: "muted", text: explain }) : null,
-    el("a", { class: "button", href: "#/datasets", text: "Back to datasets" }));
-}
-
-/**
  * Run `fn` after `ms` unless the view has changed meanwhile.
  * @param {number} token The generation of the view that schedules.
  * @param {() => void} fn
@@ -229,35 +196,100 @@ function renderLogin(notice) {
 // ---------------------------------------------------------------------------------------------------------
 // datasets list
 
-/** The datasets visible to the key, each with its budget gauge. */
+/** How the datasets list can be ordered: label, and a comparison of two entries {dataset, budget}. */
+const DATASET_SORTS = {
+  "created-desc": ["Newest first", (a, b) => compareText(b.dataset.created_at, a.dataset.created_at)],
+  "created-asc": ["Oldest first", (a, b) => compareText(a.dataset.created_at, b.dataset.created_at)],
+  "name-asc": ["Name (A–Z)", (a, b) => compareText(a.dataset.name, b.dataset.name)],
+  "n-desc": ["Most rows", (a, b) => b.dataset.n - a.dataset.n],
+  "remaining-desc": ["Most ε remaining", (a, b) => remainingOf(b) - remainingOf(a)],
+  "remaining-asc": ["Least ε remaining", (a, b) => remainingOf(a) - remainingOf(b)],
+};
+
+/**
+ * Text order (locale, numbers inside names by value).
+ * @param {string} a
+ * @param {string} b
+ * @returns {number}
+ */
+function compareText(a, b) {
+  return String(a).localeCompare(String(b), "en", { numeric: true, sensitivity: "base" });
+}
+
+/**
+ * A dataset's remaining ε for sorting; a budget not loaded (yet) sorts as −∞ (last when most-first).
+ * @param {{budget: object|null}} entry
+ * @returns {number}
+ */
+function remainingOf(entry) {
+  return entry.budget ? entry.budget.remaining_epsilon : -Infinity;
+}
+
+/** The datasets visible to the key, each with its budget gauge; searchable by name and sortable. */
 async function renderDatasets() {
   const token = generation;
   replace(viewRoot, el("p", { class: "loading", text: "Loading datasets…" }));
   const datasets = await api("/v1/datasets");
   if (token !== generation) return;
-  const role = getSession().me.role;
+  const { me } = getSession();
+  const role = me.role;
+  const count = el("p", { class: "muted", "data-testid": "datasets-count",
+    text: `${datasets.length} dataset${datasets.length === 1 ? "" : "s"} visible to this key` });
   const head = el("div", { class: "page-head" },
-    el("div", {},
-      el("h1", { text: "Datasets" }),
-      el("p", { class: "muted", "data-testid": "datasets-count",
-        text: `${datasets.length} dataset${datasets.length === 1 ? "" : "s"} visible to this key` })));
+    el("div", {}, el("h1", { text: "Datasets" }), count),
+    role === "owner" ? el("a", { class: "button button-primary", href: "#/upload", "data-testid": "upload-link", text: "Upload a dataset" }) : null);
+  const keyHint = role === "analyst" ? el("p", { class: "muted small", "data-testid": "analyst-key-id" },
+    "Your key id, for a dataset's owner to grant you access: ", el("code", { class: "selectable", text: me.key_id })) : null;
   if (datasets.length === 0) {
     const hint = role === "analyst"
-      ? "No dataset has been shared with this analyst key yet. A dataset's owner grants access with "
-        + "POST /v1/datasets/{id}/grants and this key's id."
-      : role === "owner" ? "This key has not uploaded any dataset yet (POST /v1/datasets with a CSV and its schema)."
+      ? "No dataset has been shared with this analyst key yet. A dataset's owner grants access on the dataset's page "
+        + "(or with POST /v1/datasets/{id}/grants) with this key's id."
+      : role === "owner" ? "This key has not uploaded any dataset yet: upload a CSV with its schema."
         : "No dataset has been uploaded yet.";
     replace(viewRoot, head, el("section", { class: "panel empty-state", "data-testid": "datasets-empty" },
-      el("h2", { text: "No datasets" }), el("p", { text: hint })));
+      el("h2", { text: "No datasets" }), el("p", { text: hint }), keyHint,
+      role === "owner" ? el("a", { class: "button", href: "#/upload", text: "Upload a dataset" }) : null));
     return;
   }
+  const search = el("input", { type: "search", "data-testid": "datasets-search", placeholder: "Search by name",
+    "aria-label": "search datasets by name", autocomplete: "off" });
+  const sort = el("select", { "data-testid": "datasets-sort", "aria-label": "sort datasets" },
+    Object.entries(DATASET_SORTS).map(([value, [label]]) => el("option", { value, text: label })));
+  const noMatch = el("p", { class: "muted", "data-testid": "datasets-no-match", hidden: true, text: "No dataset matches the search." });
   const grid = el("div", { class: "dataset-grid", "data-testid": "dataset-list" });
-  replace(viewRoot, head, grid);
-  for (const dataset of datasets) {
+  replace(viewRoot, head, keyHint,
+    el("div", { class: "toolbar", "data-testid": "datasets-toolbar" },
+      el("label", { class: "grow" }, el("span", { text: "Search" }), search),
+      el("label", {}, el("span", { text: "Sort" }), sort)),
+    grid, noMatch);
+
+  const entries = datasets.map((dataset) => ({ dataset, budget: null, card: null }));
+  /** Show the cards that match the search, in the chosen order. */
+  function arrange() {
+    const query = search.value.trim().toLocaleLowerCase();
+    const compare = DATASET_SORTS[sort.value][1];
+    const ordered = entries.slice().sort(compare);
+    let shown = 0;
+    for (const entry of ordered) {
+      const match = !query || entry.dataset.name.toLocaleLowerCase().includes(query);
+      entry.card.hidden = !match;
+      shown += match ? 1 : 0;
+      grid.append(entry.card); // moves it to the end: the grid follows `ordered`
+    }
+    noMatch.hidden = shown > 0;
+    count.textContent = query
+      ? `${shown} of ${datasets.length} datasets match “${search.value.trim()}”`
+      : `${datasets.length} dataset${datasets.length === 1 ? "" : "s"} visible to this key`;
+  }
+  search.addEventListener("input", arrange);
+  sort.addEventListener("change", arrange);
+
+  for (const entry of entries) {
+    const { dataset } = entry;
     const gaugeSlot = el("div", { class: "gauge-slot" }, el("p", { class: "loading", text: "Loading budget…" }));
     const features = dataset.feature_names || [];
     const shown = features.slice(0, 6);
-    grid.append(el("a", {
+    entry.card = el("a", {
       class: "panel dataset-card", href: `#/datasets/${encodeURIComponent(dataset.id)}`,
       "data-testid": `dataset-card-${dataset.id}`, "data-dataset-id": dataset.id,
     },
@@ -270,21 +302,26 @@ async function renderDatasets() {
     el("div", { class: "chips" }, shown.map((f) => el("span", { class: "chip", text: f })),
       features.length > shown.length ? el("span", { class: "chip chip-more", text: `+${features.length - shown.length}` })
         : null),
-    gaugeSlot));
+    gaugeSlot);
     api(`/v1/datasets/${encodeURIComponent(dataset.id)}/budget`).then((budget) => {
-      if (token === generation) replace(gaugeSlot, budgetGauge(budget));
+      if (token !== generation) return;
+      entry.budget = budget;
+      replace(gaugeSlot, budgetGauge(budget));
+      if (sort.value.startsWith("remaining")) arrange();
     }, (error) => {
       if (token === generation) replace(gaugeSlot, el("p", { class: "form-error", text: `Budget unavailable: ${error.detail || error.message}` }));
     });
   }
+  arrange();
 }
 
 // ---------------------------------------------------------------------------------------------------------
 // dataset page
 
 /**
- * Fetch the object a page is about; on 404/403 show the readable error state instead and return null (also null
- * when the user has navigated away meanwhile). Other errors propagate to the banner.
+ * Fetch the object a page is about; on 404/403 show the readable error state instead (only there: the banner
+ * stays hidden, so the message appears once) and return null (also null when the user has navigated away
+ * meanwhile). Other errors propagate to render(), which shows them the same way.
  * @param {string} path The API path, e.g. "/v1/fits/<id>".
  * @param {number} token The view generation the caller started with.
  * @returns {Promise<object|null>}
@@ -295,8 +332,7 @@ async function fetchOrShowMissing(path, token) {
   } catch (error) {
     if (token !== generation) return null;
     if (error instanceof ApiError && (error.status === 404 || error.status === 403)) {
-      showError(error);
-      replace(viewRoot, errorState(error));
+      replace(viewRoot, errorState(error)); // shown once: in the view, not in the banner as well
       return null;
     }
     throw error;
@@ -382,10 +418,13 @@ async function renderDataset(datasetId) {
           el("div", { class: "panel-head" }, el("h2", { text: "Ledger" }),
             el("span", { class: "muted small", text: "append-only; newest first" })),
           ledgerSlot)),
-      canFit ? estimatePanel() : el("section", { class: "panel", "data-testid": "estimate-unavailable" },
-        el("h2", { text: "Estimate & run" }),
-        el("p", { class: "muted", text: `A ${role} key reads budgets and ledgers; fits are estimated and requested `
-          + "by owner and analyst keys." }))));
+      el("div", { class: "column" },
+        canFit ? estimatePanel() : el("section", { class: "panel", "data-testid": "estimate-unavailable" },
+          el("h2", { text: "Estimate & run" }),
+          el("p", { class: "muted", text: `A ${role} key reads budgets and ledgers; fits are estimated and requested `
+            + "by owner and analyst keys." })),
+        canManage(dataset) ? managePanel(dataset, { alive: () => token === generation, onChange: () => refreshFits() })
+          : null)));
 
   // --- budget, burn-down, RDP curve --------------------------------------------------------------------
   let budgetRequest = null;
@@ -425,7 +464,7 @@ async function renderDataset(datasetId) {
     replace(burndownSlot, burndownChart(series, budget.epsilon_max));
     ledgerNote.textContent = `${entries.length} ledger entr${entries.length === 1 ? "y" : "ies"} · `
       + `${budget.entries} budget version${budget.entries === 1 ? "" : "s"} · grid ${budget.grid_name}`;
-    replace(ledgerSlot, ledgerTable(entries, budget.epsilon_max));
+    replace(ledgerSlot, ledgerTable(entries, budget.epsilon_max, new Set(statuses.keys())));
     const rdp = rdpChart(budget.orders, budget.committed_rdp, budget.filter.orders[0]);
     replace(rdpSlot, rdp.chart);
     rdpNote.textContent = rdp.note;
@@ -665,10 +704,8 @@ async function renderDataset(datasetId) {
         await refreshFits(); // a new fit id: the budget and the ledger (its reservation) are reloaded too
         ensurePolling();
       } catch (error) {
-        if (token !== generation) return;
-        showError(error);
-        replace(runStatus, el("span", { class: "form-error", "data-testid": "run-error",
-          text: error instanceof ApiError ? `${error.title}: ${error.detail}` : String(error.message || error) }));
+        if (token !== generation || (error instanceof ApiError && error.status === 401)) return; // 401: logged out
+        replace(runStatus, el("span", { class: "form-error", "data-testid": "run-error", text: problemText(error) }));
       } finally {
         runButton.disabled = false;
       }
@@ -686,12 +723,15 @@ async function renderDataset(datasetId) {
 const LEDGER_ROWS = 8;
 
 /**
- * The latest ledger entries, newest first: time, kind, fit, ε of the entry, remaining ε after it.
+ * The latest ledger entries, newest first: time, kind, fit, ε of the entry, remaining ε after it. A fit this key
+ * may open is a link; one it may not (an analyst reads the whole ledger of a dataset granted to it, but only its
+ * own fits: GET /v1/fits/{id} of another key's fit is a 404) is shown as a plain id.
  * @param {object[]} entries All entries, oldest first.
  * @param {number} epsilonMax
+ * @param {Set<string>} visibleFits The ids of the fits GET /v1/fits?dataset_id= lists for this key.
  * @returns {HTMLElement}
  */
-function ledgerTable(entries, epsilonMax) {
+function ledgerTable(entries, epsilonMax, visibleFits) {
   if (entries.length === 0) {
     return el("p", { class: "muted empty-row", "data-testid": "ledger-empty", text: "No entries yet: nothing has been reserved or charged." });
   }
@@ -706,7 +746,11 @@ function ledgerTable(entries, epsilonMax) {
         el("td", {}, el("span", { class: `kind kind-${entry.kind}`, text: entry.kind }),
           entry.description ? el("span", { class: "muted small", text: ` ${entry.description}` }) : null),
         el("td", {}, entry.job_id
-          ? el("a", { class: "mono", href: `#/fits/${encodeURIComponent(entry.job_id)}`, text: shortId(entry.job_id) })
+          ? visibleFits.has(entry.job_id)
+            ? el("a", { class: "mono", href: `#/fits/${encodeURIComponent(entry.job_id)}`, "data-testid": "ledger-fit-link",
+              text: shortId(entry.job_id) })
+            : el("span", { class: "mono muted", "data-testid": "ledger-fit-id", title: `fit ${entry.job_id} (requested by another key)`,
+              text: shortId(entry.job_id) })
           : el("span", { class: "muted small", text: entry.evaluation_id ? `evaluation ${shortId(entry.evaluation_id)}` : "—" })),
         el("td", { class: "numcell" }, num(entry.epsilon, "ledger-epsilon")),
         el("td", { class: "numcell" }, num(entry.committed_epsilon_after === null ? null
@@ -820,7 +864,7 @@ async function renderFit(fitId) {
     evaluationsSlot,
     el("details", { class: "panel settings", "data-testid": "fit-settings" },
       el("summary", { text: "Resolved settings and accounting" }),
-      settingsTable(fit.settings || {}, cost)));
+      el("div", { class: "table-wrap" }, settingsTable(fit.settings || {}, cost, "settings-table"))));
 
   let drawnOutcome = null;
   /**
@@ -925,9 +969,8 @@ function evaluationsPanel(fitId, dataset, token) {
           headers: { "Idempotency-Key": newIdempotencyKey() } });
         await refresh();
       } catch (error) {
-        if (token !== generation) return;
-        showError(error);
-        replace(status, error instanceof ApiError ? `${error.title}: ${error.detail}` : String(error.message || error));
+        if (token !== generation || (error instanceof ApiError && error.status === 401)) return; // 401: logged out
+        replace(status, problemText(error));
       } finally {
         button.disabled = false;
       }
@@ -966,58 +1009,103 @@ function evaluationsTable(evaluations) {
 }
 
 /**
- * The settings of a fit as a two-column table (nested values as JSON).
+ * A settings-like object as a two-column table (nested values as JSON), with optional `cost.*` rows.
  * @param {object} settings
  * @param {object} cost
+ * @param {string} [testid]
  * @returns {HTMLElement}
  */
-function settingsTable(settings, cost) {
-  const rows = Object.entries(settings).map(([k, v]) => [k, typeof v === "object" && v !== null ? JSON.stringify(v) : String(v)]);
+function settingsTable(settings, cost, testid) {
+  const rows = Object.entries(settings).map(([k, v]) => [k, settingText(v)]);
   for (const k of ["grid", "formula_version", "extra_delta", "approx_delta"]) {
     if (k in cost) rows.push([`cost.${k}`, String(cost[k])]);
   }
-  return el("table", { class: "table kv-table" }, el("tbody", {},
-    rows.map(([k, v]) => el("tr", {}, el("th", { class: "mono", text: k }), el("td", { class: "mono", text: v })))));
+  return el("table", { class: "table kv-table", "data-testid": testid }, el("tbody", {},
+    rows.map(([k, v]) => el("tr", { "data-testid": "setting-row", "data-key": k },
+      el("th", { class: "mono", text: k }), el("td", { class: "mono", text: v })))));
+}
+
+/**
+ * One setting's value as text (objects and arrays as JSON).
+ * @param {unknown} value
+ * @returns {string}
+ */
+function settingText(value) {
+  return typeof value === "object" && value !== null ? JSON.stringify(value) : String(value);
+}
+
+/**
+ * The release metadata of a result, less what the fit's resolved settings already say (the metadata starts from
+ * the resolved settings: each value is shown once, in "Resolved settings" unless the release's differs).
+ * @param {object} result The fit's result.
+ * @param {object} settings The fit's resolved settings.
+ * @returns {HTMLElement|null}
+ */
+function metadataDetails(result, settings) {
+  const metadata = result.metadata || {};
+  const own = Object.fromEntries(Object.entries(metadata)
+    .filter(([k, v]) => !(k in settings) || settingText(settings[k]) !== settingText(v)));
+  const repeated = Object.keys(metadata).length - Object.keys(own).length;
+  if (Object.keys(metadata).length === 0) return null;
+  return el("details", { class: "metadata", "data-testid": "release-metadata" },
+    el("summary", { text: "Release metadata (data-independent)" }),
+    Object.keys(own).length ? el("div", { class: "table-wrap" }, settingsTable(own, {}, "release-metadata-table"))
+      : el("p", { class: "muted small", text: "Nothing beyond the resolved settings." }),
+    repeated ? el("p", { class: "muted small", "data-testid": "release-metadata-note",
+      text: `${repeated} more value${repeated === 1 ? " is" : "s are"} the same as in “Resolved settings and accounting” below.` }) : null);
+}
+
+/**
+ * A "Download CSV" button for a coefficient table.
+ * @param {string} fitId
+ * @param {string[]} header
+ * @param {Array<Array<string|number>>} rows
+ * @returns {HTMLElement}
+ */
+function csvButton(fitId, header, rows) {
+  return el("button", { type: "button", class: "button button-small", "data-testid": "coefficients-csv",
+    text: "Download CSV", onclick: () => download(`fit-${shortId(fitId)}-coefficients.csv`, toCsv(header, rows)) });
 }
 
 /**
  * The coefficients of a multinomial fit (a categorical label with k classes): a table with one row per feature
- * (and the intercept) and one column per class, each cell tinted by its sign.
- * @param {object} result the fit's result: classes (k names), coefficients (k rows of d numbers), intercept (k or null)
+ * (and the intercept) and one column per class, each cell tinted by its sign; sortable by any column, exported
+ * as CSV.
+ * @param {object} fit the fit; its result has classes (k names), coefficients (k rows of d numbers), intercept
+ *   (k or null)
  * @returns {HTMLElement}
  */
-function multiclassOutcome(result) {
+function multiclassOutcome(fit) {
+  const result = fit.result;
   const classes = result.classes;
   const d = result.coefficients.length ? result.coefficients[0].length : 0;
   const names = result.feature_names || Array.from({ length: d }, (_, i) => `x${i}`);
+  const rows = names.map((name, i) => ({ name, values: result.coefficients.map((r) => r[i]) }));
+  const intercept = Array.isArray(result.intercept) ? { name: "(intercept)", values: result.intercept } : null;
   /**
    * One row of the matrix: a feature's coefficient in every class.
-   * @param {string} name
-   * @param {number[]} values one per class
-   * @param {string} testid
+   * @param {{name: string, values: number[]}} row
+   * @param {boolean} pinned the intercept
    * @returns {HTMLElement}
    */
-  const row = (name, values, testid) => el("tr", { "data-testid": testid, "data-feature": name },
-    el("th", { class: "mono", text: name }),
-    values.map((v, j) => el("td", { class: `numcell mono ${v >= 0 ? "coef-pos-text" : "coef-neg-text"}`,
-      "data-class": classes[j], "data-value": v, text: v.toFixed(4) })));
-  const intercept = Array.isArray(result.intercept) ? result.intercept : null;
-  const metadata = result.metadata || {};
+  const renderRow = (row, pinned) => el("tr", { "data-testid": pinned ? "coefficient-matrix-intercept" : "coefficient-matrix-row",
+    "data-feature": row.name },
+  el("th", { class: "mono", text: row.name }),
+  row.values.map((v, j) => el("td", { class: `numcell mono ${v >= 0 ? "coef-pos-text" : "coef-neg-text"}`,
+    "data-class": classes[j], "data-value": v, text: v.toFixed(4) })));
+  const table = sortableTable({
+    columns: [{ label: "Feature", key: (r) => r.name },
+      ...classes.map((c, j) => ({ label: c, key: (r) => r.values[j], className: "numcell mono" }))],
+    rows, pinned: intercept ? [intercept] : [], renderRow,
+    attrs: { class: "table coef-table coef-matrix", "data-testid": "coefficients-matrix" },
+  });
+  const csvRows = [...rows, ...(intercept ? [intercept] : [])].map((r) => [r.name, ...r.values]);
   return el("section", { class: "panel", "data-testid": "fit-result" },
-    el("div", { class: "panel-head" }, el("h2", { text: "Coefficients" }),
+    el("div", { class: "panel-head panel-head-wrap" }, el("h2", { text: "Coefficients" }),
       el("span", { class: "muted small", text: `${result.solver} · ${result.model} (multinomial, ${classes.length} classes) · predicts the most probable class of softmax(Θx + b)` }),
-      selectedNote(result)),
-    el("div", { class: "table-scroll" },
-      el("table", { class: "table coef-table coef-matrix", "data-testid": "coefficients-matrix" },
-        el("thead", {}, el("tr", {}, el("th", { text: "Feature" }),
-          classes.map((c) => el("th", { class: "numcell mono", text: c })))),
-        el("tbody", {},
-          names.map((name, i) => row(name, result.coefficients.map((r) => r[i]), "coefficient-matrix-row")),
-          intercept === null ? null : row("(intercept)", intercept, "coefficient-matrix-intercept")))),
-    Object.keys(metadata).length
-      ? el("details", { class: "metadata" }, el("summary", { text: "Release metadata (data-independent)" }),
-        settingsTable(metadata, {}))
-      : null);
+      selectedNote(result), csvButton(fit.id, ["feature", ...classes], csvRows)),
+    el("div", { class: "table-scroll" }, table),
+    metadataDetails(result, fit.settings || {}));
 }
 
 /**
@@ -1032,6 +1120,59 @@ function selectedNote(result) {
 }
 
 /**
+ * The coefficients of a fit with one coefficient per feature: name, value and a diverging bar; sortable by
+ * feature, value or magnitude (the intercept stays last), exported as CSV.
+ * @param {object} fit
+ * @returns {HTMLElement}
+ */
+function coefficientsOutcome(fit) {
+  const result = fit.result;
+  const names = result.feature_names || result.coefficients.map((_, i) => `x${i}`);
+  const hasIntercept = result.intercept !== null && result.intercept !== undefined;
+  const values = [...result.coefficients, ...(hasIntercept ? [result.intercept] : [])];
+  const scale = Math.max(1e-12, ...values.map((v) => Math.abs(v)));
+  /**
+   * A diverging bar for one coefficient, scaled by the largest magnitude.
+   * @param {number} value
+   * @returns {SVGElement}
+   */
+  const bar = (value) => {
+    const half = 50 * Math.min(1, Math.abs(value) / scale);
+    return svg("svg", { viewBox: "0 0 100 10", preserveAspectRatio: "none", class: "coef-bar", "aria-hidden": "true" },
+      svg("rect", { x: value >= 0 ? 50 : 50 - half, width: half, y: 1.5, height: 7,
+        class: value >= 0 ? "coef-pos" : "coef-neg" }),
+      svg("line", { x1: 50, x2: 50, y1: 0, y2: 10, class: "coef-axis" }));
+  };
+  /**
+   * One row of the coefficients table.
+   * @param {{name: string, value: number}} row
+   * @param {boolean} pinned the intercept
+   * @returns {HTMLElement}
+   */
+  const renderRow = (row, pinned) => el("tr", { "data-testid": pinned ? "coefficient-intercept" : "coefficient-row",
+    "data-feature": row.name, "data-value": row.value },
+  el("th", { class: "mono", text: row.name }),
+  el("td", { class: "numcell mono", text: row.value.toFixed(4) }),
+  el("td", { class: "barcell" }, bar(row.value)));
+  const rows = result.coefficients.map((value, i) => ({ name: names[i], value }));
+  const intercept = hasIntercept ? { name: "(intercept)", value: result.intercept } : null;
+  const table = sortableTable({
+    columns: [{ label: "Feature", key: (r) => r.name },
+      { label: "Coefficient", key: (r) => r.value, className: "numcell" },
+      { label: "|Coefficient|", key: (r) => Math.abs(r.value) }],
+    rows, pinned: intercept ? [intercept] : [], renderRow,
+    attrs: { class: "table coef-table", "data-testid": "coefficients-table" },
+  });
+  const csvRows = [...rows, ...(intercept ? [intercept] : [])].map((r) => [r.name, r.value]);
+  return el("section", { class: "panel", "data-testid": "fit-result" },
+    el("div", { class: "panel-head panel-head-wrap" }, el("h2", { text: "Coefficients" }),
+      el("span", { class: "muted small", text: `${result.solver} · ${result.model}${result.predictor === false ? " · an estimate of a feature statistic (no predictions)" : " · predicts ⟨θ, x⟩ + b"}` }),
+      selectedNote(result), csvButton(fit.id, ["feature", "coefficient"], csvRows)),
+    el("div", { class: "table-scroll" }, table),
+    metadataDetails(result, fit.settings || {}));
+}
+
+/**
  * The outcome section of a fit: coefficients when it succeeded, the error when it failed or was cancelled,
  * a waiting note otherwise.
  * @param {object} fit
@@ -1039,52 +1180,10 @@ function selectedNote(result) {
  */
 function outcome(fit) {
   if (fit.status === "succeeded" && fit.result && Array.isArray(fit.result.classes)) {
-    return multiclassOutcome(fit.result);
+    return multiclassOutcome(fit);
   }
   if (fit.status === "succeeded" && fit.result) {
-    const result = fit.result;
-    const names = result.feature_names || result.coefficients.map((_, i) => `x${i}`);
-    const values = [...result.coefficients, ...(result.intercept === null || result.intercept === undefined ? [] : [result.intercept])];
-    const scale = Math.max(1e-12, ...values.map((v) => Math.abs(v)));
-    /**
-     * A diverging bar for one coefficient, scaled by the largest magnitude.
-     * @param {number} value
-     * @returns {SVGElement}
-     */
-    const bar = (value) => {
-      const half = 50 * Math.min(1, Math.abs(value) / scale);
-      return svg("svg", { viewBox: "0 0 100 10", preserveAspectRatio: "none", class: "coef-bar", "aria-hidden": "true" },
-        svg("rect", { x: value >= 0 ? 50 : 50 - half, width: half, y: 1.5, height: 7,
-          class: value >= 0 ? "coef-pos" : "coef-neg" }),
-        svg("line", { x1: 50, x2: 50, y1: 0, y2: 10, class: "coef-axis" }));
-    };
-    /**
-     * One row of the coefficients table.
-     * @param {string} name
-     * @param {number} value
-     * @param {string} testid
-     * @returns {HTMLElement}
-     */
-    const row = (name, value, testid) => el("tr", { "data-testid": testid, "data-feature": name, "data-value": value },
-      el("th", { class: "mono", text: name }),
-      el("td", { class: "numcell mono", text: value.toFixed(4) }),
-      el("td", { class: "barcell" }, bar(value)));
-    const metadata = result.metadata || {};
-    return el("section", { class: "panel", "data-testid": "fit-result" },
-      el("div", { class: "panel-head" }, el("h2", { text: "Coefficients" }),
-        el("span", { class: "muted small", text: `${result.solver} · ${result.model}${result.predictor === false ? " · an estimate of a feature statistic (no predictions)" : " · predicts ⟨θ, x⟩ + b"}` }),
-        selectedNote(result)),
-      el("table", { class: "table coef-table", "data-testid": "coefficients-table" },
-        el("thead", {}, el("tr", {}, el("th", { text: "Feature" }), el("th", { class: "numcell", text: "Coefficient" }),
-          el("th", { text: "" }))),
-        el("tbody", {},
-          result.coefficients.map((v, i) => row(names[i], v, "coefficient-row")),
-          result.intercept === null || result.intercept === undefined ? null
-            : row("(intercept)", result.intercept, "coefficient-intercept"))),
-      Object.keys(metadata).length
-        ? el("details", { class: "metadata" }, el("summary", { text: "Release metadata (data-independent)" }),
-          settingsTable(metadata, {}))
-        : null);
+    return coefficientsOutcome(fit);
   }
   if (fit.status === "failed" || fit.status === "cancelled") {
     const error = fit.error || {};
@@ -1113,12 +1212,15 @@ function route() {
   if (parts[0] === "datasets" && parts.length === 1) return { name: "datasets" };
   if (parts[0] === "datasets" && parts.length === 2) return { name: "dataset", id: parts[1] };
   if (parts[0] === "fits" && parts.length === 2) return { name: "fit", id: parts[1] };
+  if (parts[0] === "upload" && parts.length === 1) return { name: "upload" };
+  if (parts[0] === "keys" && parts.length === 1) return { name: "keys" };
   return { name: "unknown" };
 }
 
 /** Render the view of the current route (the login view when there is no session). */
 async function render() {
   generation += 1;
+  const token = generation;
   timers.forEach((t) => clearTimeout(t));
   timers.clear();
   clearError();
@@ -1147,13 +1249,19 @@ async function render() {
       case "fit":
         await renderFit(current.id);
         break;
+      case "upload":
+        renderUpload({ root: viewRoot, alive: () => token === generation });
+        break;
+      case "keys":
+        await renderKeys({ root: viewRoot, alive: () => token === generation });
+        break;
       default:
         replace(viewRoot, errorState(new ApiError(404, "Not Found", `no page at ${location.hash}`)));
     }
   } catch (error) {
     if (error instanceof ApiError && error.status === 401) return; // handled by onUnauthorized
-    showError(error);
-    replace(viewRoot, errorState(error));
+    if (token !== generation) return;
+    replace(viewRoot, errorState(error)); // the view says what failed; the banner would repeat it
   }
 }
 

@@ -1,0 +1,510 @@
+// privfit dashboard: what owners and admins manage — upload a dataset (file + schema editor), delete it, grant and
+// revoke analyst keys on it, and (admins) create, list and revoke API keys.
+//
+// Every action is one v1 API call with the user's key (docs/client.md): POST /v1/datasets (multipart: file,
+// schema, name, allow_duplicate), DELETE /v1/datasets/{id}, POST|GET /v1/datasets/{id}/grants,
+// DELETE /v1/datasets/{id}/grants/{api_key_id}, POST|GET /v1/keys, DELETE /v1/keys/{id}. The API decides who may
+// do what (uploads: owners; a dataset's grants and deletion: its owner and admins; keys: admins); these views are
+// only offered to those roles, so analysts never see an owner's control. Destructive actions ask for a second,
+// explicit click.
+
+import { ApiError, api, getSession } from "./api.js";
+import { el, fmtInt, fmtTime, replace, shortId } from "./dom.js";
+import { errorState, problemText } from "./feedback.js";
+import { checkSchemaText, problemFields, starterSchema } from "./schema.js";
+
+/**
+ * Whether the session's key may manage this dataset (its owner, or an admin): the API's own rule
+ * (`visible_dataset(..., manage=True)`).
+ * @param {object} dataset
+ * @returns {boolean}
+ */
+export function canManage(dataset) {
+  const session = getSession();
+  if (!session) return false;
+  return session.me.role === "admin" || (session.me.role === "owner" && dataset.owner_key_id === session.me.key_id);
+}
+
+/**
+ * A problem shown inline: its title, detail and the fields it names.
+ * @param {unknown} error
+ * @param {string} testid Prefix of the test ids (`-title`, `-detail`, `-field`).
+ * @returns {HTMLElement}
+ */
+function inlineProblem(error, testid) {
+  const title = error instanceof ApiError ? `${error.title}${error.status ? ` (HTTP ${error.status})` : ""}` : "Error";
+  const detail = error instanceof ApiError ? error.detail : String(error && error.message ? error.message : error);
+  const fields = error instanceof ApiError ? problemFields(error.problem) : [];
+  return el("div", { class: "inline-problem", role: "alert", "data-testid": testid },
+    el("strong", { "data-testid": `${testid}-title`, text: title }),
+    el("p", { "data-testid": `${testid}-detail`, text: detail }),
+    fields.length ? el("p", { class: "small" }, "Field: ",
+      fields.map((field) => el("code", { class: "field-name", "data-testid": `${testid}-field`, text: field }))) : null);
+}
+
+/**
+ * A button that asks for confirmation: the first click shows the question with "confirm" and "keep" buttons.
+ * @param {object} spec
+ * @param {string} spec.label The button's text.
+ * @param {string} spec.question What the confirmation says.
+ * @param {string} spec.confirmLabel The confirming button's text.
+ * @param {string} spec.testid Test id of the button (`-confirm`, `-keep` for the others).
+ * @param {() => Promise<void>} spec.action Run on confirmation; an error is shown next to the buttons.
+ * @param {boolean} [spec.small]
+ * @returns {HTMLElement}
+ */
+function confirmButton({ label, question, confirmLabel, testid, action, small = false }) {
+  const size = small ? " button-small" : "";
+  const slot = el("span", { class: "confirm" });
+  const start = el("button", { type: "button", class: `button button-danger${size}`, "data-testid": testid, text: label });
+  /** Back to the single button. */
+  const reset = () => replace(slot, start);
+  start.addEventListener("click", () => {
+    const yes = el("button", { type: "button", class: `button button-danger-solid${size}`, "data-testid": `${testid}-confirm`,
+      text: confirmLabel });
+    const no = el("button", { type: "button", class: `button${size}`, "data-testid": `${testid}-keep`, text: "Keep",
+      onclick: reset });
+    yes.addEventListener("click", async () => {
+      yes.disabled = true;
+      no.disabled = true;
+      try {
+        await action();
+      } catch (error) {
+        replace(slot, start, el("span", { class: "form-error small", "data-testid": `${testid}-error`, text: problemText(error) }));
+      }
+    });
+    replace(slot, el("span", { class: "confirm-question", "data-testid": `${testid}-question`, text: question }), yes, no);
+    no.focus();
+  });
+  reset();
+  return slot;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// upload
+
+/**
+ * The column-by-column schema builder, kept in step with the JSON text: editing a column rewrites the JSON;
+ * editing the JSON redraws the columns (when it parses to an object).
+ * @param {HTMLTextAreaElement} textarea The schema's JSON text (the source of truth).
+ * @param {() => void} onChange Called after the builder rewrote the JSON.
+ * @returns {{element: HTMLElement, load: () => void}}
+ */
+function schemaBuilder(textarea, onChange) {
+  const root = el("div", { class: "builder", "data-testid": "schema-builder" });
+  let state = null;
+
+  /** Write the state to the textarea. */
+  function write() {
+    textarea.value = JSON.stringify(state, null, 2);
+    onChange();
+  }
+
+  /**
+   * A text or number input bound to `object[key]` (an empty field removes the key).
+   * @returns {HTMLElement}
+   */
+  function field(label, object, key, { type = "text", testid, list = false, width = "" } = {}) {
+    const current = object[key];
+    const value = current === undefined || current === null ? "" : list ? current.join(", ") : String(current);
+    const input = el("input", { type, value, "data-testid": testid, step: type === "number" ? "any" : null,
+      spellcheck: "false", "aria-label": label });
+    input.addEventListener("input", () => {
+      const raw = input.value.trim();
+      if (raw === "") delete object[key];
+      else if (list) object[key] = raw.split(",").map((part) => part.trim()).filter(Boolean);
+      else object[key] = type === "number" ? Number(raw) : input.value;
+      write();
+    });
+    return el("label", { class: `builder-field ${width}` }, el("span", { text: label }), input);
+  }
+
+  /**
+   * The type select of a column; changing it keeps the name and resets the type's own keys.
+   * @returns {HTMLElement}
+   */
+  function typeSelect(object, types, testid) {
+    const select = el("select", { "data-testid": testid, "aria-label": "type" },
+      types.map((t) => el("option", { value: t, text: t })));
+    select.value = object.type;
+    select.addEventListener("change", () => {
+      const name = object.name;
+      for (const key of Object.keys(object)) delete object[key];
+      Object.assign(object, { name, type: select.value }, DEFAULTS[select.value]);
+      write();
+      draw();
+    });
+    return el("label", { class: "builder-field" }, el("span", { text: "Type" }), select);
+  }
+
+  /** The fields of one column by its type. */
+  function details(object, prefix) {
+    switch (object.type) {
+      case "numeric":
+        return [field("Lower", object, "lower", { type: "number", testid: `${prefix}-lower`, width: "narrow" }),
+          field("Upper", object, "upper", { type: "number", testid: `${prefix}-upper`, width: "narrow" })];
+      case "categorical":
+        return [field("Levels (comma-separated)", object, "levels", { list: true, testid: `${prefix}-levels`, width: "wide" })];
+      case "binary":
+        return [field("Positive class", object, "positive", { testid: `${prefix}-positive` }),
+          field("Negative class", object, "negative", { testid: `${prefix}-negative` })];
+      default:
+        return [el("span", { class: "muted small builder-note", text: "present in the file, not used" })];
+    }
+  }
+
+  /**
+   * Whether the state has the shape the editor can show: label, budget (objects) and features (a list of
+   * objects), each possibly absent (then created empty).
+   * @returns {boolean}
+   */
+  function editable() {
+    const isObject = (value) => value !== null && typeof value === "object" && !Array.isArray(value);
+    if (!isObject(state)) return false;
+    if (state.label !== undefined && !isObject(state.label)) return false;
+    if (state.budget !== undefined && !isObject(state.budget)) return false;
+    return state.features === undefined || (Array.isArray(state.features) && state.features.every(isObject));
+  }
+
+  /** Redraw every row from the state. */
+  function draw() {
+    if (!editable()) {
+      replace(root, el("p", { class: "muted small", "data-testid": "builder-unavailable",
+        text: "The JSON below is not an object that the column editor can show; fix it (Validate says where) to edit it column by column." }));
+      return;
+    }
+    if (state.label === undefined) state.label = { name: "", type: "binary" };
+    if (state.features === undefined) state.features = [];
+    if (state.budget === undefined) state.budget = {};
+    const label = el("div", { class: "builder-row builder-label", "data-testid": "builder-label" },
+      el("span", { class: "builder-role", text: "label" }),
+      field("Name", state.label, "name", { testid: "builder-label-name" }),
+      typeSelect(state.label, ["binary", "categorical", "numeric"], "builder-label-type"),
+      details(state.label, "builder-label"));
+    const features = state.features.map((feature, i) => el("div", { class: "builder-row", "data-testid": "builder-feature" },
+      el("span", { class: "builder-role", text: `#${i + 1}` }),
+      field("Name", feature, "name", { testid: "builder-feature-name" }),
+      typeSelect(feature, ["numeric", "categorical", "ignore"], "builder-feature-type"),
+      details(feature, "builder-feature"),
+      el("button", { type: "button", class: "button button-small button-quiet builder-remove", "data-testid": "builder-remove",
+        "aria-label": `remove column ${i + 1}`, text: "Remove",
+        onclick: () => { state.features.splice(i, 1); write(); draw(); } })));
+    const add = el("button", { type: "button", class: "button button-small", "data-testid": "builder-add", text: "+ Add column",
+      onclick: () => { state.features.push({ name: `column_${state.features.length + 1}`, type: "numeric", lower: 0, upper: 1 }); write(); draw(); } });
+    const missing = el("select", { "data-testid": "builder-missing", "aria-label": "missing values" },
+      ["reject", "impute"].map((m) => el("option", { value: m, text: m })));
+    missing.value = state.missing === "impute" ? "impute" : "reject";
+    missing.addEventListener("change", () => { state.missing = missing.value; write(); });
+    replace(root, label, features, el("div", { class: "builder-actions" }, add),
+      el("div", { class: "builder-row builder-budget" },
+        el("span", { class: "builder-role", text: "budget" }),
+        field("ε max", state.budget, "epsilon", { type: "number", testid: "builder-epsilon", width: "narrow" }),
+        field("δ", state.budget, "delta", { type: "number", testid: "builder-delta", width: "narrow" }),
+        el("label", { class: "builder-field" }, el("span", { text: "Missing values" }), missing),
+        field("Validation fraction (optional)", state, "validation_fraction", { type: "number", testid: "builder-validation", width: "narrow" })));
+  }
+
+  /** Read the textarea into the state and redraw (a JSON that is not an object leaves the builder unavailable). */
+  function load() {
+    try {
+      state = JSON.parse(textarea.value);
+    } catch {
+      state = null;
+    }
+    draw();
+  }
+
+  return { element: root, load };
+}
+
+/** The keys a column gets when its type is chosen in the builder. */
+const DEFAULTS = {
+  numeric: { lower: 0, upper: 1 },
+  categorical: { levels: [] },
+  ignore: {},
+  binary: { positive: "yes", negative: "no" },
+};
+
+/**
+ * The upload view (owners): a name, a CSV file, the schema (a JSON editor or column by column, or loaded from a
+ * .json file), "Validate" (the JSON's shape, checked in the browser: see schema.js) and "Upload" (validated
+ * first; the API's problem+json is shown with the fields it names).
+ * @param {{root: HTMLElement, alive: () => boolean}} view The view's root element and whether it is current.
+ */
+export function renderUpload(view) {
+  const role = getSession().me.role;
+  if (role !== "owner") {
+    replace(view.root, errorState(new ApiError(403, "Forbidden", `uploads are for owner keys; this key is ${role === "admin" ? "an admin" : `an ${role}`} key`)));
+    return;
+  }
+  const nameInput = el("input", { id: "upload-name", "data-testid": "upload-name", type: "text", maxlength: 200,
+    placeholder: "default: the file's name", autocomplete: "off" });
+  const fileInput = el("input", { id: "upload-file", "data-testid": "upload-file", type: "file", accept: ".csv,text/csv", required: true });
+  const schemaFile = el("input", { id: "upload-schema-file", "data-testid": "upload-schema-file", type: "file", accept: ".json,application/json" });
+  const duplicate = el("input", { id: "upload-allow-duplicate", "data-testid": "upload-allow-duplicate", type: "checkbox" });
+  const textarea = el("textarea", { id: "upload-schema", "data-testid": "upload-schema", rows: 14, spellcheck: "false",
+    "aria-label": "schema JSON" });
+  textarea.value = JSON.stringify(starterSchema(), null, 2);
+  const checkSlot = el("div", { class: "schema-check", "data-testid": "schema-check", "aria-live": "polite" });
+  const resultSlot = el("div", { class: "upload-result", "data-testid": "upload-result", "aria-live": "polite" });
+  const builder = schemaBuilder(textarea, () => replace(checkSlot));
+  textarea.addEventListener("input", () => { replace(checkSlot); builder.load(); });
+  builder.load();
+
+  schemaFile.addEventListener("change", async () => {
+    const [file] = schemaFile.files;
+    if (!file) return;
+    textarea.value = await file.text();
+    builder.load();
+    validate();
+  });
+
+  /**
+   * Check the schema's JSON in the browser and list its problems.
+   * @returns {boolean} Whether it passed.
+   */
+  function validate() {
+    const { problems } = checkSchemaText(textarea.value);
+    checkSlot.dataset.state = problems.length ? "invalid" : "valid";
+    if (problems.length === 0) {
+      replace(checkSlot, el("p", { class: "ok", "data-testid": "schema-valid",
+        text: "The schema's shape is valid. The API checks it again, with the rows, on upload." }));
+      return true;
+    }
+    replace(checkSlot, el("div", { class: "inline-problem", role: "alert" },
+      el("strong", { text: `The schema has ${problems.length} problem${problems.length === 1 ? "" : "s"}` }),
+      el("ul", { class: "problem-list" }, problems.map((p) => el("li", { "data-testid": "schema-problem", "data-field": p.field },
+        el("code", { class: "field-name", text: p.field }), ` ${p.message}`)))));
+    return false;
+  }
+
+  const validateButton = el("button", { type: "button", class: "button", "data-testid": "schema-validate", text: "Validate",
+    onclick: validate });
+  const uploadButton = el("button", { type: "submit", class: "button button-primary", "data-testid": "upload-submit", text: "Upload" });
+  const form = el("form", { class: "upload-form", "data-testid": "upload-form" },
+    el("div", { class: "form-row form-row-2" },
+      el("label", {}, el("span", { text: "CSV file" }), fileInput),
+      el("label", {}, el("span", { text: "Display name" }), nameInput)),
+    el("fieldset", { class: "schema-editor" },
+      el("legend", { text: "Schema (public: column types, bounds, levels, budget)" }),
+      el("p", { class: "muted small", text: "Declare every column of the file: the label and the features, in any order. "
+        + "Edit it column by column, or as JSON below (the two stay in step), or load a schema file. "
+        + "Nothing here is derived from the rows: see docs/datasets.md." }),
+      builder.element,
+      el("label", { class: "block" }, el("span", { text: "Schema JSON" }), textarea),
+      el("label", { class: "inline" }, el("span", { text: "Load a schema file (.json)" }), schemaFile)),
+    el("label", { class: "checkbox" }, duplicate,
+      el("span", { text: "Register even if I already own a dataset with the same content (it gets its own budget)" })),
+    el("div", { class: "form-actions" }, validateButton, uploadButton),
+    checkSlot, resultSlot);
+
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    replace(resultSlot);
+    if (!validate()) return;
+    const [file] = fileInput.files;
+    if (!file) {
+      replace(resultSlot, el("p", { class: "form-error", "data-testid": "upload-no-file", text: "Choose the CSV file to upload." }));
+      return;
+    }
+    const body = new FormData();
+    body.append("file", file, file.name);
+    body.append("schema", textarea.value);
+    if (nameInput.value.trim()) body.append("name", nameInput.value.trim());
+    if (duplicate.checked) body.append("allow_duplicate", "true");
+    uploadButton.disabled = true;
+    replace(resultSlot, el("p", { class: "muted", text: `Uploading ${file.name}…` }));
+    try {
+      const dataset = await api("/v1/datasets", { method: "POST", form: body });
+      if (!view.alive()) return;
+      replace(resultSlot, el("p", { class: "ok", "data-testid": "upload-ok", "data-dataset-id": dataset.id },
+        "Registered ", el("a", { href: `#/datasets/${encodeURIComponent(dataset.id)}`, "data-testid": "upload-dataset-link",
+          text: dataset.name }),
+        `: ${fmtInt(dataset.n)} rows, ${fmtInt(dataset.d)} encoded features.`));
+    } catch (error) {
+      if (!view.alive()) return;
+      replace(resultSlot, inlineProblem(error, "upload-error"));
+    } finally {
+      uploadButton.disabled = false;
+    }
+  });
+
+  replace(view.root,
+    el("nav", { class: "crumbs", "aria-label": "breadcrumb" },
+      el("a", { href: "#/datasets", text: "Datasets" }), el("span", { text: "/" }), el("span", { text: "Upload" })),
+    el("div", { class: "page-head" }, el("div", {},
+      el("h1", { text: "Upload a dataset" }),
+      el("p", { class: "muted", text: "A CSV file and its public schema. The rows stay private: the service checks them "
+        + "against the schema, encodes them and only ever releases differentially private fits." }))),
+    el("section", { class: "panel", "data-testid": "upload-panel" }, form));
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// a dataset's grants and deletion
+
+/**
+ * The "Access and deletion" panel of a dataset (its owner and admins): the analyst keys granted, a form to grant
+ * one more by its key id, a revoke button per grant, and deletion — each destructive step confirmed.
+ * @param {object} dataset
+ * @param {{alive: () => boolean, onChange: () => void}} view `onChange` is called after a grant changed.
+ * @returns {HTMLElement}
+ */
+export function managePanel(dataset, view) {
+  const id = encodeURIComponent(dataset.id);
+  const list = el("div", { class: "table-wrap", "data-testid": "grants-list" }, el("p", { class: "loading", text: "Loading grants…" }));
+  const keyInput = el("input", { "data-testid": "grant-key-id", type: "text", placeholder: "analyst key id (a UUID)",
+    spellcheck: "false", autocomplete: "off", required: true, "aria-label": "analyst key id" });
+  const status = el("div", { "data-testid": "grant-status", "aria-live": "polite" });
+  const grantButton = el("button", { type: "submit", class: "button", "data-testid": "grant-submit", text: "Grant" });
+
+  /** Reload the grants. */
+  async function refresh() {
+    try {
+      const grants = await api(`/v1/datasets/${id}/grants`);
+      if (view.alive()) replace(list, grantsTable(grants));
+    } catch (error) {
+      if (view.alive()) replace(list, inlineProblem(error, "grants-error"));
+    }
+  }
+
+  /**
+   * The grants as a table with a revoke button each.
+   * @param {object[]} grants
+   * @returns {HTMLElement}
+   */
+  function grantsTable(grants) {
+    if (grants.length === 0) {
+      return el("p", { class: "muted empty-row", "data-testid": "grants-empty", text: "No analyst key has been granted this dataset." });
+    }
+    return el("table", { class: "table grants-table", "data-testid": "grants-table" },
+      el("thead", {}, el("tr", {}, ["Analyst key", "Granted", ""].map((h) => el("th", { text: h })))),
+      el("tbody", {}, grants.map((grant) => el("tr", { "data-testid": "grant-row", "data-key-id": grant.api_key_id },
+        el("td", {}, el("span", { class: "mono small", text: grant.api_key_id }),
+          grant.key_revoked ? el("span", { class: "status status-failed", text: "key revoked" }) : null),
+        el("td", { class: "small nowrap", text: fmtTime(grant.created_at) }),
+        el("td", { class: "actions" }, confirmButton({
+          label: "Revoke", confirmLabel: "Revoke access", small: true, testid: "grant-revoke",
+          question: `Revoke key ${shortId(grant.api_key_id)}? Its queued and running fits on this dataset are cancelled.`,
+          action: async () => {
+            await api(`/v1/datasets/${id}/grants/${encodeURIComponent(grant.api_key_id)}`, { method: "DELETE" });
+            await refresh();
+            view.onChange();
+          },
+        }))))));
+  }
+
+  const form = el("form", { class: "grant-form", "data-testid": "grant-form" },
+    el("label", { class: "grow" }, el("span", { text: "Grant an analyst key" }), keyInput), grantButton);
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    grantButton.disabled = true;
+    replace(status);
+    try {
+      await api(`/v1/datasets/${id}/grants`, { method: "POST", body: { api_key_id: keyInput.value.trim() } });
+      if (!view.alive()) return;
+      replace(status, el("p", { class: "ok small", "data-testid": "grant-ok", text: `Granted to key ${keyInput.value.trim()}.` }));
+      keyInput.value = "";
+      await refresh();
+      view.onChange();
+    } catch (error) {
+      if (view.alive()) replace(status, inlineProblem(error, "grant-error"));
+    } finally {
+      grantButton.disabled = false;
+    }
+  });
+  refresh();
+
+  const remove = confirmButton({
+    label: "Delete dataset", confirmLabel: "Delete permanently", testid: "dataset-delete",
+    question: `Delete “${dataset.name}”? Its rows are purged and its queued fits cancelled; its budget, ledger and fits stay readable to you.`,
+    action: async () => {
+      await api(`/v1/datasets/${id}`, { method: "DELETE" });
+      location.hash = "#/datasets";
+    },
+  });
+  return el("section", { class: "panel", "data-testid": "manage-panel" },
+    el("div", { class: "panel-head" }, el("h2", { text: "Access" }),
+      el("span", { class: "muted small", text: "analyst keys that may estimate and fit this dataset (an analyst finds its key id on its datasets page)" })),
+    list, form, status,
+    el("div", { class: "danger-zone" }, el("h2", { text: "Delete" }), remove));
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// keys (admins)
+
+/**
+ * The keys view (admins): every key with its role, name, prefix, id, creation and revocation; a form that creates
+ * one (its secret is shown once); a revoke button per valid key (not the admin's own: the API refuses it).
+ * @param {{root: HTMLElement, alive: () => boolean}} view
+ */
+export async function renderKeys(view) {
+  const me = getSession().me;
+  if (me.role !== "admin") {
+    replace(view.root, errorState(new ApiError(403, "Forbidden", "API keys are managed with an admin key")));
+    return;
+  }
+  const list = el("div", { class: "table-wrap", "data-testid": "keys-list" }, el("p", { class: "loading", text: "Loading keys…" }));
+  const created = el("div", { "data-testid": "key-created", "aria-live": "polite" });
+
+  /** Reload the key list. */
+  async function refresh() {
+    const keys = await api("/v1/keys");
+    if (!view.alive()) return;
+    replace(list, el("table", { class: "table keys-table", "data-testid": "keys-table" },
+      el("thead", {}, el("tr", {}, ["Name", "Role", "Prefix", "Key id", "Created", "Status"].map((h) => el("th", { text: h })))),
+      el("tbody", {}, keys.map((key) => el("tr", { "data-testid": "key-row", "data-key-id": key.key_id, "data-revoked": String(Boolean(key.revoked_at)) },
+        el("td", { text: key.name || "—" }),
+        el("td", {}, el("span", { class: `role-badge role-${key.role}`, text: key.role })),
+        el("td", { class: "mono small", text: key.prefix }),
+        el("td", { class: "mono small", text: key.key_id }),
+        el("td", { class: "small nowrap", text: fmtTime(key.created_at) }),
+        el("td", { class: "actions" }, key.revoked_at
+          ? el("span", { class: "status status-failed", title: fmtTime(key.revoked_at), text: "revoked" })
+          : key.key_id === me.key_id ? el("span", { class: "muted small", text: "this key" })
+            : confirmButton({
+              label: "Revoke", confirmLabel: "Revoke key", small: true, testid: "key-revoke",
+              question: `Revoke ${key.name || shortId(key.key_id)}? It is refused from its next request on; its queued fits are cancelled.`,
+              action: async () => { await api(`/v1/keys/${encodeURIComponent(key.key_id)}`, { method: "DELETE" }); await refresh(); },
+            })))))));
+  }
+
+  const role = el("select", { "data-testid": "key-role", "aria-label": "role" },
+    ["analyst", "owner", "admin"].map((r) => el("option", { value: r, text: r })));
+  const name = el("input", { "data-testid": "key-name", type: "text", maxlength: 200, placeholder: "e.g. alice (analytics)",
+    autocomplete: "off", "aria-label": "name" });
+  const submit = el("button", { type: "submit", class: "button button-primary", "data-testid": "key-create", text: "Create key" });
+  const form = el("form", { class: "grant-form", "data-testid": "key-form" },
+    el("label", {}, el("span", { text: "Role" }), role),
+    el("label", { class: "grow" }, el("span", { text: "Name" }), name), submit);
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    submit.disabled = true;
+    replace(created);
+    try {
+      const key = await api("/v1/keys", { method: "POST", body: { role: role.value, name: name.value.trim() } });
+      if (!view.alive()) return;
+      replace(created, el("div", { class: "secret-box", "data-testid": "key-secret-box" },
+        el("p", {}, el("strong", { text: `New ${key.role} key ${key.name ? `“${key.name}” ` : ""}` }),
+          el("span", { class: "muted", text: "— copy the secret now: it is shown only once." })),
+        el("p", { class: "mono secret", "data-testid": "key-secret", text: key.key }),
+        el("p", { class: "small muted" }, "Key id (for grants): ", el("span", { class: "mono", "data-testid": "key-created-id", text: key.key_id }))));
+      name.value = "";
+      await refresh();
+    } catch (error) {
+      if (view.alive()) replace(created, inlineProblem(error, "key-error"));
+    } finally {
+      submit.disabled = false;
+    }
+  });
+
+  replace(view.root,
+    el("div", { class: "page-head" }, el("div", {},
+      el("h1", { text: "API keys" }),
+      el("p", { class: "muted", text: "Owners upload datasets and grant them; analysts fit what they are granted; admins "
+        + "read every budget and manage keys. Secrets are never stored in clear and never listed." }))),
+    el("section", { class: "panel", "data-testid": "key-create-panel" },
+      el("div", { class: "panel-head" }, el("h2", { text: "Create a key" })), form, created),
+    el("section", { class: "panel", "data-testid": "keys-panel" },
+      el("div", { class: "panel-head" }, el("h2", { text: "Keys" })), list));
+  await refresh();
+}
