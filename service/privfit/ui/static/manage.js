@@ -239,7 +239,7 @@ export function renderUpload(view) {
   }
   const nameInput = el("input", { id: "upload-name", "data-testid": "upload-name", type: "text", maxlength: 200,
     placeholder: "default: the file's name", autocomplete: "off" });
-  const fileInput = el("input", { id: "upload-file", "data-testid": "upload-file", type: "file", accept: ".csv,text/csv", required: true });
+  const fileInput = el("input", { id: "upload-file", "data-testid": "upload-file", type: "file", accept: ".csv,text/csv,.parquet,application/vnd.apache.parquet", required: true });
   const schemaFile = el("input", { id: "upload-schema-file", "data-testid": "upload-schema-file", type: "file", accept: ".json,application/json" });
   const duplicate = el("input", { id: "upload-allow-duplicate", "data-testid": "upload-allow-duplicate", type: "checkbox" });
   const textarea = el("textarea", { id: "upload-schema", "data-testid": "upload-schema", rows: 14, spellcheck: "false",
