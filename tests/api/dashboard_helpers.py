@@ -117,7 +117,7 @@ def _browser_paths() -> None:
 
 
 @contextmanager
-def chromium(tmp_path: Path) -> Iterator[WebDriver]:
+def chromium(tmp_path: Path, *extra_arguments: str) -> Iterator[WebDriver]:
     """A fresh headless Chromium (its own profile and download folder under tmp_path), with the console log at
     level ALL; on leaving, the console entries not yet checked are checked (:func:`assert_no_console_errors`), so
     every test fails on a console error even if it never asks, and the browser is always quit."""
@@ -127,7 +127,7 @@ def chromium(tmp_path: Path) -> Iterator[WebDriver]:
     arguments = [
         "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic",
         "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync",
-        "--window-size=1280,900", f"--user-data-dir={tmp_path / 'chromium-profile'}",
+        "--window-size=1280,900", f"--user-data-dir={tmp_path / 'chromium-profile'}", *extra_arguments,
     ]  # fmt: skip
     for argument in arguments:
         options.add_argument(argument)

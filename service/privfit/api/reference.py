@@ -2,9 +2,10 @@
 
 Services that hold private data often run where there is no route to the internet, so nothing here loads from a
 CDN (FastAPI's default ``/docs`` and ``/redoc`` pages fetch their scripts and styles from one, and are off): the
-Swagger UI assets come from the ``swagger-ui-bundle`` package (Swagger UI 4.15.5, Apache-2.0, maintained by the
-Connexion project) and are served under ``/docs/assets/``; the page's favicon is the dashboard's, and Swagger UI's
-only remote fetch of its own — the validator badge from validator.swagger.io — is switched off.
+Swagger UI and ReDoc assets come from the ``fastapi-offline`` package (MIT; Swagger UI 5 and ReDoc, Apache-2.0 and
+MIT, which render OpenAPI 3.1 — the bundle of ``swagger-ui-bundle``, Swagger UI 4, cannot) and are served under
+``/docs/assets/``. The pages' favicon is the dashboard's, Swagger UI's only remote fetch of its own — the validator
+badge from validator.swagger.io — is switched off, and ReDoc is told not to load Google Fonts.
 
 ``GET /`` says where things are: the dashboard, the API reference, the OpenAPI document and the health checks —
 an HTML page for a browser, JSON for everything else.
@@ -13,23 +14,26 @@ an HTML page for a browser, JSON for everything else.
 from __future__ import annotations
 
 import html
+from pathlib import Path
 from typing import Any
 
+import fastapi_offline
 from fastapi import FastAPI, Request
-from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.openapi.docs import get_redoc_html, get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from starlette.staticfiles import StaticFiles
-from swagger_ui_bundle import swagger_ui_path
 
 from privfit import __version__
 
 ASSETS = "/docs/assets"
+ASSET_DIR = Path(fastapi_offline.__file__).parent / "static"  # Swagger UI and ReDoc bundles
 FAVICON = "/ui/static/favicon.svg"
 
 #: What ``GET /`` lists: (key, path, what it is).
 LINKS = (
     ("dashboard", "/ui", "the dashboard: datasets, budgets, fits (log in with an API key)"),
-    ("api_reference", "/docs", "the HTTP API reference (Swagger UI)"),
+    ("api_reference", "/docs", "the HTTP API reference (Swagger UI: try requests)"),
+    ("api_reference_redoc", "/redoc", "the HTTP API reference (ReDoc: one page to read)"),
     ("openapi", "/openapi.json", "the OpenAPI document"),
     ("health", "/healthz", "liveness: the process is up"),
     ("readiness", "/readyz", "readiness: database (and broker) reachable, schema current"),
@@ -37,9 +41,9 @@ LINKS = (
 
 
 def install_api_reference(app: FastAPI) -> None:
-    """``GET /``, ``GET /docs`` and the Swagger UI assets under ``/docs/assets/`` (none in the OpenAPI schema).
-    Create ``app`` with ``docs_url=None, redoc_url=None`` so that FastAPI's CDN-backed pages are not served."""
-    app.mount(ASSETS, StaticFiles(directory=swagger_ui_path), name="api-reference-assets")
+    """``GET /``, ``GET /docs``, ``GET /redoc`` and their assets under ``/docs/assets/`` (none in the OpenAPI
+    schema). Create ``app`` with ``docs_url=None, redoc_url=None`` so that FastAPI's CDN-backed pages are not served."""
+    app.mount(ASSETS, StaticFiles(directory=ASSET_DIR), name="api-reference-assets")
 
     @app.get("/docs", include_in_schema=False)
     def api_reference() -> HTMLResponse:
@@ -51,6 +55,16 @@ def install_api_reference(app: FastAPI) -> None:
             swagger_favicon_url=FAVICON,
             # Swagger UI's one remote fetch of its own: the spec-validator badge (validator.swagger.io)
             swagger_ui_parameters={"validatorUrl": None},
+        )
+
+    @app.get("/redoc", include_in_schema=False)
+    def api_reference_redoc() -> HTMLResponse:
+        return get_redoc_html(
+            openapi_url=app.openapi_url or "/openapi.json",
+            title=f"{app.title} {app.version} — API reference",
+            redoc_js_url=f"{ASSETS}/redoc.standalone.js",
+            redoc_favicon_url=FAVICON,
+            with_google_fonts=False,
         )
 
     @app.get("/", include_in_schema=False)
