@@ -56,11 +56,15 @@ def schema(epsilon: float) -> dict:
 
 def test_the_docs_python_example_runs(live: dict[str, str], capsys: pytest.CaptureFixture[str],
                                      monkeypatch: pytest.MonkeyPatch):  # fmt: skip
-    monkeypatch.chdir(REPO)  # the example's paths are relative to the repository
+    """docs/client.md's Python block as printed (issue 24): the server and key from PRIVFIT_URL and PRIVFIT_API_KEY,
+    the example's paths relative to the repository."""
+    monkeypatch.chdir(REPO)
+    monkeypatch.setenv("PRIVFIT_URL", live["base"])
+    monkeypatch.setenv("PRIVFIT_API_KEY", live["owner"])
     doc = (REPO / "docs" / "client.md").read_text()
     section = doc.split("\n## Python client\n", 1)[1].split("\n## ", 1)[0]
-    code = re.search(r"```python\n(.*?)```", section, re.S).group(1).replace("http://127.0.0.1:8000", live["base"])
-    exec(compile(code, "docs/client.md", "exec"), {"api_key": live["owner"], "__name__": "client_doc"})
+    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    exec(compile(code, "docs/client.md", "exec"), {"__name__": "client_doc"})
     printed = capsys.readouterr().out
     assert "succeeded 100%" in printed and "Privacy budget exceeded" not in printed  # detail, not the title
     assert "this fit costs ε = 5" in printed

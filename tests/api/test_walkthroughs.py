@@ -1,11 +1,11 @@
-"""Issue 24: the README's curl walkthrough and docs/client.md's Python client walkthrough run as printed against a
-live server, and every answer has the shape the comment under it shows (:mod:`walkthrough`). The CLI walkthrough
-is run the same way by ``test_cli.test_the_docs_cli_example_runs_verbatim`` (on SQLite and PostgreSQL)."""
+"""Issue 24: the README's curl walkthrough runs as printed against a live server, and every answer has the shape
+the comment under it shows (:mod:`walkthrough`). The CLI walkthrough is run the same way by
+``test_cli.test_the_docs_cli_example_runs_verbatim`` (on SQLite and PostgreSQL), and the Python client's by
+``test_client.test_the_docs_python_example_runs``."""
 
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -47,19 +47,3 @@ def test_the_readme_curl_walkthrough_runs_as_printed(tmp_path: Path) -> None:
     with server(url, tmp_path) as base:
         outputs = run(walk, cwd=REPO, env=shell_env(url, tmp_path, base))
     assert assert_shapes(walk, outputs) >= 6
-
-
-def test_the_python_client_walkthrough_runs_as_printed(tmp_path: Path) -> None:
-    """docs/client.md's Python block, as printed, with the key in PRIVFIT_API_KEY and the server in PRIVFIT_URL."""
-    doc = (REPO / "docs" / "client.md").read_text()
-    block = section(doc, "## Python client").split("```python\n", 1)[1].split("```", 1)[0]
-    url = f"sqlite:///{tmp_path / 'privfit.db'}"
-    owner, _ = keys_for(url)
-    with server(url, tmp_path) as base:
-        env = shell_env(url, tmp_path, base) | {"PRIVFIT_API_KEY": owner}
-        done = subprocess.run([sys.executable, "-c", block], cwd=REPO, env=env, capture_output=True, text=True,
-                              timeout=300)  # fmt: skip
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    lines = done.stdout.splitlines()
-    assert any(line.startswith("this fit costs ε = 5") for line in lines), done.stdout  # the refused fit's detail
-    assert any(line.startswith("succeeded") for line in lines), done.stdout  # the progress callback
