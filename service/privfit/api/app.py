@@ -21,6 +21,7 @@ from privfit.settings import Settings, get_settings
 from privfit.ui import mount_ui
 
 from .limits import BodySizeLimit, UploadConcurrencyLimit
+from .planning import PlanCache
 from .problems import finish_openapi, install_problem_handlers
 from .routers import datasets, evaluations, fits, health, keys, solvers
 
@@ -82,6 +83,7 @@ def create_app(settings: Settings | None = None, *, run_workers: bool | None = N
         lifespan=lifespan,
     )
     app.state.settings = settings
+    app.state.plans = PlanCache()  # fit plans by their public inputs (estimates and admissions)
     app.openapi = finish_openapi(app)  # type: ignore[method-assign]
     install_problem_handlers(app)
     for router in (health.router, keys.router, datasets.router, fits.router, evaluations.router, solvers.router):

@@ -41,6 +41,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -215,11 +216,19 @@ def _get(session: Session, dataset_id: str) -> Budget:
 
 
 def budget_filter(budget: Budget) -> PrivacyFilter:
-    """The privacy filter stored with ``budget``."""
+    """The privacy filter stored with ``budget`` (built once per distinct filter: it is immutable and public)."""
+    return _filter(
+        budget.epsilon_max, budget.delta_max, budget.grid_name, tuple(budget.filter_orders),
+        tuple(budget.filter_order_deltas), budget.filter_approximate_delta, budget.filter_version,
+    )  # fmt: skip
+
+
+@lru_cache(maxsize=256)
+def _filter(epsilon_max: float, delta_max: float, grid_name: str, orders: tuple[float, ...],
+            order_deltas: tuple[float, ...], approximate_delta: float, version: str) -> PrivacyFilter:  # fmt: skip
     return PrivacyFilter(
-        epsilon_max=budget.epsilon_max, delta_max=budget.delta_max, grid=get_grid(budget.grid_name),
-        orders=tuple(budget.filter_orders), order_deltas=tuple(budget.filter_order_deltas),
-        approximate_delta=budget.filter_approximate_delta, version=budget.filter_version,
+        epsilon_max=epsilon_max, delta_max=delta_max, grid=get_grid(grid_name), orders=orders,
+        order_deltas=order_deltas, approximate_delta=approximate_delta, version=version,
     )  # fmt: skip
 
 
@@ -456,7 +465,11 @@ def status(session: Session, dataset_id: str) -> BudgetStatus:
 
 def estimate(session: Session, dataset_id: str, cost: PrivacyCost) -> Estimate:
     """What admitting ``cost`` would do, without writing anything."""
-    budget = _get(session, dataset_id)
+    return estimate_for(_get(session, dataset_id), cost)
+
+
+def estimate_for(budget: Budget, cost: PrivacyCost) -> Estimate:
+    """:func:`estimate` against a budget row already read (e.g. in the transaction that read the plan's inputs)."""
     _check_grid(cost, budget)
     privacy_filter = budget_filter(budget)
     own = cost.epsilon(budget.delta_max)
@@ -476,5 +489,9 @@ def estimate(session: Session, dataset_id: str, cost: PrivacyCost) -> Estimate:
 
 def delta_allowance(session: Session, dataset_id: str) -> DeltaAllowance:
     """What the next fit's δ-only parts may use of the dataset's pot (half of what is left; reads only)."""
-    budget = _get(session, dataset_id)
+    return allowance_for(_get(session, dataset_id))
+
+
+def allowance_for(budget: Budget) -> DeltaAllowance:
+    """:func:`delta_allowance` of a budget row already read."""
     return budget_filter(budget).allowance(_committed(budget))
