@@ -1,7 +1,7 @@
 """Request-path throughput and latency under 32 concurrent keep-alive clients, on SQLite and PostgreSQL.
 
-    python benchmarks/admission.py [--requests 3200] [--clients 32] [--api-workers N]
-                                   [--postgres postgresql+psycopg://postgres@127.0.0.1/postgres]
+    python benchmarks/admission.py [--requests 3200] [--clients 32] [--api-workers N] [--only sqlite|postgresql]
+                                   [--env PRIVFIT_X=V ...] [--postgres postgresql+psycopg://postgres@127.0.0.1/postgres]
 
 Starts a real `privfit serve` (queue 'none': fits stay queued, no worker competes for the CPU) per database,
 registers a synthetic dataset with a large budget, then measures three endpoints in turn, each with ``--clients``
@@ -112,9 +112,10 @@ async def measure(base: str, request: bytes, requests: int, clients: int) -> Mea
     return Measurement(requests / (time.perf_counter() - start), np.array(latencies))
 
 
-def run(label: str, url: str, workdir: Path, requests: int, clients: int, api_workers: int) -> None:
+def run(label: str, url: str, workdir: Path, requests: int, clients: int, api_workers: int,
+        env: dict[str, str]) -> None:  # fmt: skip
     headers = owner_headers(url)
-    extra = {"PRIVFIT_QUEUE": "none"}
+    extra = {"PRIVFIT_QUEUE": "none", **env}
     if api_workers:
         extra["PRIVFIT_API_WORKERS"] = str(api_workers)
     with server(url, workdir, **extra) as base:
@@ -138,10 +139,13 @@ def run(label: str, url: str, workdir: Path, requests: int, clients: int, api_wo
         results = asyncio.run(scenario())
         cpu = time.process_time() - cpu
         load_after = os.getloadavg()
+    log = (workdir / "serve.log").read_text(errors="replace")
+    retries = log.count("transient database error, retrying")
+    Path("/tmp/rqprof/last.log").write_text(log)
     peer = results["GET /v1/me"]
     print(f"{label}: {requests} requests per endpoint, {clients} keep-alive clients, api workers "
           f"{api_workers or 'default'}; load average before {load_before[0]:.2f}, after {load_after[0]:.2f}; "
-          f"load generator CPU {cpu:.1f} s")  # fmt: skip
+          f"load generator CPU {cpu:.1f} s; database retries in the server log {retries}")  # fmt: skip
     for name, m in results.items():
         print(f"  {name:<24} {m.rate:7.1f} req/s  p50 {m.pct(50):6.1f} ms  p99 {m.pct(99):6.1f} ms"
               f"  throughput / GET /v1/me {m.rate / peer.rate:5.2f}x")  # fmt: skip
@@ -154,12 +158,14 @@ def main() -> None:
     parser.add_argument("--api-workers", type=int, default=0, help="PRIVFIT_API_WORKERS (default: the server's)")
     parser.add_argument("--postgres", default="postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
     parser.add_argument("--only", choices=["sqlite", "postgresql"], help="run one database only")
+    parser.add_argument("--env", action="append", default=[], metavar="PRIVFIT_X=V", help="a server setting")
     args = parser.parse_args()
+    env = dict(item.split("=", 1) for item in args.env)
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         if args.only != "postgresql":
             run("sqlite", f"sqlite:///{workdir / 'bench.db'}", workdir / "sqlite", args.requests, args.clients,
-                args.api_workers)  # fmt: skip
+                args.api_workers, env)  # fmt: skip
         if args.only == "sqlite":
             return
         try:
@@ -168,7 +174,7 @@ def main() -> None:
             print(f"postgresql  skipped: {error}")
             return
         try:
-            run("postgresql", url, workdir / "pg", args.requests, args.clients, args.api_workers)
+            run("postgresql", url, workdir / "pg", args.requests, args.clients, args.api_workers, env)
         finally:
             drop_database(args.postgres, url)
 

@@ -20,6 +20,7 @@ from .ledger import (
     refund,
     release,
     reserve,
+    reserve_many,
     status,
 )
 
@@ -42,5 +43,6 @@ __all__ = [
     "refund",
     "release",
     "reserve",
+    "reserve_many",
     "status",
 ]

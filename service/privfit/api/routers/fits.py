@@ -27,10 +27,9 @@ from sqlalchemy.exc import IntegrityError
 
 from privfit.datasets import CategoricalLabel, DatasetSchema, encode_rows, label_classes
 from privfit.db import Budget, Database, Dataset, Job
-from privfit.db.models import utcnow
 from privfit.errors import ParameterError
 from privfit.jobs import cancel
-from privfit.ledger import allowance_for, budget_filter, estimate_for, reserve
+from privfit.ledger import allowance_for, budget_filter, estimate_for
 from privfit.privacy import PrivacyCost, curve_to_json, get_grid, pure_epsilon_to_json
 from privfit.solvers.base import (
     MIN_EPSILON,
@@ -44,7 +43,8 @@ from privfit.solvers.base import (
 )
 from privfit.solvers.registry import get_solver
 
-from ..auth import Principal, confirm_access, require_role, usable_dataset, visible_dataset
+from ..admission import Admission, AdmissionGroups
+from ..auth import Principal, require_role, usable_dataset, visible_dataset
 from ..encoding import UtcDateTime, public_json
 from ..idempotency import replayed
 from ..identifiers import ResourceId, id_path, is_resource_id, normalize_id
@@ -337,23 +337,14 @@ def create_fit(
         "finished_at": None, "result": None, "error": None,
     }  # fmt: skip
 
-    def admit() -> Job:
-        """The job and its reservation, in one transaction (the ledger's admission holds the budget row lock).
-        Retried on transient faults: a try after one that committed (its answer lost with the connection) finds
-        the job by its id, written in that same transaction with its reservation, and writes nothing."""
-        with db.write() as session:
-            existing = session.get(Job, job_id)
-            if existing is not None:
-                return existing
-            confirm_access(session, principal, dataset)  # the key and grant still stand (locked against revocation)
-            job = Job(**job_row, created_at=utcnow())
-            session.add(job)
-            session.flush()
-            reserve(session, dataset.id, job_id, planned.plan.cost, description=f"{body.solver}/{body.model}")
-            return job
-
+    # the job and its reservation, in one transaction shared with the other admissions to the dataset waiting
+    # meanwhile (privfit.api.admission). Retried on transient faults: a try after one that committed (its answer
+    # lost with the connection) finds the job by its id, written with its reservation, and writes nothing.
+    admission = Admission(job=job_row, principal=principal, dataset=dataset, cost=planned.plan.cost,
+                          description=f"{body.solver}/{body.model}")  # fmt: skip
+    admissions: AdmissionGroups = request.app.state.admissions
     try:
-        job = db.retrying(admit, what="fit admission")
+        job = db.retrying(lambda: admissions.run(admission), what="fit admission")
     except IntegrityError:
         replay = _replay(db, principal, idempotency_key, request_hash) if idempotency_key else None
         if replay is None:
