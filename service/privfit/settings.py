@@ -135,11 +135,12 @@ class Settings(BaseSettings):
         "so processes cannot overspend a budget together.",
     )
     api_threads: int = Field(
-        40,
+        8,
         ge=1,
         le=256,
         description="Threads of one API process that run request handlers (blocking database work, planning); more "
-        "concurrent requests wait for a thread.",
+        "concurrent requests wait for a thread. Few threads contend less for the interpreter lock: with 40 (the "
+        "framework's default) the 32-client benchmark's p99 was several times higher (docs/deployment.md).",
     )
 
 
