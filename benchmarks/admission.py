@@ -115,9 +115,7 @@ async def measure(base: str, request: bytes, requests: int, clients: int) -> Mea
 def run(label: str, url: str, workdir: Path, requests: int, clients: int, api_workers: int,
         env: dict[str, str]) -> None:  # fmt: skip
     headers = owner_headers(url)
-    extra = {"PRIVFIT_QUEUE": "none", **env}
-    if api_workers:
-        extra["PRIVFIT_API_WORKERS"] = str(api_workers)
+    extra = {"PRIVFIT_QUEUE": "none", "PRIVFIT_API_WORKERS": str(api_workers), **env}
     with server(url, workdir, **extra) as base:
         dataset = register_dataset(base, headers)
         body = {"dataset_id": dataset, "model": "logistic", "solver": "dp_gd", "privacy": {"epsilon": 0.5}}
@@ -141,10 +139,9 @@ def run(label: str, url: str, workdir: Path, requests: int, clients: int, api_wo
         load_after = os.getloadavg()
     log = (workdir / "serve.log").read_text(errors="replace")
     retries = log.count("transient database error, retrying")
-    Path("/tmp/rqprof/last.log").write_text(log)
     peer = results["GET /v1/me"]
     print(f"{label}: {requests} requests per endpoint, {clients} keep-alive clients, api workers "
-          f"{api_workers or 'default'}; load average before {load_before[0]:.2f}, after {load_after[0]:.2f}; "
+          f"{api_workers}; load average before {load_before[0]:.2f}, after {load_after[0]:.2f}; "
           f"load generator CPU {cpu:.1f} s; database retries in the server log {retries}")  # fmt: skip
     for name, m in results.items():
         print(f"  {name:<24} {m.rate:7.1f} req/s  p50 {m.pct(50):6.1f} ms  p99 {m.pct(99):6.1f} ms"
@@ -155,7 +152,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=3200)
     parser.add_argument("--clients", type=int, default=32)
-    parser.add_argument("--api-workers", type=int, default=0, help="PRIVFIT_API_WORKERS (default: the server's)")
+    parser.add_argument("--api-workers", type=int, default=2, help="PRIVFIT_API_WORKERS (the server's default: 2)")
     parser.add_argument("--postgres", default="postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
     parser.add_argument("--only", choices=["sqlite", "postgresql"], help="run one database only")
     parser.add_argument("--env", action="append", default=[], metavar="PRIVFIT_X=V", help="a server setting")
