@@ -140,7 +140,7 @@ class Settings(BaseSettings):
         le=256,
         description="Threads of one API process that run request handlers (blocking database work, planning); more "
         "concurrent requests wait for a thread. Few threads contend less for the interpreter lock: with 40 (the "
-        "framework's default) the 32-client benchmark's p99 was several times higher (docs/deployment.md).",
+        "framework's default) p99 in the 32-client benchmark was 1.7–4× higher (docs/deployment.md).",
     )
 
 
