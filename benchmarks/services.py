@@ -62,9 +62,12 @@ def free_port() -> int:
 
 
 def environment(database_url: str, workdir: Path, **extra: str) -> dict[str, str]:
-    """This process's environment without any inherited ``PRIVFIT_*``, plus the database, a data dir and ``extra``."""
+    """This process's environment without any inherited ``PRIVFIT_*``, plus the database, a data dir and ``extra``.
+    One API process unless ``extra`` sets ``PRIVFIT_API_WORKERS``: ``upload_memory.py`` reads the listening process's
+    memory, and ``celery_throughput.py``'s embedded pool is one process's (``admission.py`` asks for its own)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PRIVFIT_")}
-    env.update(PRIVFIT_DATABASE_URL=database_url, PRIVFIT_DATA_DIR=str(workdir / "store"), **extra)
+    env.update(PRIVFIT_DATABASE_URL=database_url, PRIVFIT_DATA_DIR=str(workdir / "store"), PRIVFIT_API_WORKERS="1")
+    env.update(extra)
     return env
 
 

@@ -12,25 +12,59 @@ import threading
 
 from privfit.client.cli import add_client_commands, add_global_options
 from privfit.logs import configure_logging
-from privfit.settings import get_settings
+from privfit.settings import Settings, get_settings
 
 
 def _serve(args: argparse.Namespace) -> int:
+    """``uvicorn`` with ``--workers`` processes (default ``PRIVFIT_API_WORKERS``, 2; one for an in-memory SQLite
+    database, which processes cannot share). With several processes, the start-up work that must happen once or
+    that must fail the command runs here first: SQLite's migrations (not N processes racing), and the check that
+    this process's dataset store holds the live datasets — uvicorn's supervisor stops when a worker fails to
+    start, but exits 0, so a misconfiguration found only in the workers would look like a clean exit."""
     import uvicorn
 
     from privfit.logs import uvicorn_log_config
 
     settings = get_settings()
     workers = args.workers or settings.api_workers
-    if workers > 1 and settings.database_url.startswith("sqlite"):
-        from privfit.db.migrate import upgrade
-
-        upgrade(settings.database_url)  # once here, not by N processes racing at start-up
+    if workers > 1 and _in_memory_sqlite(settings.database_url):
+        workers = 1
+    if workers > 1 and not _startup_checks(settings):
+        return 1
     uvicorn.run(
         "privfit.api.app:create_app", factory=True, host=args.host, port=args.port, workers=workers,
         log_level=args.log_level, log_config=uvicorn_log_config(settings.log_format, args.log_level),
     )  # fmt: skip
     return 0
+
+
+def _in_memory_sqlite(url: str) -> bool:
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    return parsed.get_backend_name() == "sqlite" and parsed.database in (None, "", ":memory:")
+
+
+def _startup_checks(settings: Settings) -> bool:
+    """SQLite's migrations, then :func:`~privfit.datasets.lifecycle.check_store`; False (logged) on a mismatch."""
+    import logging
+
+    from privfit.datasets.lifecycle import StoreMismatchError, check_store
+    from privfit.datasets.store import make_store
+    from privfit.db import make_database
+    from privfit.db.migrate import upgrade
+
+    db = make_database(settings.database_url)
+    try:
+        if db.is_sqlite:
+            upgrade(settings.database_url)
+        check_store(db, make_store(settings, db))
+    except StoreMismatchError as error:
+        logging.getLogger("privfit.api").error("refusing to start: %s", error)
+        return False
+    finally:
+        db.dispose()
+    return True
 
 
 def _worker(args: argparse.Namespace) -> int:

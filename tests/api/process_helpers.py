@@ -31,8 +31,12 @@ def free_port() -> int:
 
 
 def environment(database_url: str, tmp_path: Path, **extra: str) -> dict[str, str]:
+    """The test's environment without inherited ``PRIVFIT_*``, plus the database, a data dir and ``extra``. One API
+    process unless ``extra`` says otherwise: tests read the listening process's memory and state (the default of 2
+    is exercised where a test asks for it, e.g. test_api_processes.py)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PRIVFIT_")}
-    env.update(PRIVFIT_DATABASE_URL=database_url, PRIVFIT_DATA_DIR=str(tmp_path / "store"), **extra)
+    env.update(PRIVFIT_DATABASE_URL=database_url, PRIVFIT_DATA_DIR=str(tmp_path / "store"), PRIVFIT_API_WORKERS="1")
+    env.update(extra)
     return env
 
 

@@ -126,13 +126,16 @@ def test_orphans_left_by_earlier_versions_are_swept_at_start_up(sqlite_url: str,
                                                "npz files": 1, "tmp files": 0}  # fmt: skip
 
 
-def test_a_server_on_another_data_directory_refuses_to_start(sqlite_url: str, tmp_path: Path):
+@pytest.mark.parametrize("api_workers", ["1", "2"])
+def test_a_server_on_another_data_directory_refuses_to_start(sqlite_url: str, tmp_path: Path, api_workers: str):
+    """Refused with a non-zero exit, in one process or with several (checked before uvicorn starts them)."""
     owner, _ = keys_for(sqlite_url)
     with server(sqlite_url, tmp_path) as base:
         register(base, owner, 5.0)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    env = environment(sqlite_url, elsewhere)  # PRIVFIT_DATA_DIR = elsewhere/store: not where the dataset lives
+    # PRIVFIT_DATA_DIR = elsewhere/store: not where the dataset lives
+    env = environment(sqlite_url, elsewhere, PRIVFIT_API_WORKERS=api_workers)
     log = elsewhere / "serve.log"
     with process([*PRIVFIT, "serve", "--port", str(free_port()), "--log-level", "warning"], env, log) as proc:
         assert proc.wait(60) != 0

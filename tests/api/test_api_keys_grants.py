@@ -141,8 +141,8 @@ def test_a_fit_racing_a_revocation_is_refused_and_writes_nothing(idle_client, id
     dataset_id = upload(idle_client, idle_keys)
     checked = fits_router.usable_dataset
 
-    def revoked_meanwhile(db, requested, principal):
-        dataset = checked(db, requested, principal)
+    def revoked_meanwhile(db, requested, principal, **kwargs):
+        dataset = checked(db, requested, principal, **kwargs)
         path = f"/v1/keys/{idle_keys.analyst_id}" if revoke == "key" else \
             f"/v1/datasets/{dataset_id}/grants/{idle_keys.analyst_id}"  # fmt: skip
         assert idle_client.delete(path, headers=idle_keys.admin).status_code == 204

@@ -16,12 +16,15 @@ from process_helpers import PRIVFIT, environment, keys_for, process, register, s
 from privfit.privacy import PrivacyCost, get_grid
 
 
+@pytest.mark.parametrize("api_workers", [1, 2])
 @pytest.mark.parametrize("admitted", [5])
-def test_64_concurrent_fit_requests_admit_exactly_k(database_url: str, tmp_path: Path, admitted: int):
+def test_64_concurrent_fit_requests_admit_exactly_k(database_url: str, tmp_path: Path, admitted: int, api_workers: int):
+    """64 concurrent admissions against a budget that holds exactly K, through one API process or two (each
+    grouping the admissions it receives into shared transactions, the two competing for the budget's lock)."""
     owner, _ = keys_for(database_url)
     headers = {"Authorization": f"Bearer {owner}"}
     fit = {"model": "logistic", "solver": "dp_gd", "privacy": {"epsilon": 0.3}}
-    with server(database_url, tmp_path, PRIVFIT_QUEUE="none") as base:
+    with server(database_url, tmp_path, PRIVFIT_QUEUE="none", PRIVFIT_API_WORKERS=str(api_workers)) as base:
         probe = register(base, owner, 100.0)
         cost = httpx.post(f"{base}/v1/fits/estimate", headers=headers, json={"dataset_id": probe, **fit}).json()["cost"]
         one = PrivacyCost(np.array(cost["rdp"]), get_grid(cost["grid"]))

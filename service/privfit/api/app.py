@@ -6,6 +6,7 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import anyio.to_thread
 from fastapi import FastAPI
 from fastapi.concurrency import run_in_threadpool
 
@@ -20,7 +21,9 @@ from privfit.jobs.sweeper import OrphanSweeper
 from privfit.settings import Settings, get_settings
 from privfit.ui import mount_ui
 
+from .admission import AdmissionGroups
 from .limits import BodySizeLimit, UploadConcurrencyLimit
+from .planning import PlanCache
 from .problems import finish_openapi, install_problem_handlers
 from .reference import install_api_reference
 from .routers import datasets, evaluations, fits, health, keys, solvers
@@ -39,6 +42,12 @@ def create_app(settings: Settings | None = None, *, run_workers: bool | None = N
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        anyio.to_thread.current_default_thread_limiter().total_tokens = settings.api_threads
+        import os
+        import sys
+
+        if os.environ.get("RQ_SWITCH"):
+            sys.setswitchinterval(float(os.environ["RQ_SWITCH"]))
         db = make_database(
             settings.database_url,
             retry_attempts=settings.db_retry_attempts,
@@ -47,6 +56,7 @@ def create_app(settings: Settings | None = None, *, run_workers: bool | None = N
         if db.is_sqlite:
             upgrade(settings.database_url)
         app.state.db = db
+        app.state.admissions = AdmissionGroups(db)
         app.state.store = make_store(settings, db)
         # A data directory that holds none of the live datasets while another does: refuse to start (clear error).
         try:
@@ -85,6 +95,7 @@ def create_app(settings: Settings | None = None, *, run_workers: bool | None = N
         redoc_url=None,
     )
     app.state.settings = settings
+    app.state.plans = PlanCache()  # fit plans by their public inputs (estimates and admissions)
     app.openapi = finish_openapi(app)  # type: ignore[method-assign]
     install_problem_handlers(app)
     for router in (health.router, keys.router, datasets.router, fits.router, evaluations.router, solvers.router):

@@ -8,6 +8,7 @@ from .ledger import (
     Estimate,
     FilterView,
     LedgerError,
+    allowance_for,
     budget_filter,
     charge,
     charge_evaluation,
@@ -15,9 +16,11 @@ from .ledger import (
     create_budget,
     delta_allowance,
     estimate,
+    estimate_for,
     refund,
     release,
     reserve,
+    reserve_many,
     status,
 )
 
@@ -28,6 +31,7 @@ __all__ = [
     "Estimate",
     "FilterView",
     "LedgerError",
+    "allowance_for",
     "budget_filter",
     "charge",
     "charge_evaluation",
@@ -35,8 +39,10 @@ __all__ = [
     "create_budget",
     "delta_allowance",
     "estimate",
+    "estimate_for",
     "refund",
     "release",
     "reserve",
+    "reserve_many",
     "status",
 ]

@@ -39,8 +39,9 @@ Semantics (DESIGN §2):
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -199,8 +200,14 @@ class Estimate:
 
 
 def _lock(session: Session, dataset_id: str) -> Budget:
+    """Lock the budget row and read it as the lock found it: ``populate_existing`` overwrites a copy the session
+    already holds (e.g. read before a savepoint that was rolled back, and with it its lock, while another
+    transaction committed an admission), so a check never runs against a stale committed cost."""
     budget = session.execute(
-        select(Budget).where(Budget.dataset_id == dataset_id).with_for_update()
+        select(Budget)
+        .where(Budget.dataset_id == dataset_id)
+        .with_for_update()
+        .execution_options(populate_existing=True)
     ).scalar_one_or_none()
     if budget is None:
         raise LedgerError(f"dataset {dataset_id} has no budget")
@@ -215,11 +222,19 @@ def _get(session: Session, dataset_id: str) -> Budget:
 
 
 def budget_filter(budget: Budget) -> PrivacyFilter:
-    """The privacy filter stored with ``budget``."""
+    """The privacy filter stored with ``budget`` (built once per distinct filter: it is immutable and public)."""
+    return _filter(
+        budget.epsilon_max, budget.delta_max, budget.grid_name, tuple(budget.filter_orders),
+        tuple(budget.filter_order_deltas), budget.filter_approximate_delta, budget.filter_version,
+    )  # fmt: skip
+
+
+@lru_cache(maxsize=256)
+def _filter(epsilon_max: float, delta_max: float, grid_name: str, orders: tuple[float, ...],
+            order_deltas: tuple[float, ...], approximate_delta: float, version: str) -> PrivacyFilter:  # fmt: skip
     return PrivacyFilter(
-        epsilon_max=budget.epsilon_max, delta_max=budget.delta_max, grid=get_grid(budget.grid_name),
-        orders=tuple(budget.filter_orders), order_deltas=tuple(budget.filter_order_deltas),
-        approximate_delta=budget.filter_approximate_delta, version=budget.filter_version,
+        epsilon_max=epsilon_max, delta_max=delta_max, grid=get_grid(grid_name), orders=orders,
+        order_deltas=order_deltas, approximate_delta=approximate_delta, version=version,
     )  # fmt: skip
 
 
@@ -275,8 +290,10 @@ def _entry(
     description: str,
     *,
     evaluation_id: str | None = None,
+    flush: bool = True,
 ) -> LedgerEntry:
-    """Append one entry of ``job_id`` or, with ``job_id=None``, of ``evaluation_id``."""
+    """Append one entry of ``job_id`` or, with ``job_id=None``, of ``evaluation_id`` (``flush=False``: the caller
+    adds and flushes it)."""
     own = cost.epsilon(budget.delta_max)
     committed = budget_filter(budget).measure(_committed(budget))
     budget.version += 1
@@ -287,8 +304,9 @@ def _entry(
         formula_version=FORMULA_VERSION, epsilon=own.epsilon, optimal_order=own.optimal_order,
         committed_epsilon_after=committed.epsilon, budget_version=budget.version, description=description,
     )  # fmt: skip
-    session.add(entry)
-    session.flush()
+    if flush:
+        session.add(entry)
+        session.flush()
     return entry
 
 
@@ -302,10 +320,11 @@ def _refusal(budget: Budget, cost: PrivacyCost, before: FilterReading, after: Fi
     )  # fmt: skip
 
 
-def _admit(session: Session, dataset_id: str, cost: PrivacyCost) -> Budget:
-    """Lock the budget, admit ``cost`` by the dataset's filter (or raise :class:`BudgetExceededError`) and add it
-    to the cached committed cost; the caller writes the reservation in the same transaction."""
-    budget = _lock(session, dataset_id)
+def _admit(session: Session, dataset_id: str, cost: PrivacyCost, locked: Budget | None = None) -> Budget:
+    """Lock the budget (unless the caller passes the row it ``locked``), admit ``cost`` by the dataset's filter
+    (or raise :class:`BudgetExceededError`) and add it to the cached committed cost; the caller writes the
+    reservation in the same transaction."""
+    budget = _lock(session, dataset_id) if locked is None else locked
     _check_grid(cost, budget)
     privacy_filter = budget_filter(budget)
     before = _committed(budget)
@@ -322,6 +341,36 @@ def reserve(session: Session, dataset_id: str, job_id: str, cost: PrivacyCost, d
     write the reservation."""
     budget = _admit(session, dataset_id, cost)
     return _entry(session, budget, job_id, "reservation", cost, description)
+
+
+def reserve_many(
+    session: Session,
+    dataset_id: str,
+    requests: Sequence[tuple[str, PrivacyCost, str]],
+    write_jobs: Callable[[list[str]], None],
+) -> list[BudgetExceededError | None]:
+    """:func:`reserve` for each ``(job_id, cost, description)`` in order, in this one transaction, with the writes
+    grouped: the budget row is locked once, each request is admitted (or refused) by the filter against the
+    committed cost with every request admitted before it included — the same checks, numbers and entries as
+    calling :func:`reserve` for each in turn —, then ``write_jobs(admitted job ids)`` writes the jobs (their
+    reservations reference them) and the reservations are flushed together. Returns, per request, None (admitted)
+    or its :class:`BudgetExceededError`."""
+    budget = _lock(session, dataset_id)
+    outcomes: list[BudgetExceededError | None] = []
+    entries: list[LedgerEntry] = []
+    for job_id, cost, description in requests:
+        try:
+            _admit(session, dataset_id, cost, locked=budget)
+        except BudgetExceededError as refused:
+            outcomes.append(refused)
+            continue
+        outcomes.append(None)
+        entries.append(_entry(session, budget, job_id, "reservation", cost, description, flush=False))
+    if entries:
+        write_jobs([entry.job_id for entry in entries if entry.job_id is not None])
+        session.add_all(entries)
+        session.flush()
+    return outcomes
 
 
 def charge_evaluation(
@@ -456,7 +505,11 @@ def status(session: Session, dataset_id: str) -> BudgetStatus:
 
 def estimate(session: Session, dataset_id: str, cost: PrivacyCost) -> Estimate:
     """What admitting ``cost`` would do, without writing anything."""
-    budget = _get(session, dataset_id)
+    return estimate_for(_get(session, dataset_id), cost)
+
+
+def estimate_for(budget: Budget, cost: PrivacyCost) -> Estimate:
+    """:func:`estimate` against a budget row already read (e.g. in the transaction that read the plan's inputs)."""
     _check_grid(cost, budget)
     privacy_filter = budget_filter(budget)
     own = cost.epsilon(budget.delta_max)
@@ -476,5 +529,9 @@ def estimate(session: Session, dataset_id: str, cost: PrivacyCost) -> Estimate:
 
 def delta_allowance(session: Session, dataset_id: str) -> DeltaAllowance:
     """What the next fit's δ-only parts may use of the dataset's pot (half of what is left; reads only)."""
-    budget = _get(session, dataset_id)
+    return allowance_for(_get(session, dataset_id))
+
+
+def allowance_for(budget: Budget) -> DeltaAllowance:
+    """:func:`delta_allowance` of a budget row already read."""
     return budget_filter(budget).allowance(_committed(budget))

@@ -29,8 +29,8 @@ from privfit.datasets import CategoricalLabel, DatasetSchema, encode_rows, label
 from privfit.db import Budget, Database, Dataset, Job
 from privfit.errors import ParameterError
 from privfit.jobs import cancel
-from privfit.ledger import budget_filter, delta_allowance, estimate, reserve
-from privfit.privacy import DeltaAllowance, PrivacyCost, curve_to_json, get_grid, pure_epsilon_to_json
+from privfit.ledger import allowance_for, budget_filter, estimate_for
+from privfit.privacy import PrivacyCost, curve_to_json, get_grid, pure_epsilon_to_json
 from privfit.solvers.base import (
     MIN_EPSILON,
     FitPlan,
@@ -43,10 +43,12 @@ from privfit.solvers.base import (
 )
 from privfit.solvers.registry import get_solver
 
-from ..auth import Principal, confirm_access, require_role, usable_dataset, visible_dataset
+from ..admission import Admission, AdmissionGroups
+from ..auth import Principal, require_role, usable_dataset, visible_dataset
 from ..encoding import UtcDateTime, public_json
 from ..idempotency import replayed
 from ..identifiers import ResourceId, id_path, is_resource_id, normalize_id
+from ..planning import PlannedFit, plan_key
 from ..problems import Problem, fit_not_found, problem_responses
 
 router = APIRouter(prefix="/v1/fits", tags=["fits"])
@@ -187,17 +189,19 @@ def _meta(dataset: Dataset) -> PublicMetadata:
                           classes=label_classes(dataset.schema_json["label"]))  # fmt: skip
 
 
-def _admission_inputs(db: Database, dataset_id: str, principal: Principal) -> tuple[Dataset, Budget, DeltaAllowance]:
-    dataset = usable_dataset(db, dataset_id, principal)  # 410 for a deleted dataset
+def _admission_inputs(db: Database, dataset_id: str, principal: Principal) -> tuple[Dataset, Budget]:
+    """The dataset (visible to ``principal``, 410 if deleted) and its budget, read in one transaction."""
     with db.read() as session:
-        budget = session.get_one(Budget, dataset.id)
-        allowance = delta_allowance(session, dataset.id)
-    return dataset, budget, allowance
+        dataset = usable_dataset(db, dataset_id, principal, session=session)
+        return dataset, session.get_one(Budget, dataset.id)
 
 
-def _plan(request: Request, body: FitRequest, principal: Principal) -> tuple[Dataset, Budget, FitPlan]:
+def _plan(request: Request, body: FitRequest, principal: Principal) -> tuple[Dataset, Budget, PlannedFit]:
+    """Read the dataset and its budget, check the request against them, and plan the fit: from the process's
+    :class:`~privfit.api.planning.PlanCache` when the same public inputs were planned before (identical results;
+    the key is every public input of the plan, :func:`~privfit.api.planning.plan_key`)."""
     db: Database = request.app.state.db
-    dataset, budget, allowance = db.retrying(
+    dataset, budget = db.retrying(
         lambda: _admission_inputs(db, body.dataset_id, principal), what="fit admission inputs"
     )
     settings = request.app.state.settings
@@ -212,11 +216,23 @@ def _plan(request: Request, body: FitRequest, principal: Principal) -> tuple[Dat
     mismatch = label_mismatch(body.model, label["name"], label["type"])
     if mismatch is not None:
         raise SolverParameterError("model", mismatch)
-    solver = solver.with_operator_limits({"resque_localized_max_steps": settings.resque_localized_max_steps})
+    limits = {"resque_localized_max_steps": settings.resque_localized_max_steps}
+    solver = solver.with_operator_limits(limits)
     params = {**body.params, "model": body.model}
-    plan = solver.plan(params, _meta(dataset), target_epsilon=body.privacy.epsilon, delta=budget.delta_max,
-                       grid=get_grid(budget.grid_name), delta_allowance=allowance)  # fmt: skip
-    return dataset, budget, plan
+    meta = _meta(dataset)
+    allowance = allowance_for(budget) if solver.uses_delta_parts else None  # the plan reads it only then
+
+    def compute() -> PlannedFit:
+        plan = solver.plan(params, meta, target_epsilon=body.privacy.epsilon, delta=budget.delta_max,
+                           grid=get_grid(budget.grid_name), delta_allowance=allowance)  # fmt: skip
+        settings_json = plan.resolved.model_dump(mode="json")
+        return PlannedFit(plan, cost=_cost_json(plan, budget), settings=settings_json,
+                          outlook=_outlook_json(solver.outlook(plan.resolved, meta)),
+                          stored_outlook=_stored_outlook(body.solver, settings_json))  # fmt: skip
+
+    key = plan_key(body.solver, body.model, params, body.privacy.epsilon, meta, budget, allowance,
+                   tuple(sorted(limits.items())))  # fmt: skip
+    return dataset, budget, request.app.state.plans.get(key, compute)
 
 
 def cost_json(cost: PrivacyCost, budget: Budget, formula_version: str) -> dict[str, Any]:
@@ -268,6 +284,18 @@ def _job_json(job: Job) -> dict[str, Any]:
     return body
 
 
+def _admitted_json(job: Job, planned: PlannedFit) -> dict[str, Any]:
+    """``_jsonable(_job_json(job))`` of a fit just admitted with ``planned``: the same document, with its settings,
+    cost and outlook taken from the plan cache's JSON (already public JSON) instead of being encoded again."""
+    heavy = {"settings": planned.settings, "cost": planned.cost, "outlook": planned.stored_outlook}
+    light = _jsonable({
+        "id": job.id, "dataset_id": job.dataset_id, "solver": job.solver, "model": job.model, "status": job.status,
+        "progress": job.progress, "cancel_requested": job.cancel_requested, "created_at": job.created_at,
+        "started_at": job.started_at, "finished_at": job.finished_at,
+    })  # fmt: skip
+    return {**light, **heavy}
+
+
 def _request_hash(body: FitRequest) -> str:
     return hashlib.sha256(json.dumps(body.model_dump(mode="json"), sort_keys=True).encode()).hexdigest()
 
@@ -299,41 +327,31 @@ def create_fit(
         replay = db.retrying(lambda: _replay(db, principal, key, request_hash), what="fit replay")
         if replay is not None:
             return replay
-    dataset, budget, plan = _plan(request, body, principal)
+    dataset, _, planned = _plan(request, body, principal)
     job_id = str(uuid.uuid4())
+    # every column the response shows is set here, so the committed row is answered without reading it back
     job_row = {
         "id": job_id, "dataset_id": dataset.id, "api_key_id": principal.key_id, "idempotency_key": idempotency_key,
-        "request_hash": request_hash, "solver": body.solver, "model": body.model,
-        "params": plan.resolved.model_dump(mode="json"), "cost": _cost_json(plan, budget), "status": "queued",
+        "request_hash": request_hash, "solver": body.solver, "model": body.model, "params": planned.settings,
+        "cost": planned.cost, "status": "queued", "progress": 0.0, "cancel_requested": False, "started_at": None,
+        "finished_at": None, "result": None, "error": None,
     }  # fmt: skip
 
-    def admit() -> None:
-        """The job and its reservation, in one transaction (the ledger's admission holds the budget row lock).
-        Retried on transient faults: a try after one that committed (its answer lost with the connection) finds
-        the job by its id, written in that same transaction with its reservation, and writes nothing."""
-        with db.write() as session:
-            if session.get(Job, job_id) is not None:
-                return
-            confirm_access(session, principal, dataset)  # the key and grant still stand (locked against revocation)
-            session.add(Job(**job_row))
-            session.flush()
-            reserve(session, dataset.id, job_id, plan.cost, description=f"{body.solver}/{body.model}")
-
+    # the job and its reservation, in one transaction shared with the other admissions to the dataset waiting
+    # meanwhile (privfit.api.admission). Retried on transient faults: a try after one that committed (its answer
+    # lost with the connection) finds the job by its id, written with its reservation, and writes nothing.
+    admission = Admission(job=job_row, principal=principal, dataset=dataset, cost=planned.plan.cost,
+                          description=f"{body.solver}/{body.model}")  # fmt: skip
+    admissions: AdmissionGroups = request.app.state.admissions
     try:
-        db.retrying(admit, what="fit admission")
+        job = db.retrying(lambda: admissions.run(admission), what="fit admission")
     except IntegrityError:
         replay = _replay(db, principal, idempotency_key, request_hash) if idempotency_key else None
         if replay is None:
             raise
         return replay
     request.app.state.dispatcher.job_created(job_id)  # after the commit: a worker never sees a half-written job
-    job = db.retrying(lambda: _read_job(db, job_id), what="read fit")
-    return JSONResponse(_jsonable(_job_json(job)), status_code=202, headers={"Location": f"/v1/fits/{job_id}"})
-
-
-def _read_job(db: Database, job_id: str) -> Job:
-    with db.read() as session:
-        return session.get_one(Job, job_id)
+    return JSONResponse(_admitted_json(job, planned), status_code=202, headers={"Location": f"/v1/fits/{job_id}"})
 
 
 def _replay(db: Database, principal: Principal, key: str, request_hash: str) -> JSONResponse | None:
@@ -356,19 +374,11 @@ def estimate_fit(
     request: Request,
     principal: Principal = Depends(require_role("owner", "analyst")),  # noqa: B008
 ) -> Any:
-    dataset, budget, plan = _plan(request, body, principal)
-    db: Database = request.app.state.db
-
-    def dry_run() -> Any:
-        with db.read() as session:
-            return estimate(session, dataset.id, plan.cost)
-
-    dry = db.retrying(dry_run, what="estimate")
-    settings = plan.resolved.model_dump(mode="json")
-    outlook = get_solver(body.solver).outlook(plan.resolved, _meta(dataset))
-    return public_json({"dataset_id": dataset.id, "cost": _cost_json(plan, budget), "settings": settings,
-                        **asdict(dry), "epsilon_max": budget.epsilon_max,
-                        "outlook": _outlook_json(outlook)})  # fmt: skip
+    dataset, budget, planned = _plan(request, body, principal)
+    dry = estimate_for(budget, planned.plan.cost)  # the budget read with the plan's inputs, in one transaction
+    # the document of EstimateOut, in its field order; the plan's parts are cached public JSON already
+    return JSONResponse({**public_json({**asdict(dry), "epsilon_max": budget.epsilon_max}), "dataset_id": dataset.id,
+                         "cost": planned.cost, "settings": planned.settings, "outlook": planned.outlook})  # fmt: skip
 
 
 def visible_job(request: Request, job_id: str, principal: Principal) -> Job:

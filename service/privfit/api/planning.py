@@ -1,0 +1,102 @@
+"""A bounded cache of fit plans, keyed by every public input of the plan (issue 23: the request path).
+
+Planning a fit (:meth:`privfit.solvers.base.Solver.plan`: validate, resolve — calibrate the noise — and cost) and
+rendering what an estimate or an admission returns about it (the cost as JSON with its 156-order curve, the
+resolved settings, the outlook) is a pure function of public inputs: the solver and its operator limits, the
+request's model and parameters, the target ε, the dataset's public metadata, and the dataset's budget (δ_max, the
+order grid, the filter the cost's share is measured by and, for solvers with
+:attr:`~privfit.solvers.base.Solver.uses_delta_parts`, the δ allowance left by the committed fits). It reads no
+row and no private value, so the cache key is made of exactly those inputs and a hit returns the very objects a
+miss computes: cached and uncached answers are identical (``tests/api/test_api_plan_cache.py`` pins it), and what
+an analyst observes still depends on public inputs only.
+
+A plan that fails (a :class:`~privfit.errors.ParameterError`) is not cached: the error is raised again on the
+next request. Entries are shared between threads and treated as immutable: the cost's curve is made read-only,
+and the JSON members are only ever serialised (into a response or a JSON column), never modified.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from typing import Any
+
+from privfit.db import Budget
+from privfit.privacy import DeltaAllowance
+from privfit.solvers.base import FitPlan, PublicMetadata
+
+#: Entries kept per process; one entry is a few kilobytes (a 156-order curve twice: as floats and as JSON).
+PLAN_CACHE_SIZE = 1024
+
+
+@dataclass(frozen=True)
+class PlannedFit:
+    """A plan and what the API shows of it, computed once per distinct public input."""
+
+    plan: FitPlan
+    cost: dict[str, Any]  #: :func:`privfit.api.routers.fits.cost_json` of the plan's cost against the budget
+    settings: dict[str, Any]  #: the resolved settings as JSON (the fit's ``settings``, the job's ``params``)
+    outlook: dict[str, Any] | None  #: the noise outlook as JSON (None when the solver has none)
+    stored_outlook: dict[str, Any] | None  #: the outlook a fit resource shows, recomputed from ``settings``
+
+
+def budget_key(budget: Budget) -> tuple[Hashable, ...]:
+    """The public members of ``budget`` a plan and its cost JSON depend on: δ_max, the grid and the filter (not
+    the committed cost, which only reaches a plan through the δ allowance)."""
+    return (
+        budget.epsilon_max, budget.delta_max, budget.grid_name, tuple(budget.filter_orders),
+        tuple(budget.filter_order_deltas), budget.filter_approximate_delta, budget.filter_version,
+    )  # fmt: skip
+
+
+def plan_key(
+    solver: str,
+    model: str,
+    params: dict[str, Any],
+    target_epsilon: float | None,
+    meta: PublicMetadata,
+    budget: Budget,
+    allowance: DeltaAllowance | None,
+    limits: tuple[tuple[str, Any], ...],
+) -> tuple[Hashable, ...]:
+    """The cache key of a plan: every public input, the parameters as canonical JSON (so ``1`` and ``1.0`` and
+    ``true`` stay distinct, as the parameter parser sees them). ``allowance`` must be None for a solver without
+    δ-only parts (the plan does not read it)."""
+    canonical = json.dumps(params, sort_keys=True, separators=(",", ":"))
+    return (solver, model, canonical, target_epsilon, meta, budget_key(budget), allowance, limits)
+
+
+class PlanCache:
+    """A thread-safe LRU of :class:`PlannedFit` by :func:`plan_key` (at most ``size`` entries)."""
+
+    def __init__(self, size: int = PLAN_CACHE_SIZE) -> None:
+        self.size = size
+        self._entries: OrderedDict[tuple[Hashable, ...], PlannedFit] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key: tuple[Hashable, ...], compute: Callable[[], PlannedFit]) -> PlannedFit:
+        """The entry of ``key``, computed by ``compute()`` (outside the lock) on a miss; errors are not cached."""
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None:
+                self._entries.move_to_end(key)
+                self.hits += 1
+                return entry
+            self.misses += 1
+        entry = compute()
+        entry.plan.cost.rdp.flags.writeable = False  # shared between requests: nobody may modify it in place
+        with self._lock:
+            self._entries[key] = entry
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+        return entry
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
