@@ -1,5 +1,6 @@
-"""Issue 24: the README's curl walkthrough runs as printed against a live server, and every answer has the shape
-the comment under it shows (:mod:`walkthrough`). The CLI walkthrough is run the same way by
+"""Issue 24: the README's first command starts the service (``bash scripts/serve.sh``, with a free port) and its
+curl walkthrough runs as printed against it; every answer has the shape the comment under it shows
+(:mod:`walkthrough`). The CLI walkthrough is run the same way by
 ``test_cli.test_the_docs_cli_example_runs_verbatim`` (on SQLite and PostgreSQL), and the Python client's by
 ``test_client.test_the_docs_python_example_runs``."""
 
@@ -7,10 +8,14 @@ from __future__ import annotations
 
 import os
 import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+import httpx
 import pytest
-from process_helpers import environment, keys_for, server
+from process_helpers import environment, free_port, process
 from walkthrough import Step, run, section, shape_matches, steps
 
 REPO = Path(__file__).resolve().parents[2]
@@ -36,6 +41,25 @@ def shell_env(database_url: str, tmp_path: Path, base: str) -> dict[str, str]:
     return env
 
 
+@contextmanager
+def serve_script(database_url: str, tmp_path: Path) -> Iterator[str]:
+    """The README's ``bash scripts/serve.sh`` (its arguments go to ``privfit serve``: a free port here), on its own
+    SQLite database; the service's URL once it is ready."""
+    port = free_port()
+    env = environment(database_url, tmp_path)
+    with process(["bash", "scripts/serve.sh", "--port", str(port)], env, tmp_path / "serve.log", cwd=REPO):
+        base = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 300  # a first run installs privfit into .venv
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
+                    yield base
+                    return
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        raise AssertionError(f"scripts/serve.sh did not start: {(tmp_path / 'serve.log').read_text()[-3000:]}")
+
+
 @pytest.mark.skipif(not ADULT.exists(), reason=f"UCI Adult is not at {ADULT} (../shared/data/adult)")
 @pytest.mark.skipif(not VENV_PRIVFIT.exists(), reason="the README runs .venv/bin/privfit: run scripts/test.sh")
 def test_the_readme_curl_walkthrough_runs_as_printed(tmp_path: Path) -> None:
@@ -43,7 +67,6 @@ def test_the_readme_curl_walkthrough_runs_as_printed(tmp_path: Path) -> None:
     walk = steps(section(readme, "## Walkthrough: Adult, a fit at ε = 1, the budget"))
     assert sum(step.expected is not None for step in walk) >= 6
     url = f"sqlite:///{tmp_path / 'privfit.db'}"
-    keys_for(url)  # migrated, as scripts/serve.sh leaves it
-    with server(url, tmp_path) as base:
+    with serve_script(url, tmp_path) as base:
         outputs = run(walk, cwd=REPO, env=shell_env(url, tmp_path, base))
     assert assert_shapes(walk, outputs) >= 6
