@@ -53,12 +53,13 @@ def process(args: list[str], env: dict[str, str], log: Path, cwd: Path | None = 
 
 
 @contextmanager
-def server(database_url: str, tmp_path: Path, **extra: str) -> Iterator[str]:
-    port = free_port()
-    env = environment(database_url, tmp_path, **extra)
-    with process([*PRIVFIT, "serve", "--port", str(port), "--log-level", "warning"], env, tmp_path / "serve.log"):
+def serving(command: list[str], env: dict[str, str], tmp_path: Path, port: int, *, timeout: float = 30,
+            cwd: Path | None = None) -> Iterator[str]:  # fmt: skip
+    """Run ``command`` (a server listening on ``port``) until the block ends; its URL once ``/readyz`` answers 200
+    (the log, ``tmp_path/serve.log``, is shown if it never does within ``timeout`` seconds)."""
+    with process(command, env, tmp_path / "serve.log", cwd=cwd):
         base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
                 if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
@@ -68,6 +69,14 @@ def server(database_url: str, tmp_path: Path, **extra: str) -> Iterator[str]:
                 pass
             time.sleep(0.1)
         raise AssertionError(f"server did not start: {(tmp_path / 'serve.log').read_text()[-2000:]}")
+
+
+@contextmanager
+def server(database_url: str, tmp_path: Path, **extra: str) -> Iterator[str]:
+    port = free_port()
+    env = environment(database_url, tmp_path, **extra)
+    with serving([*PRIVFIT, "serve", "--port", str(port), "--log-level", "warning"], env, tmp_path, port) as base:
+        yield base
 
 
 def register(base: str, owner: str, epsilon: float, name: str = "", validation_fraction: float | None = None) -> str:

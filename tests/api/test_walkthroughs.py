@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import httpx
 import pytest
-from process_helpers import environment, free_port, process
+from process_helpers import environment, free_port, serving
 from walkthrough import Step, run, section, shape_matches, steps
 
 REPO = Path(__file__).resolve().parents[2]
@@ -44,20 +42,11 @@ def shell_env(database_url: str, tmp_path: Path, base: str) -> dict[str, str]:
 @contextmanager
 def serve_script(database_url: str, tmp_path: Path) -> Iterator[str]:
     """The README's ``bash scripts/serve.sh`` (its arguments go to ``privfit serve``: a free port here), on its own
-    SQLite database; the service's URL once it is ready."""
+    SQLite database; the service's URL once it is ready (a first run installs privfit into .venv: 300 s)."""
     port = free_port()
-    env = environment(database_url, tmp_path)
-    with process(["bash", "scripts/serve.sh", "--port", str(port)], env, tmp_path / "serve.log", cwd=REPO):
-        base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 300  # a first run installs privfit into .venv
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
-                    yield base
-                    return
-            except httpx.HTTPError:
-                time.sleep(0.2)
-        raise AssertionError(f"scripts/serve.sh did not start: {(tmp_path / 'serve.log').read_text()[-3000:]}")
+    command = ["bash", "scripts/serve.sh", "--port", str(port)]
+    with serving(command, environment(database_url, tmp_path), tmp_path, port, timeout=300, cwd=REPO) as base:
+        yield base
 
 
 @pytest.mark.skipif(not ADULT.exists(), reason=f"UCI Adult is not at {ADULT} (../shared/data/adult)")
