@@ -203,3 +203,22 @@ def test_the_owners_upload_answer_counts_clipped_cells_per_column(client, keys, 
     dataset_id = response.json()["id"]
     for headers in (keys.owner, keys.admin):
         assert client.get(f"/v1/datasets/{dataset_id}", headers=headers).json()["clipped_cells"] is None
+
+
+def test_a_schema_is_checked_without_uploading(client, keys):
+    """Issue 24: the dashboard's schema editor validates against the API — POST /v1/datasets/schema-check answers
+    what the schema encodes to, or the upload's own 422 naming the field; nothing is stored."""
+    good = client.post("/v1/datasets/schema-check", headers=keys.owner, content=json.dumps(SMALL_SCHEMA))
+    assert good.status_code == 200, good.text
+    answer = good.json()
+    assert answer["valid"] is True and answer["d"] == 5 and answer["label_bound"] == 1.0
+    assert answer["feature_names"] == ["x1", "x2", "color=red", "color=green", "color=blue"]
+    assert answer["row_norm_bound"] == pytest.approx(3**0.5) and answer["row_norm_bound"] >= 3**0.5
+    bad = json.loads(json.dumps(SMALL_SCHEMA))
+    bad["features"][0]["lower"] = 2
+    assert_problem(client.post("/v1/datasets/schema-check", headers=keys.owner, content=json.dumps(bad)), 422,
+                   "features.0")  # fmt: skip
+    assert_problem(client.post("/v1/datasets/schema-check", headers=keys.owner, content="[" * 100_000), 422, "schema")
+    assert client.post("/v1/datasets/schema-check", headers=keys.analyst, content="{}").status_code == 403
+    with client.app.state.db.read() as session:
+        assert session.query(Dataset).count() == 0

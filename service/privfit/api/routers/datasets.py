@@ -27,6 +27,7 @@ from dataclasses import asdict
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, File, Form, HTTPException, Query, Request, Response, UploadFile
+from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, Field, ValidationError
 from sqlalchemy import delete, func, or_, select
 
@@ -413,6 +414,38 @@ def _purge_if_unreferenced(request: Request, storage_key: str | None) -> None:
     key's lock, :func:`privfit.datasets.lifecycle.release_key`)."""
     if storage_key:
         release_key(request.app.state.db, request.app.state.store, storage_key)
+
+
+class SchemaCheck(BaseModel):
+    """What a declared schema encodes to — public facts, computed from the declaration alone."""
+
+    valid: bool = Field(description="Always true: an invalid schema is a 422 (or 413) naming the field.")
+    d: int = Field(description="Encoded feature columns (numeric + one-hot levels).")
+    feature_names: list[str]
+    row_norm_bound: float = Field(description="The public bound on every encoded row's norm.")
+    label_bound: float
+
+
+@router.post("/schema-check", response_model=SchemaCheck,
+             summary="Check a schema without uploading (owners): what it encodes to, or a 422 naming the field",
+             responses=problem_responses(401, 403, 413, 422, 503))  # fmt: skip
+async def check_schema(
+    request: Request,
+    principal: Principal = Depends(require_role("owner")),  # noqa: B008
+) -> SchemaCheck:
+    # The body is the schema's JSON document itself (the text the upload's `schema` field carries); parsed like
+    # the upload's (depth and number limits, in the threadpool), with the same checks that need no rows.
+    # (A comment, not a docstring: a docstring would become the operation's public OpenAPI description.)
+    raw = (await request.body()).decode("utf-8", errors="replace")
+    settings: Settings = request.app.state.settings
+
+    def check() -> SchemaCheck:
+        declared = _parse_schema(raw)
+        _check_dimension(declared, settings)
+        return SchemaCheck(valid=True, d=declared.dimension, feature_names=declared.feature_names,
+                           row_norm_bound=declared.row_norm_bound, label_bound=declared.label_bound)  # fmt: skip
+
+    return await run_in_threadpool(check)
 
 
 @router.get("/duplicates", response_model=list[DuplicateGroup], response_model_by_alias=True,

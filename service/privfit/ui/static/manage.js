@@ -227,8 +227,9 @@ const DEFAULTS = {
 
 /**
  * The upload view (owners): a name, a CSV file, the schema (a JSON editor or column by column, or loaded from a
- * .json file), "Validate" (the JSON's shape, checked in the browser: see schema.js) and "Upload" (validated
- * first; the API's problem+json is shown with the fields it names).
+ * .json file), "Validate" (the JSON's shape, checked in the browser: see schema.js; then the API's own checks,
+ * POST /v1/datasets/schema-check) and "Upload" (validated first; the API's problem+json is shown with the fields
+ * it names).
  * @param {{root: HTMLElement, alive: () => boolean}} view The view's root element and whether it is current.
  */
 export function renderUpload(view) {
@@ -256,20 +257,30 @@ export function renderUpload(view) {
     if (!file) return;
     textarea.value = await file.text();
     builder.load();
-    validate();
+    await validate();
   });
 
   /**
-   * Check the schema's JSON in the browser and list its problems.
-   * @returns {boolean} Whether it passed.
+   * Check the schema: its shape in the browser (every problem at once), then against the API
+   * (POST /v1/datasets/schema-check: the upload's own checks that need no rows).
+   * @returns {Promise<boolean>} Whether it passed.
    */
-  function validate() {
+  async function validate() {
     const { problems } = checkSchemaText(textarea.value);
-    checkSlot.dataset.state = problems.length ? "invalid" : "valid";
+    checkSlot.dataset.state = problems.length ? "invalid" : "checking";
     if (problems.length === 0) {
-      replace(checkSlot, el("p", { class: "ok", "data-testid": "schema-valid",
-        text: "The schema's shape is valid. The API checks it again, with the rows, on upload." }));
-      return true;
+      try {
+        const checked = await api("/v1/datasets/schema-check", { method: "POST", body: JSON.parse(textarea.value) });
+        checkSlot.dataset.state = "valid";
+        replace(checkSlot, el("p", { class: "ok", "data-testid": "schema-valid",
+          text: `The API accepts the schema: ${fmtInt(checked.d)} encoded features, row-norm bound `
+            + `${checked.row_norm_bound.toFixed(3)}. The rows are checked on upload.` }));
+        return true;
+      } catch (error) {
+        checkSlot.dataset.state = "invalid";
+        replace(checkSlot, inlineProblem(error, "schema-api-problem"));
+        return false;
+      }
     }
     replace(checkSlot, el("div", { class: "inline-problem", role: "alert" },
       el("strong", { text: `The schema has ${problems.length} problem${problems.length === 1 ? "" : "s"}` }),
@@ -279,7 +290,7 @@ export function renderUpload(view) {
   }
 
   const validateButton = el("button", { type: "button", class: "button", "data-testid": "schema-validate", text: "Validate",
-    onclick: validate });
+    onclick: () => { validate(); } });
   const uploadButton = el("button", { type: "submit", class: "button button-primary", "data-testid": "upload-submit", text: "Upload" });
   const form = el("form", { class: "upload-form", "data-testid": "upload-form" },
     el("div", { class: "form-row form-row-2" },
@@ -301,7 +312,7 @@ export function renderUpload(view) {
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
     replace(resultSlot);
-    if (!validate()) return;
+    if (!(await validate())) return;
     const [file] = fileInput.files;
     if (!file) {
       replace(resultSlot, el("p", { class: "form-error", "data-testid": "upload-no-file", text: "Choose the CSV file to upload." }));
