@@ -86,6 +86,8 @@ def test_uploads_from_a_path_bytes_a_file_and_a_dataframe_give_the_same_dataset(
     assert len({d.content_hash for d in uploaded}) == 1  # the same encoded rows, whatever the source
     assert {d.id for d in owner.datasets()} >= {d.id for d in uploaded}
     assert owner.dataset(uploaded[0].id).created_at is not None
+    assert uploaded[0].clipped_cells == {"x1": 0, "x2": 0}  # the upload's answer counts clipped cells (issue 24)
+    assert owner.dataset(uploaded[0].id).clipped_cells is None  # never shown again
 
 
 def test_parquet_uploads_from_a_path_bytes_and_a_file_equal_the_csv_upload(owner: Client, tmp_path: Path):

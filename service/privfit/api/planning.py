@@ -7,7 +7,7 @@ request's model and parameters, the target ε, the dataset's public metadata, an
 order grid, the filter the cost's share is measured by and, for solvers with
 :attr:`~privfit.solvers.base.Solver.uses_delta_parts`, the δ allowance left by the committed fits). It reads no
 row and no private value, so the cache key is made of exactly those inputs and a hit returns the very objects a
-miss computes: cached and uncached answers are identical (``tests/api/test_api_plan_cache.py`` pins it), and what
+miss computes: cached and uncached answers are identical (``tests/api/test_api_request_path.py`` pins it), and what
 an analyst observes still depends on public inputs only.
 
 A plan that fails (a :class:`~privfit.errors.ParameterError`) is not cached: the error is raised again on the

@@ -134,6 +134,8 @@ class Dataset(ApiObject):
     created_at: datetime | None = None
     owner_key_id: str = ""
     content_hash: str | None = None
+    #: in an upload's answer only (its owner): per numeric column, the cells clipped to the declared bounds
+    clipped_cells: dict[str, int] | None = None
 
 
 @dataclass(frozen=True)

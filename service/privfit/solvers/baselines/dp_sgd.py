@@ -69,7 +69,7 @@ exactly ONE of the S batches, so conditioned on the first steps it is in a later
 gradient). Chua et al., "How Private are DP-SGD Implementations?" (ICML 2024), show that the privacy loss of
 shuffled batches can then be much larger than a tight Poisson accountant claims at small noise multipliers.
 The honest statement available is the un-amplified one above (E Gaussian mechanisms, not T subsampled ones).
-``tests/solvers/test_dp_sgd_audit.py`` detects the cruder form of this mismatch (Poisson accounting on batches
+``tests/solvers/baselines/test_dp_sgd_audit.py`` detects the cruder form of this mismatch (Poisson accounting on batches
 taken in a fixed order) and records why the shuffled form is out of an audit's reach against privfit's
 conservative replace-one Poisson claim.
 

@@ -47,7 +47,7 @@ Scale 0 gives φ and the deterministic φ' exactly; every function depends on th
     ∇̃_x̄ f̂_ρ(x) = w(x; x̄, ξ) · ∂f(x̄ + ξ),   w = γ_ρ(v − ξ)/γ_ρ(ξ) = exp((2⟨v, ξ⟩ − ‖v‖²)/(2ρ²)).        (3)
 
 The query point x̄ + ξ does not depend on x: only the scalar weight does. ERM form: the row i ~ Unif[n] is drawn
-with replacement by the caller. Properties (tested in ``tests/solvers/test_resque_estimator.py``):
+with replacement by the caller. Properties (tested in ``tests/solvers/resque/test_resque_estimator.py``):
 
 * Lemma 1.1: ``E ∇̃ = ∇f̂_ρ(x)`` for every x̄ (with (1)–(2), ``E ∇̃ = φ̂'(⟨x, a⟩, y; ρ‖a‖) a`` for a GLM row a).
 * log w ~ N(−‖v‖²/(2ρ²), ‖v‖²/ρ²), so ``E w^p = exp(p(p − 1)‖v‖²/(2ρ²))`` (proof of Lemma 2, via eq. (6)).
