@@ -20,6 +20,10 @@ from sqlalchemy.engine import make_url
 from privfit.db import Database, make_database
 from privfit.db.migrate import upgrade
 
+# The service's default noise sampler is "exact" (OpenDP); the suite runs on "float", whose draws a seed
+# reproduces, and the exact sampler has its own tests (tests/privacy/test_noise*.py, tests/api/test_exact_noise.py).
+os.environ.setdefault("PRIVFIT_NOISE_SAMPLER", "float")
+
 POSTGRES_URL = os.environ.get("PRIVFIT_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
 SHARED_DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
 

@@ -12,6 +12,7 @@ import threading
 
 from privfit.client.cli import add_client_commands, add_global_options
 from privfit.logs import configure_logging
+from privfit.privacy.noise import configure_sampler
 from privfit.settings import Settings, get_settings
 
 
@@ -74,6 +75,7 @@ def _worker(args: argparse.Namespace) -> int:
     from privfit.jobs import WorkerPool
 
     settings = get_settings()
+    configure_sampler(settings.noise_sampler)
     if settings.queue == "celery":
         from privfit.jobs.celery_app import run_worker
 

@@ -119,6 +119,13 @@ class Settings(BaseSettings):
         description="First pause between two tries; it doubles at each try (jittered ×0.5–1.5, at most 2 s).",
     )
     grid: str = Field("dp-accounting-156/v1", description="RDP order grid of new datasets.")
+    noise_sampler: Literal["exact", "float"] = Field(
+        "exact",
+        description="Sampler of every noise draw that reaches a release (privfit.privacy.noise): 'exact' draws "
+        "OpenDP's discrete Gaussian and Laplace on a 2^k lattice, so no floating-point low bit can leak the data; "
+        "'float' uses numpy's samplers (reproducible from a seed: tests, audits, synthetic data). Every result's "
+        "metadata names the sampler used.",
+    )
     enable_experimental_solvers: bool = Field(
         False,
         description="List and accept solvers marked experimental (resque_localized); otherwise they are hidden from "

@@ -18,6 +18,7 @@ from privfit.db.migrate import upgrade
 from privfit.jobs import WorkerPool
 from privfit.jobs.dispatch import PollingDispatcher, make_dispatcher
 from privfit.jobs.sweeper import OrphanSweeper
+from privfit.privacy.noise import configure_sampler
 from privfit.settings import Settings, get_settings
 from privfit.ui import mount_ui
 
@@ -43,11 +44,7 @@ def create_app(settings: Settings | None = None, *, run_workers: bool | None = N
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         anyio.to_thread.current_default_thread_limiter().total_tokens = settings.api_threads
-        import os
-        import sys
-
-        if os.environ.get("RQ_SWITCH"):
-            sys.setswitchinterval(float(os.environ["RQ_SWITCH"]))
+        configure_sampler(settings.noise_sampler)
         db = make_database(
             settings.database_url,
             retry_attempts=settings.db_retry_attempts,

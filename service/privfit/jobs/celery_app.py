@@ -31,6 +31,7 @@ from typing import Any
 
 from celery import Celery
 
+from privfit.privacy.noise import configure_sampler
 from privfit.settings import Settings
 
 log = logging.getLogger("privfit.jobs")
@@ -68,6 +69,7 @@ def _worker_context(settings_json: str) -> tuple[Any, Any, Settings]:
     from privfit.db import make_database
 
     settings = Settings.model_validate_json(settings_json)
+    configure_sampler(settings.noise_sampler)
     db = make_database(
         settings.database_url,
         retry_attempts=settings.db_retry_attempts,

@@ -66,6 +66,7 @@ from scipy.special import softmax
 
 from privfit.errors import ParameterError
 from privfit.privacy import DEFAULT_GRID, DeltaAllowance, OrderGrid, PrivacyCost
+from privfit.privacy.noise import describe_sampler
 
 from .geometry import augment_intercept, augmented_bound, clip_rows
 from .losses import GLMLoss, MultinomialLogisticLoss, available_models, make_loss
@@ -1116,11 +1117,13 @@ class Solver(ABC, Generic[ParamsT, ResolvedT]):
             fits_intercept(r) if self.appends_intercept else None,
             enforce=not (self.enforces_declared_bounds and not self.appends_intercept),
         )
+        sampler = describe_sampler()
         run = FitRun(A, v, meta, rng, ProgressReporter(self._progress_steps(r), progress, should_stop))
         released = self._fit(run, r)
         run.reporter.finish()
         release = released if isinstance(released, Release) else Release(released)
-        result = glm_fit_result(self, release.theta, meta, r, metadata=release.metadata, predictor=release.predictor)
+        metadata = {"noise_sampler": sampler, **(release.metadata or {})}
+        result = glm_fit_result(self, release.theta, meta, r, metadata=metadata, predictor=release.predictor)
         return result if release.selected is None else replace(result, selected=dict(release.selected))
 
     @abstractmethod

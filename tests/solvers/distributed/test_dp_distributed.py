@@ -14,6 +14,7 @@ import pytest
 from numpy.typing import NDArray
 
 from privfit.privacy import DEFAULT_GRID, PrivacyCost, laplace_rdp, make_generator, pure_dp_rdp
+from privfit.privacy.noise import describe_sampler
 from privfit.solvers import (
     DPDistributedResolved,
     FitCancelled,
@@ -396,7 +397,7 @@ def test_fit_learns_a_separable_problem_and_reports_public_metadata_only() -> No
     accuracy = float(np.mean(np.sign(X @ theta + (result.intercept or 0.0)) == y))
     assert accuracy > 0.9
     assert fractions[-1] == 1.0 and fractions == sorted(fractions)
-    assert result.metadata == resolved.model_dump(mode="json")
+    assert result.metadata == {"noise_sampler": describe_sampler(), **resolved.model_dump(mode="json")}
 
 
 def test_two_passes_cost_twice_and_use_fresh_permutations() -> None:

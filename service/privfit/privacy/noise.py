@@ -1,0 +1,376 @@
+"""The noise layer: every draw that reaches a release goes through here, from an exact or a float sampler.
+
+Two samplers, chosen per server (``PRIVFIT_NOISE_SAMPLER``, :func:`configure_sampler`) or per block of code
+(:func:`using_sampler`):
+
+* ``exact`` — the default of the service for fits on private data. A release of ``values`` with Gaussian noise
+  of standard deviation σ is the **discrete Gaussian mechanism on the lattice 2^k·Z** (Canonne, Kamath &
+  Steinke, "The Discrete Gaussian for Differential Privacy", NeurIPS 2020, CKS):
+
+  1. ``v = rint(clip(values, −B, B) / 2^k)``: the values rounded to the nearest lattice point, as integers. B is a
+     *public* bound on the coordinates (clipping to it is a contraction, so it never adds sensitivity); 2^k and
+     v/2^k are powers of two and integers below 2^51, so this is exact floating-point arithmetic.
+  2. ``Z ~ N_Z(0, (σ'/2^k)²)`` per coordinate, drawn by OpenDP's exact sampler (``make_gaussian`` on
+     ``vector_domain(atom_domain(i64))``: the CKS algorithm in exact rational arithmetic, OS entropy).
+  3. The release is ``float(v + Z) · 2^k`` — the integer sum is exact (int64) and the rest is a fixed function of
+     it, so the released floats are a **post-processing** of the exact mechanism v ↦ v + Z: no low bit of a float
+     sampler or of a floating-point addition can carry information about ``values``.
+
+  Privacy of the lattice mechanism. Rounding moves each coordinate by ≤ 2^{k−1}, so neighbouring inputs with
+  ‖x − x'‖₂ ≤ Δ give ‖v − v'‖₂ ≤ (Δ + √d·2^k)/2^k = Δ'/2^k (d coordinates per release). For integer shifts the
+  multivariate discrete Gaussian satisfies ``D_α(N_Z(v, s²)‖N_Z(v', s²)) ≤ α‖v − v'‖²/(2s²)`` at every order
+  (CKS Prop. 5 per coordinate, summed over independent coordinates) — the continuous Gaussian's curve. The layer
+  therefore draws with σ' = σ·Δ'/Δ: the curve of noise multiplier σ'/Δ' = σ/Δ, i.e. exactly the curve the caller
+  calibrated and charged for (σ, Δ). k is chosen so that √d·2^k ≤ 2^−20·Δ (σ' exceeds σ by ≤ 2^−20 relative)
+  unless the public bound or σ force a coarser lattice (then σ' grows accordingly; still the same curve).
+
+  The Laplace release is the same construction with OpenDP's exact **discrete Laplace** (P(z) ∝ e^{−|z|/t}):
+  with the L1 shift ‖v − v'‖₁ ≤ (Δ₁ + d·2^k)/2^k and t = b'/2^k, it is pure (Δ₁/b)-DP when b' = b·Δ₁'/Δ₁
+  (the ratio of two discrete Laplace masses at integer points is ≤ e^{|shift|/t}). Its charged curve must be
+  the pure-DP one (:meth:`~privfit.privacy.PrivacyCost.pure_dp`), not the continuous Laplace's
+  (:func:`laplace_cost`).
+
+* ``float`` — numpy's samplers (``standard_normal``, ``laplace``) on the caller's generator, as before this layer:
+  reproducible from a seed (tests, audits, synthetic and public data), but exposed to floating-point attacks
+  (Mironov, CCS 2012; Jin et al., IEEE S&P 2022).
+
+Exact draws are made in a background thread ahead of use (:class:`GaussianReleases`): OpenDP's calls release the
+interpreter lock, and the noise does not depend on the data, so it is drawn while the solver computes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import math
+import queue
+import threading
+import weakref
+from collections.abc import Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass
+from importlib import metadata
+from typing import Any, Literal, cast
+
+import numpy as np
+
+from .cost import PrivacyCost
+from .errors import PrivacyParameterError, require_count, require_positive
+from .orders import OrderGrid
+
+SamplerName = Literal["exact", "float"]
+SAMPLERS: tuple[SamplerName, ...] = ("exact", "float")
+
+PRECISION_BITS = 20
+"""The lattice is fine enough that rounding inflates the sensitivity by at most 2^−20 (relative)."""
+_INTEGER_BITS = 50
+"""Lattice integers (public bound and σ) stay below 2^50: int64 sums cannot overflow, float64 holds them exactly."""
+_EXACT_BLOCK = 4_096
+"""Coordinates per OpenDP call of a background stream (a call's overhead is ~1 ms; a draw ~10 µs)."""
+_QUEUE_BLOCKS = 8
+
+_configured: SamplerName = "float"
+_override: ContextVar[SamplerName | None] = ContextVar("privfit_noise_sampler", default=None)
+
+
+def _checked(name: str) -> SamplerName:
+    if name not in SAMPLERS:
+        raise PrivacyParameterError("noise_sampler", f"must be one of {', '.join(SAMPLERS)}, got {name!r}")
+    return cast(SamplerName, name)
+
+
+def configure_sampler(name: str) -> None:
+    """Set this process's sampler (the server and workers call it at start-up with ``Settings.noise_sampler``).
+    ``exact`` loads OpenDP now (its first call takes ~0.7 s), not in the first fit."""
+    global _configured
+    _configured = _checked(name)
+    if _configured == "exact":
+        integer_noise("gaussian", 1.0, 1)
+
+
+def current_sampler() -> SamplerName:
+    """The sampler in force: a :func:`using_sampler` block's, else the process's (``float`` in a plain library)."""
+    return _override.get() or _configured
+
+
+@contextlib.contextmanager
+def using_sampler(name: str) -> Iterator[None]:
+    """Use sampler ``name`` inside the block (this thread and contexts copied from it)."""
+    token = _override.set(_checked(name))
+    try:
+        yield
+    finally:
+        _override.reset(token)
+
+
+@functools.lru_cache(maxsize=1)
+def _opendp() -> Any:
+    import opendp.prelude as dp
+
+    dp.enable_features("contrib")
+    return dp
+
+
+def opendp_version() -> str:
+    """The installed OpenDP's version (named in every exact fit's metadata)."""
+    return metadata.version("opendp")
+
+
+def describe_sampler(name: SamplerName | None = None) -> dict[str, Any]:
+    """What a result's metadata says about the noise: the sampler's name and, for ``exact``, the mechanism."""
+    name = name or current_sampler()
+    if name == "float":
+        return {
+            "name": "float",
+            "gaussian": "numpy Generator.standard_normal (PCG64DXSM, OS-seeded)",
+            "laplace": "numpy Generator.laplace (PCG64DXSM, OS-seeded)",
+        }
+    return {
+        "name": "exact",
+        "library": f"opendp {opendp_version()}",
+        "gaussian": "discrete Gaussian (Canonne, Kamath & Steinke 2020) on the lattice 2^k·Z",
+        "laplace": "discrete Laplace on the lattice 2^k·Z",
+        "precision_bits": PRECISION_BITS,
+    }
+
+
+@dataclass(frozen=True)
+class Lattice:
+    """The public lattice of one kind of release: spacing 2^``exponent``, the rounding's sensitivity factor
+    ``inflation`` = Δ'/Δ ≥ 1, and the noise scale in lattice units (σ' / 2^k or b' / 2^k)."""
+
+    exponent: int
+    inflation: float
+    integer_scale: float
+    bound: float
+
+    @property
+    def spacing(self) -> float:
+        return math.ldexp(1.0, self.exponent)
+
+
+def _lattice(scale: float, sensitivity: float, rounding_growth: float, bound: float) -> Lattice:
+    """The lattice for noise ``scale`` on values of ``sensitivity`` whose rounding adds ``rounding_growth``·2^k
+    to it (√d for L2, d for L1), with coordinates clipped to ``bound`` (all public)."""
+    scale = require_positive("scale", scale)
+    sensitivity = require_positive("sensitivity", sensitivity)
+    bound = require_positive("bound", bound)
+    fine = math.floor(math.log2(sensitivity / rounding_growth)) - PRECISION_BITS
+    coarse = math.ceil(math.log2(max(bound, scale))) - _INTEGER_BITS
+    exponent = max(fine, coarse)
+    spacing = math.ldexp(1.0, exponent)
+    inflation = (1.0 + rounding_growth * spacing / sensitivity) * (1.0 + 2.0**-50)
+    integer_scale = scale * inflation / spacing
+    return Lattice(exponent=exponent, inflation=inflation, integer_scale=integer_scale, bound=float(bound))
+
+
+def gaussian_lattice(sigma: float, l2_sensitivity: float, dimension: int, bound: float) -> Lattice:
+    """The lattice of a Gaussian release of ``dimension`` coordinates (module docstring)."""
+    dimension = require_count("dimension", dimension)
+    return _lattice(sigma, l2_sensitivity, math.sqrt(dimension), bound)
+
+
+def laplace_lattice(scale: float, l1_sensitivity: float, dimension: int, bound: float) -> Lattice:
+    """The lattice of a Laplace release of ``dimension`` coordinates (module docstring)."""
+    dimension = require_count("dimension", dimension)
+    return _lattice(scale, l1_sensitivity, float(dimension), bound)
+
+
+@functools.lru_cache(maxsize=256)
+def _integer_measurement(kind: str, integer_scale: float) -> Any:
+    dp = _opendp()
+    if kind == "gaussian":
+        return dp.m.make_gaussian(dp.vector_domain(dp.atom_domain(T="i64")), dp.l2_distance(T="i64"), integer_scale)
+    return dp.m.make_laplace(dp.vector_domain(dp.atom_domain(T="i64")), dp.l1_distance(T="i64"), integer_scale)
+
+
+def integer_noise(kind: str, integer_scale: float, size: int) -> np.ndarray:
+    """``size`` exact draws of the discrete Gaussian N_Z(0, s²) (``kind="gaussian"``) or the discrete Laplace with
+    P(z) ∝ e^{−|z|/s} (``kind="laplace"``), s = ``integer_scale``, from OpenDP (its mechanism on a zero vector)."""
+    if size == 0:
+        return np.zeros(0, dtype=np.int64)
+    measurement = _integer_measurement(kind, float(integer_scale))
+    return np.asarray(measurement([0] * size), dtype=np.int64)
+
+
+def _on_lattice(values: np.ndarray, lattice: Lattice) -> np.ndarray:
+    """rint(clip(values, −B, B) / 2^k) as int64 — exact (module docstring, step 1)."""
+    clipped = np.clip(np.asarray(values, dtype=np.float64), -lattice.bound, lattice.bound)
+    return np.rint(np.ldexp(clipped, -lattice.exponent)).astype(np.int64)
+
+
+def _from_lattice(points: np.ndarray, lattice: Lattice) -> np.ndarray:
+    return np.ldexp(points.astype(np.float64), lattice.exponent)
+
+
+class _BackgroundDraws:
+    """Exact integer draws made ahead of use by a daemon thread, in blocks, bounded in memory.
+
+    The thread holds neither the owner nor the data; it stops when all ``total`` draws are made or when the owner
+    is garbage-collected or closed (``weakref.finalize``)."""
+
+    def __init__(self, kind: str, integer_scale: float, total: int) -> None:
+        self._queue: queue.Queue[np.ndarray | BaseException] = queue.Queue(maxsize=_QUEUE_BLOCKS)
+        self._stop = threading.Event()
+        self._buffer = np.zeros(0, dtype=np.int64)
+        self._thread = threading.Thread(
+            target=_produce, args=(kind, integer_scale, total, self._queue, self._stop), daemon=True,
+            name="privfit-exact-noise",
+        )  # fmt: skip
+        self._thread.start()
+        weakref.finalize(self, self._stop.set)
+
+    def take(self, count: int) -> np.ndarray:
+        parts = [self._buffer]
+        have = self._buffer.size
+        while have < count:
+            block = self._queue.get()
+            if isinstance(block, BaseException):
+                raise block
+            parts.append(block)
+            have += block.size
+        joined = np.concatenate(parts)
+        self._buffer = joined[count:]
+        return joined[:count]
+
+    def close(self) -> None:
+        self._stop.set()
+
+
+def _produce(
+    kind: str, integer_scale: float, total: int, out: queue.Queue[np.ndarray | BaseException], stop: threading.Event
+) -> None:
+    made = 0
+    try:
+        while made < total and not stop.is_set():
+            block = integer_noise(kind, integer_scale, min(_EXACT_BLOCK, total - made))
+            made += block.size
+            while not stop.is_set():
+                try:
+                    out.put(block, timeout=0.5)
+                    break
+                except queue.Full:
+                    continue
+    except BaseException as error:
+        out.put(error)
+
+
+class NoisyReleases:
+    """``count`` releases of arrays of ``shape`` (last axis: the coordinates of one release of the stated
+    sensitivity), each ``values`` plus noise, from the sampler in force when it was created.
+
+    ``float``: ``values + σ·rng.standard_normal(shape)`` (Gaussian) or ``values + rng.laplace(0, b, shape)`` — the
+    same draws, in the same order, as the solvers made before this layer. ``exact``: the lattice mechanism
+    (module docstring) with all ``count`` releases' draws made ahead in a background thread.
+    """
+
+    def __init__(
+        self,
+        rng: np.random.Generator,
+        *,
+        kind: Literal["gaussian", "laplace"],
+        scale: float,
+        sensitivity: float,
+        shape: tuple[int, ...],
+        count: int,
+        bound: float,
+    ) -> None:
+        self.rng = rng
+        self.kind = kind
+        self.scale = float(scale)
+        self.shape = tuple(int(s) for s in shape)
+        self.sampler = current_sampler()
+        self.released = 0
+        self.count = int(count)
+        size = int(np.prod(self.shape)) if self.shape else 1
+        self._size = size
+        self._draws: _BackgroundDraws | None = None
+        self.lattice: Lattice | None = None
+        if self.sampler == "exact":
+            dimension = self.shape[-1] if self.shape else 1
+            lattice_of = gaussian_lattice if kind == "gaussian" else laplace_lattice
+            self.lattice = lattice_of(scale, sensitivity, dimension, bound)
+            if self.count > 1 and size > 0:
+                self._draws = _BackgroundDraws(kind, self.lattice.integer_scale, self.count * size)
+
+    def release(self, values: np.ndarray | float) -> np.ndarray:
+        """The next release: ``values`` (of the declared shape) plus noise."""
+        if self.released >= self.count:
+            raise RuntimeError(f"all {self.count} releases of this noise stream are used")
+        self.released += 1
+        array = np.asarray(values, dtype=np.float64)
+        if self.lattice is None:
+            if self.kind == "gaussian":
+                return array + self.scale * self.rng.standard_normal(self.shape)
+            return array + self.rng.laplace(0.0, self.scale, size=self.shape)
+        if self._draws is None:
+            noise = integer_noise(self.kind, self.lattice.integer_scale, self._size).reshape(self.shape)
+        else:
+            noise = self._draws.take(self._size).reshape(self.shape)
+        return _from_lattice(_on_lattice(array, self.lattice) + noise, self.lattice)
+
+    def close(self) -> None:
+        """Stop drawing ahead (a fit that ends early)."""
+        if self._draws is not None:
+            self._draws.close()
+
+
+def gaussian_releases(
+    rng: np.random.Generator,
+    *,
+    sigma: float,
+    l2_sensitivity: float,
+    shape: tuple[int, ...],
+    count: int,
+    bound: float,
+) -> NoisyReleases:
+    """``count`` Gaussian releases (σ, L2 sensitivity Δ per vector along the last axis, public bound B)."""
+    return NoisyReleases(
+        rng, kind="gaussian", scale=sigma, sensitivity=l2_sensitivity, shape=shape, count=count, bound=bound
+    )
+
+
+def laplace_releases(
+    rng: np.random.Generator,
+    *,
+    scale: float,
+    l1_sensitivity: float,
+    shape: tuple[int, ...],
+    count: int,
+    bound: float,
+) -> NoisyReleases:
+    """``count`` Laplace releases (scale b, L1 sensitivity Δ₁ per vector along the last axis, public bound B)."""
+    return NoisyReleases(
+        rng, kind="laplace", scale=scale, sensitivity=l1_sensitivity, shape=shape, count=count, bound=bound
+    )
+
+
+def gaussian_release(
+    rng: np.random.Generator, values: np.ndarray | float, *, sigma: float, l2_sensitivity: float, bound: float
+) -> np.ndarray:
+    """One Gaussian release of ``values`` (see :class:`NoisyReleases`)."""
+    shape = np.shape(values)
+    return gaussian_releases(
+        rng, sigma=sigma, l2_sensitivity=l2_sensitivity, shape=shape, count=1, bound=bound
+    ).release(values)
+
+
+def laplace_release(
+    rng: np.random.Generator, values: np.ndarray | float, *, scale: float, l1_sensitivity: float, bound: float
+) -> np.ndarray:
+    """One Laplace release of ``values`` (see :class:`NoisyReleases`)."""
+    shape = np.shape(values)
+    return laplace_releases(rng, scale=scale, l1_sensitivity=l1_sensitivity, shape=shape, count=1, bound=bound).release(
+        values
+    )
+
+
+def laplace_cost(
+    grid: OrderGrid, *, scale: float, sensitivity: float = 1.0, count: int = 1, sampler: SamplerName | None = None
+) -> PrivacyCost:
+    """The cost of ``count`` Laplace releases under the sampler in force: the continuous Laplace's exact curve
+    (``float``) or, for the discrete Laplace of ``exact``, the pure-DP curve of ε = count·Δ/b (valid for every
+    ε-DP mechanism; module docstring)."""
+    if (sampler or current_sampler()) == "float":
+        return PrivacyCost.laplace(grid, scale=scale, sensitivity=sensitivity, count=count)
+    return PrivacyCost.pure_dp(count * float(sensitivity) / float(scale), grid)
