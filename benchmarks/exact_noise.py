@@ -3,9 +3,10 @@
     .venv/bin/python benchmarks/exact_noise.py [--repeats 3] [--epsilon 1.0] [--delta 1e-6]
                                               [--solvers dp_gd dp_sgd ...] [--data ../shared/data/adult]
 
-Issue 25's row: the default sampler (``exact``: OpenDP's discrete Gaussian and Laplace on a 2^k lattice,
-:mod:`privfit.privacy.noise`) costs at most 1.5 × the ``float`` sampler (numpy's) in fit time for ``dp_gd``,
-``dp_sgd`` and the perturbation solvers on Adult; the factor of ``dp_otb`` and ``dp_distributed`` is stated.
+Issue 25's row: the default sampler (``exact``: the discrete Gaussian and Laplace on a 2^k lattice,
+:mod:`privfit.privacy.noise`, drawn exactly by :mod:`privfit.privacy.exact_sampling`) costs at most 1.5 × the
+``float`` sampler (numpy's) in fit time for ``dp_gd``, ``dp_sgd`` and the perturbation solvers on Adult; the factor
+of ``dp_otb`` and ``dp_distributed`` is stated.
 
 What it does. UCI Adult encoded with privfit's declared schema (``common.load_adult``: 32 561 training rows,
 d = 104), ``PublicMetadata.from_dataset``. For every registered solver (or those of ``--solvers``), with the
@@ -20,20 +21,22 @@ model ``logistic`` (``linear_loss`` for ``dp_lazy_oco``, which has no GLM), at �
 * one untimed float fit on 2 000 rows (``common.warm_up``: numba compilation, first-call imports);
 * ``--repeats`` pairs of timed fits on all rows, alternating the samplers in ABBA order (float, exact, exact,
   float, …) so that a drift of the machine's load falls on both; repeat i uses ``make_generator(i,
-  data_is_public=True)`` for both samplers (Adult is a public benchmark; under ``exact`` the generator still draws
-  the batches, the noise comes from OpenDP). Time: ``solver.fit`` only (``time.perf_counter``), median over the
-  repeats.
+  data_is_public=True)`` for both samplers (Adult is a public benchmark; under ``exact`` the generator draws the
+  batches and seeds the exact noise streams' child generators). Time: ``solver.fit`` only (``time.perf_counter``),
+  median over the repeats.
 
-OpenDP's one-off start (its library load and first measurement, ~0.7–1.6 s) is made before anything is timed,
-by ``configure_sampler("exact")`` as ``privfit serve`` and the workers do at start-up; its time is printed.
+Before anything is timed: ``configure_sampler("exact")`` as ``privfit serve`` and the workers do at start-up,
+and 4,096 untimed draws of each exact sampler (first-call paths); its time is printed. OpenDP is not used at run
+time (the tests cross-check the samplers against it).
 
 Printed per solver: float s, exact s (medians), exact / float, the exact draws per fit (the coordinates requested
-from :func:`privfit.privacy.noise.integer_noise` — the layer's only source of exact noise, including the
-background thread's blocks — counted by wrapping that function in this script; blocks drawn ahead and not used
-by a fit that stops early are counted too), the sampler the result's metadata names (``noise_sampler.name``),
-the test accuracy on ``adult.test`` (mean ± sd over the repeats) under each sampler, and the 1-minute load
-average when the row finished. Rows of ``dp_gd``, ``dp_sgd``, ``output_perturbation`` and
-``objective_perturbation`` are marked met / not met against the 1.5 × goal; the others state their factor.
+from :func:`~privfit.privacy.exact_sampling.discrete_gaussian` and ``discrete_laplace`` — the only sources of
+exact noise, including the background thread's blocks — counted by wrapping those functions in this script
+(:class:`DrawCounter`); blocks drawn ahead and not used by a fit that stops early are counted too), the sampler
+the result's metadata names (``noise_sampler.name``), the test accuracy on ``adult.test`` (mean ± sd over the
+repeats) under each sampler, and the 1-minute load average when the row finished. Rows of ``dp_gd``, ``dp_sgd``,
+``output_perturbation`` and ``objective_perturbation`` are marked met / not met against the 1.5 × goal; the others
+state their factor.
 Exact fits with 0 draws, or whose metadata does not say ``exact``, are flagged: that solver's noise does not go
 through the layer.
 """
@@ -49,14 +52,14 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from common import ADULT_DIR, EXPECTED_SOLVERS, load_adult, resolve_checked, warm_up
 
-from privfit.privacy import make_generator
+from privfit.privacy import exact_sampling, make_generator
 from privfit.privacy import noise as noise_layer
 from privfit.solvers import PublicMetadata, Solver, SolverParameterError
 from privfit.solvers.registry import get_solver, solver_names
@@ -67,6 +70,8 @@ GOAL_RATIO = 1.5
 #: model per solver when it has no ``logistic`` (dp_lazy_oco's classification loss)
 FALLBACK_MODELS: tuple[str, ...] = ("linear_loss",)
 SAMPLERS: tuple[str, str] = ("float", "exact")
+#: the exact samplers whose requested sizes are counted
+EXACT_SAMPLERS: tuple[str, ...] = ("discrete_gaussian", "discrete_laplace")
 
 _START = time.perf_counter()
 
@@ -76,27 +81,39 @@ def progress(message: str) -> None:
 
 
 class DrawCounter:
-    """Counts the coordinates requested from ``noise.integer_noise`` while active (all threads: the background
-    producer looks the function up in the module's namespace at each block, so it calls the wrapper too)."""
+    """Counts the coordinates requested from the exact samplers (:func:`~privfit.privacy.exact_sampling.
+    discrete_gaussian` and ``discrete_laplace``) while active, in every thread: the wrappers replace those functions
+    in every loaded ``privfit`` module that holds them but ``exact_sampling`` itself (whose Gaussian proposes from
+    its Laplace) — ``privfit.privacy.noise`` imports them by name, and the background producer looks them up there
+    at each block."""
 
     def __init__(self) -> None:
         self.count = 0
         self._lock = threading.Lock()
 
-    @contextlib.contextmanager
-    def counting(self) -> Iterator[None]:
-        original = noise_layer.integer_noise
-
-        def counted(kind: str, integer_scale: float, size: int) -> np.ndarray:
+    def _counted(self, sampler: Callable[..., np.ndarray]) -> Callable[..., np.ndarray]:
+        def counted(rng: np.random.Generator, parameter: Any, size: int) -> np.ndarray:
             with self._lock:
                 self.count += int(size)
-            return original(kind, integer_scale, size)
+            return sampler(rng, parameter, size)
 
-        noise_layer.integer_noise = counted  # type: ignore[assignment]
+        return counted
+
+    @contextlib.contextmanager
+    def counting(self) -> Iterator[None]:
+        originals = {name: getattr(exact_sampling, name) for name in EXACT_SAMPLERS}
+        patched: list[tuple[Any, str]] = []
+        modules = [m for name, m in sys.modules.items() if name.split(".")[0] == "privfit" and m is not None]
+        for module in [m for m in modules if m is not exact_sampling]:  # not its own inner calls
+            for name, original in originals.items():
+                if getattr(module, name, None) is original:
+                    setattr(module, name, self._counted(original))
+                    patched.append((module, name))
         try:
             yield
         finally:
-            noise_layer.integer_noise = original  # type: ignore[assignment]
+            for module, name in patched:
+                setattr(module, name, originals[name])
 
 
 @dataclasses.dataclass
@@ -243,7 +260,9 @@ def main() -> None:
     warnings.filterwarnings("ignore")
 
     start = time.perf_counter()
-    noise_layer.configure_sampler("exact")
+    noise_layer.configure_sampler("exact")  # as privfit serve and the workers do at start-up
+    exact_sampling.discrete_gaussian(make_generator(0, data_is_public=True), 2**40, 4096)  # first-call paths
+    exact_sampling.discrete_laplace(make_generator(0, data_is_public=True), 2**20, 4096)
     warm_seconds = time.perf_counter() - start
     train, test = load_adult(args.data, args.delta)
     meta = PublicMetadata.from_dataset(train)
@@ -253,8 +272,9 @@ def main() -> None:
         f"default settings; median of {args.repeats} fit(s) per sampler, alternating (ABBA)"
     )
     print(
-        f"OpenDP {noise_layer.opendp_version()} warm-up before timing (configure_sampler('exact')): "
-        f"{warm_seconds:.2f} s, not in any fit's time"
+        f"exact samplers: privfit.privacy.exact_sampling (CKS 2020 in numpy integer arithmetic; no OpenDP at run "
+        f"time); warm-up before timing (configure_sampler('exact'), 4,096 draws of each): {warm_seconds:.3f} s, "
+        "not in any fit's time"
     )
     print(f"load average at start: {load_start[0]:.2f} {load_start[1]:.2f} {load_start[2]:.2f} (1, 5, 15 min)")
 
