@@ -27,6 +27,7 @@ from privfit.privacy import (
     make_generator,
 )
 from privfit.privacy.audit import epsilon_lower_bound
+from privfit.privacy.noise import describe_sampler
 from privfit.solvers import (
     DPGDResolved,
     FitCancelled,
@@ -527,7 +528,7 @@ def test_fit_result_is_json_serialisable_with_data_independent_metadata() -> Non
     payload = json.loads(json.dumps(result.to_dict(), allow_nan=False))
     assert len(payload["coefficients"]) == 2 and isinstance(payload["intercept"], float)
     assert payload["feature_names"] == ["a", "b"]
-    assert payload["metadata"] == resolved.model_dump(mode="json")
+    assert payload["metadata"] == {"noise_sampler": describe_sampler(), **resolved.model_dump(mode="json")}
     for key in ("sigma", "steps", "step_size", "clip_norm", "radius", "noise_multiplier", "epsilon"):
         assert key in payload["metadata"]
     no_intercept = SOLVER.resolve({"steps": 5, "fit_intercept": False, "noise_multiplier": 1.0}, meta)
