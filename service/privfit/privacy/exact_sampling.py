@@ -15,7 +15,8 @@ is computed, so the output distribution is exactly the target, whatever the roun
   Y from the discrete Laplace with t = ⌊√S⌋ + 1 and accept with probability exp(−(|Y| − S/t)²/(2S)). With
   |Y|·t − S = w, |w| = qt + r (0 ≤ r < t), the exponent is q²/(2S) + qr/(St) + r²/(2St²) and the acceptance is
   the product of three independent Bernoulli(exp(−·)); the last one's series draws Bernoulli(r/t)² ·
-  Bernoulli(1/(2S)) · Bernoulli(1/k), so every integer stays below 2^63 for S ≤ 2^42 (checked).
+  Bernoulli(1/(2S)) · Bernoulli(1/k), so every integer stays below 2^63 for S < 2^42 and proposals |Y| ≤ 2^31
+  (checked: a larger proposal, of probability below e^{−1024}, raises).
 
 Why not OpenDP's sampler itself: it draws these distributions exactly too, but at about 11 µs per coordinate
 (measured: 21,000 draws in 0.24 s), i.e. 0.75 s for dp_sgd's 67,200 draws on Adult against a 0.1 s fit. The tests
@@ -37,11 +38,13 @@ from collections.abc import Callable
 import numpy as np
 
 _INT = np.int64
-MAX_GAUSSIAN_VARIANCE = 2**42
+MAX_GAUSSIAN_VARIANCE = 2**42 - 1
 """The largest S for which every intermediate integer of :func:`discrete_gaussian` stays below 2^63 (module
-docstring); the noise layer keeps S near 2^40."""
+docstring; the largest is S·t, t = ⌊√S⌋ + 1: 2^63 − 2^21 here, 2^63 + 2^42 at S = 2^42); the noise layer keeps S
+near 2^40."""
 MAX_LAPLACE_SCALE = 2**40
-_MAX_MAGNITUDE = 2**62
+_MAX_PROPOSAL = 2**31
+"""|Y| ≤ 2^31 keeps q ≤ |Y| + S/t < 2^31 + 2^21 in :func:`discrete_gaussian`, so q² < 2^63 and |Y|·t < 2^53."""
 _TRIALS_PER_PASS = 2
 
 
@@ -155,17 +158,17 @@ def discrete_laplace(rng: np.random.Generator, scale: int, size: int) -> np.ndar
 
 
 def discrete_gaussian(rng: np.random.Generator, variance: int, size: int) -> np.ndarray:
-    """``size`` draws of P(z) ∝ e^{−z²/(2S)}, S = ``variance`` (an integer, 1 ≤ S ≤ 2^42), exactly (CKS Alg. 3)."""
+    """``size`` draws of P(z) ∝ e^{−z²/(2S)}, S = ``variance`` (an integer, 1 ≤ S < 2^42), exactly (CKS Alg. 3)."""
     s = int(variance)
     if not 1 <= s <= MAX_GAUSSIAN_VARIANCE:
-        raise ValueError(f"the discrete Gaussian variance must be an integer in [1, 2^42], got {variance!r}")
+        raise ValueError(f"the discrete Gaussian variance must be an integer in [1, 2^42 − 1], got {variance!r}")
     t = math.isqrt(s) + 1
 
     def propose(m: int) -> tuple[np.ndarray, np.ndarray]:
         y = discrete_laplace(rng, t, m)
         u = np.abs(y)
-        if int(u.max(initial=0)) > _MAX_MAGNITUDE // t:  # probability below e^{−2^22}
-            raise OverflowError("a discrete Laplace proposal beyond 2^62 / t")
+        if int(u.max(initial=0)) > _MAX_PROPOSAL:  # probability below e^{−2^31/t} ≤ e^{−1024}
+            raise OverflowError("a discrete Laplace proposal beyond 2^31")
         w = np.abs(u * t - s)
         q, r = np.divmod(w, t)
         # (|Y| − S/t)²/(2S) = q²/(2S) + qr/(St) + r²/(2St²), each term's Bernoulli(exp(−·)) independent.
