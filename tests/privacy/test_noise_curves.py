@@ -1,12 +1,13 @@
 """The curves privfit charges for the exact sampler dominate the mechanism it runs, by OpenDP's own privacy maps.
 
-The exact Gaussian release is OpenDP's integer measurement ``make_gaussian`` (scale s = ``lattice.integer_scale``)
-applied to v = rint(clip(x)/2^k); neighbouring inputs with ‖x − x'‖₂ ≤ Δ give integer shifts of L2 norm
-≤ x_Δ = (Δ + √d·2^k)/2^k (module docstring of privfit.privacy.noise). OpenDP's map of the measurement at that
-shift is a zCDP ρ, i.e. the RDP curve α·ρ; privfit charges ``gaussian_rdp(σ, Δ)`` = αΔ²/(2σ²), which must be at
-least α·ρ at every order of every registered grid. Likewise the exact Laplace release is OpenDP's ``make_laplace``
-on integers: its map at the L1 shift gives a pure ε that ``laplace_cost(..., sampler="exact")`` must cover, with a
-curve ≥ the pure-DP curve of that ε.
+The exact Gaussian release is the integer mechanism v ↦ v + Z, Z ~ N_Z(0, S), S = ``lattice.integer_parameter``,
+applied to v = rint(clip(x)/2^k): the law of OpenDP's ``make_gaussian`` on integers with scale √S (the samplers
+agree in law: tests/privacy/test_noise_samplers.py). Neighbouring inputs with ‖x − x'‖₂ ≤ Δ give integer shifts
+of L2 norm ≤ x_Δ = (Δ + √d·2^k)/2^k (module docstring of privfit.privacy.noise). OpenDP's map of the measurement
+at that shift is a zCDP ρ, i.e. the RDP curve α·ρ; privfit charges ``gaussian_rdp(σ, Δ)`` = αΔ²/(2σ²), which must
+be at least α·ρ at every order of every registered grid. Likewise the exact Laplace release has the law of
+OpenDP's ``make_laplace`` on integers with scale t = ``lattice.integer_parameter``: its map at the L1 shift gives
+a pure ε that ``laplace_cost(..., sampler="exact")`` must cover, with a curve ≥ the pure-DP curve of that ε.
 
 OpenDP's integer metrics take integer distances. The true integer L1 shift is an integer ≤ x, hence ≤ ⌊x⌋, and
 so is the L2 shift when d = 1: those are the exact d_in. For d > 1 the L2 norm of an integer vector need not be an
@@ -25,17 +26,23 @@ import math
 from fractions import Fraction
 
 import numpy as np
+import opendp.prelude as dp
 import pytest
 
 from privfit.privacy import GRIDS, gaussian_rdp, pure_dp_rdp
-from privfit.privacy.noise import (
-    SMOOTHING_SCALE,
-    Lattice,
-    _integer_measurement,
-    gaussian_lattice,
-    laplace_cost,
-    laplace_lattice,
-)
+from privfit.privacy.noise import SMOOTHING_SCALE, Lattice, gaussian_lattice, laplace_cost, laplace_lattice
+
+dp.enable_features("contrib")
+
+
+def opendp_measurement(lattice: Lattice):
+    """OpenDP's integer measurement of the lattice's noise law: ``make_gaussian`` with scale √S — rounded down
+    to a float, so its ρ errs upwards — or ``make_laplace`` with scale t."""
+    domain = dp.vector_domain(dp.atom_domain(T="i64"))
+    if lattice.kind == "gaussian":
+        scale = float(np.nextafter(math.sqrt(lattice.integer_parameter), 0.0))
+        return dp.m.make_gaussian(domain, dp.l2_distance(T="i64"), scale)
+    return dp.m.make_laplace(domain, dp.l1_distance(T="i64"), float(lattice.integer_parameter))
 
 
 def _shift(sensitivity: float, growth: Fraction, exponent: int) -> Fraction:
@@ -54,7 +61,7 @@ def opendp_rho(lattice: Lattice, sensitivity: float, dimension: int) -> float:
     """OpenDP's zCDP ρ of the integer Gaussian measurement at the lattice's L2 shift bound (module docstring)."""
     root, exact_root = _sqrt(dimension)
     shift = _shift(sensitivity, root, lattice.exponent)
-    measurement = _integer_measurement("gaussian", lattice.integer_scale)
+    measurement = opendp_measurement(lattice)
     if dimension == 1:
         return float(measurement.map(math.floor(shift)))
     if exact_root and shift.denominator == 1:
@@ -96,27 +103,27 @@ def test_charged_gaussian_curve_dominates_opendps_map(sigma, sensitivity, dimens
     rho = opendp_rho(lattice, sensitivity, dimension)
     assert rho > 0
     assert gaussian_curve_dominates(lattice, sigma, sensitivity, dimension)
-    # The margin is the (1 + 2^−50) of the inflation and the smoothing τ² in s² — tiny but ≥ 0.
+    # The margin is the (1 + 2^−50) of the inflation, the smoothing τ² and the rounding up of S — tiny but ≥ 0.
     assert rho <= sensitivity**2 / (2 * sigma**2)
 
 
 def test_opendps_gaussian_map_is_homogeneous_of_degree_two():
     """The rescaling of :func:`opendp_rho` for non-integral shifts relies on ρ(d_in) = (d_in/s)²/2."""
-    measurement = _integer_measurement("gaussian", 1234.5)
+    measurement = opendp_measurement(Lattice("gaussian", 0, 1.0, 1234**2, 1.0))
     for d_in in (1, 7, 2**20 + 3):
-        assert measurement.map(d_in) == pytest.approx(d_in**2 / (2 * 1234.5**2), rel=1e-14)
+        assert measurement.map(d_in) == pytest.approx(d_in**2 / (2 * 1234**2), rel=1e-14)
         assert measurement.map(2 * d_in) == pytest.approx(4 * measurement.map(d_in), rel=1e-14)
 
 
 def test_rounding_the_l2_shift_up_overstates_it():
     """With d = 2, ⌈x_Δ⌉ exceeds the real shift bound by ~0.59 lattice units: OpenDP's map there is above the
-    charged curve by a relative ~5.6e-7, while the true bound (rescaled, or ⌊x⌋ for d = 1) is below it."""
+    charged curve by a relative ~1.1e-6, while the true bound (rescaled, or ⌊x⌋ for d = 1) is below it."""
     sigma, sensitivity, dimension = 1.0, 1.0, 2
     lattice = gaussian_lattice(sigma, sensitivity, dimension, 10.0)
     shift = _shift(sensitivity, _sqrt(dimension)[0], lattice.exponent)
-    rounded_up = float(_integer_measurement("gaussian", lattice.integer_scale).map(math.ceil(shift)))
+    rounded_up = float(opendp_measurement(lattice).map(math.ceil(shift)))
     charged = sensitivity**2 / (2 * sigma**2)
-    assert 1e-7 < rounded_up / charged - 1 < 1e-6
+    assert 1e-7 < rounded_up / charged - 1 < 1e-5
     assert opendp_rho(lattice, sensitivity, dimension) < charged
 
 
@@ -125,12 +132,8 @@ def test_gaussian_lattice_without_inflation_is_detected():
     OpenDP's ρ exceeds the charged curve (by a relative ~2^−19; the smoothing's τ² adds only ~1e-11)."""
     sigma, sensitivity, dimension = 1.0, 1.0, 1
     good = gaussian_lattice(sigma, sensitivity, dimension, 10.0)
-    broken = Lattice(
-        exponent=good.exponent,
-        inflation=1.0,
-        integer_scale=math.hypot(sigma / good.spacing, SMOOTHING_SCALE),
-        bound=good.bound,
-    )
+    variance = math.ceil((sigma / good.spacing) ** 2 + SMOOTHING_SCALE**2)
+    broken = Lattice("gaussian", good.exponent, 1.0, variance, good.bound)
     assert gaussian_curve_dominates(good, sigma, sensitivity, dimension)
     assert not gaussian_curve_dominates(broken, sigma, sensitivity, dimension)
 
@@ -138,7 +141,7 @@ def test_gaussian_lattice_without_inflation_is_detected():
 def test_coarse_gaussian_lattice_without_inflation_is_detected():
     """Spacing 1 = Δ, no inflation, no smoothing: the integer shift can be 2 lattice units for Δ = 1, so
     OpenDP's ρ = 2 is four times the charged Δ²/(2σ²) = 1/2."""
-    broken = Lattice(exponent=0, inflation=1.0, integer_scale=1.0, bound=10.0)
+    broken = Lattice("gaussian", 0, 1.0, 1, 10.0)
     assert opendp_rho(broken, 1.0, 1) == pytest.approx(2.0)
     assert not gaussian_curve_dominates(broken, 1.0, 1.0, 1)
 
@@ -146,7 +149,7 @@ def test_coarse_gaussian_lattice_without_inflation_is_detected():
 def opendp_epsilon(lattice: Lattice, sensitivity: float, dimension: int) -> float:
     """OpenDP's pure ε of the integer discrete-Laplace measurement at the L1 shift ⌊(Δ₁ + d·2^k)/2^k⌋."""
     shift = _shift(sensitivity, Fraction(dimension), lattice.exponent)
-    return float(_integer_measurement("laplace", lattice.integer_scale).map(math.floor(shift)))
+    return float(opendp_measurement(lattice).map(math.floor(shift)))
 
 
 def laplace_cost_dominates(cost, epsilon: float) -> bool:
@@ -177,7 +180,7 @@ def test_charged_laplace_cost_dominates_opendps_map(scale, sensitivity, dimensio
 def test_laplace_lattice_without_inflation_is_detected():
     scale, sensitivity, dimension = 1.0, 1.0, 4
     good = laplace_lattice(scale, sensitivity, dimension, 10.0)
-    broken = Lattice(exponent=good.exponent, inflation=1.0, integer_scale=scale / good.spacing, bound=good.bound)
+    broken = Lattice("laplace", good.exponent, 1.0, math.ceil(scale / good.spacing), good.bound)
     grid = GRIDS["privatekube-12/v1"]
     cost = laplace_cost(grid, scale=scale, sensitivity=sensitivity, sampler="exact")
     assert laplace_cost_dominates(cost, opendp_epsilon(good, sensitivity, dimension))
