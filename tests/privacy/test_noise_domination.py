@@ -1,8 +1,9 @@
 """The domination argument (b) of privfit.privacy.noise's docstring, checked numerically.
 
-The exact Gaussian's integer scale is s = √(σ_g² + τ²), τ = ``SMOOTHING_SCALE``. Its law equals, up to a
-pointwise factor e^{±η} per coordinate, that of a post-processing of the continuous Gaussian mechanism — draw
-z ~ N_Z(y, τ²) around the continuous release y = v + N(0, σ_g²) — where, with the Jacobi theta function
+The exact Gaussian's integer variance is S = ⌈σ_g² + τ²⌉ = σ''² + τ² (σ'' ≥ σ_g), τ = ``SMOOTHING_SCALE``. Its
+law equals, up to a pointwise factor e^{±η} per coordinate, that of a post-processing of the continuous Gaussian
+mechanism — draw z ~ N_Z(y, τ²) around the continuous release y = v + N(0, σ''²) — where, with the Jacobi theta
+function
 Θ(u) = Σ_j e^{−(j−u)²/(2τ²)} = √(2π)τ(1 + 2Σ_{m≥1} e^{−2π²τ²m²} cos 2πmu) (Poisson summation),
 
     ε_τ = 2Σ_{m≥1} e^{−2π²τ²m²},     η = log((1 + ε_τ)/(1 − ε_τ)),

@@ -10,8 +10,8 @@ The exact sampler releases lattice points 2^k·(v + Z): every event defined by t
 integer mechanism v ↦ v + Z, whose likelihood ratios are bounded by e^ε; A is empty for both inputs, B's ratio
 stays ≤ e^ε, and the residues of y/2^k mod 2^j (j = 1…8) have the same law for both inputs (χ² p > 1e-6).
 
-All statements use one-sided Clopper–Pearson bounds (privfit.privacy.audit) at level 1e-6 each. The float
-draws are seeded; the exact ones (OS entropy) are 300k in all.
+All statements use one-sided Clopper–Pearson bounds (privfit.privacy.audit) at level 1e-6 each. Both samplers
+draw from seeded generators (the exact one from a child of the caller's), so the file is deterministic.
 """
 
 from __future__ import annotations
@@ -33,8 +33,9 @@ EPSILON_LAPLACE = 1.0  # b = 1, Δ₁ = 1
 DELTA = 1e-5
 
 
-def released(kind: str, sampler: str, value: float, count: int, seed: int) -> np.ndarray:
-    """``count`` independent one-coordinate releases of ``value`` (b = 1 or σ = 1, sensitivity 1, bound 4)."""
+def released(kind: str, sampler: str, value: float, count: int, seed: int) -> tuple[np.ndarray, int | None]:
+    """``count`` independent one-coordinate releases of ``value`` (b = 1 or σ = 1, sensitivity 1, bound 4), and
+    the lattice's exponent k (exact sampler)."""
     rng = np.random.default_rng(seed)
     shape = (count, 1)
     with using_sampler(sampler):
@@ -42,7 +43,8 @@ def released(kind: str, sampler: str, value: float, count: int, seed: int) -> np
             stream = laplace_releases(rng, scale=1.0, l1_sensitivity=1.0, shape=shape, count=1, bound=4.0)
         else:
             stream = gaussian_releases(rng, sigma=1.0, l2_sensitivity=1.0, shape=shape, count=1, bound=4.0)
-        return stream.release(np.full(shape, value)).ravel()
+        exponent = None if stream.lattice is None else stream.lattice.exponent
+        return stream.release(np.full(shape, value)).ravel(), exponent
 
 
 def below_2_53(y: np.ndarray) -> np.ndarray:
@@ -82,8 +84,8 @@ def same_law_pvalue(first: np.ndarray, second: np.ndarray, classes: int) -> floa
 
 
 def test_float_laplace_low_bits_distinguish_neighbours():
-    y0 = released("laplace", "float", 0.0, FLOAT_DRAWS, seed=1)
-    y1 = released("laplace", "float", 1.0, FLOAT_DRAWS, seed=2)
+    y0, _ = released("laplace", "float", 0.0, FLOAT_DRAWS, seed=1)
+    y1, _ = released("laplace", "float", 1.0, FLOAT_DRAWS, seed=2)
     a0, a1 = int(event_a(y0).sum()), int(event_a(y1).sum())
     assert a1 == 0 and a0 > 0.2 * FLOAT_DRAWS, (a0, a1)
     assert ratio_lower_bound(a0, a1, FLOAT_DRAWS) > 2 * math.exp(EPSILON_LAPLACE)
@@ -98,8 +100,8 @@ def test_float_gaussian_low_bits_break_its_claimed_guarantee():
     """σ = Δ = 1 is charged ε ≈ 4.9 at δ = 1e-5 (privfit's curve); A has P ≈ 0.26 under x0 and 0 under x1, so
     P(A | x0) ≤ e^ε·P(A | x1) + δ fails by orders of magnitude."""
     epsilon = PrivacyCost(gaussian_rdp(DEFAULT_GRID, sigma=1.0, sensitivity=1.0), DEFAULT_GRID).epsilon(DELTA).epsilon
-    y0 = released("gaussian", "float", 0.0, FLOAT_DRAWS, seed=3)
-    y1 = released("gaussian", "float", 1.0, FLOAT_DRAWS, seed=4)
+    y0, _ = released("gaussian", "float", 0.0, FLOAT_DRAWS, seed=3)
+    y1, _ = released("gaussian", "float", 1.0, FLOAT_DRAWS, seed=4)
     a0, a1 = int(event_a(y0).sum()), int(event_a(y1).sum())
     assert a1 == 0, a1
     low0 = float(clopper_pearson_lower(a0, FLOAT_DRAWS, LEVEL))
@@ -110,9 +112,9 @@ def test_float_gaussian_low_bits_break_its_claimed_guarantee():
 @pytest.mark.parametrize("kind", ["laplace", "gaussian"])
 def test_exact_sampler_low_bits_carry_nothing(kind):
     count = EXACT_DRAWS[kind]
-    y0 = released(kind, "exact", 0.0, count, seed=5)
-    y1 = released(kind, "exact", 1.0, count, seed=6)
-    exponent = -20  # Δ = 1, d = 1: the lattice 2^(⌊log2 Δ⌋ − 20)
+    y0, exponent = released(kind, "exact", 0.0, count, seed=5)
+    y1, exponent1 = released(kind, "exact", 1.0, count, seed=6)
+    assert exponent == exponent1 and exponent is not None and exponent <= -19  # both inputs are lattice points
     units0, units1 = np.ldexp(y0, -exponent), np.ldexp(y1, -exponent)
     assert np.array_equal(units0, np.rint(units0)) and np.array_equal(units1, np.rint(units1))
     assert event_a(y0).sum() == 0 and event_a(y1).sum() == 0
