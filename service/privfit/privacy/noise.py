@@ -108,10 +108,12 @@ def _checked(name: str) -> SamplerName:
     raise PrivacyParameterError("noise_sampler", f"must be one of {', '.join(SAMPLERS)}, got {name!r}")
 
 
-def configure_sampler(name: str) -> None:
-    """Set this process's sampler (the server and workers call it at start-up with ``Settings.noise_sampler``)."""
+def configure_sampler(name: str) -> SamplerName:
+    """Set this process's sampler (the server and workers call it at start-up with ``Settings.noise_sampler``);
+    returns the previous one (an app restores it at shutdown)."""
     global _configured
-    _configured = _checked(name)
+    previous, _configured = _configured, _checked(name)
+    return previous
 
 
 def current_sampler() -> SamplerName:
