@@ -139,11 +139,25 @@ def _at(parameter: Parameter, indices: np.ndarray) -> Parameter:
     return parameter if isinstance(parameter, int) else parameter[indices]
 
 
-def _rejection(size: int, propose: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
-    """``size`` draws of a rejection sampler with per-element parameters: ``propose(indices)`` returns proposals
-    for those elements and which are accepted; rejected elements propose again (each element's draw is
-    independent of every other's, so each is exactly from its target)."""
+def _rejection(
+    size: int, propose: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], oversample: float | None
+) -> np.ndarray:
+    """``size`` draws of a rejection sampler: ``propose(indices)`` returns proposals for those elements and which
+    are accepted. With per-element parameters (``oversample`` None), rejected elements propose again; with one
+    parameter for all, every round proposes ``oversample`` times the missing count plus 32 (about the inverse of
+    the acceptance rate) and keeps the first accepted ones: fewer rounds, and the cost of small sizes is mostly
+    per numpy call. Either way each kept draw is an accepted proposal chosen
+    without looking at its value, so the draws are i.i.d. from the target."""
     out = np.empty(size, dtype=_INT)
+    if oversample is not None:
+        filled = 0
+        while filled < size:
+            need = size - filled
+            values, accepted = propose(np.arange(int(oversample * need) + 32))
+            kept = values[accepted][:need]
+            out[filled : filled + kept.size] = kept
+            filled += kept.size
+        return out
     pending = np.arange(size)
     while pending.size:
         values, accepted = propose(pending)
@@ -165,7 +179,8 @@ def discrete_laplace(rng: np.random.Generator, scale: int | np.ndarray, size: in
         negative = rng.integers(0, 2, size=m) == 1
         return np.where(negative, -x, x), keep & ~(negative & (x == 0))
 
-    return _rejection(size, propose)
+    # acceptance: P(keep) = (1 − e^{−1})/(t(1 − e^{−1/t})) ≥ 0.63 times P(not a negative zero) ≥ 1/2 (t = 1)
+    return _rejection(size, propose, (2.0 if t == 1 else 1.7) if isinstance(t, int) else None)
 
 
 def discrete_gaussian(rng: np.random.Generator, variance: int | np.ndarray, size: int) -> np.ndarray:
@@ -204,4 +219,6 @@ def discrete_gaussian(rng: np.random.Generator, variance: int | np.ndarray, size
             accepted[idx[~third]] = False
         return y, accepted
 
-    return _rejection(size, propose)
+    return _rejection(
+        size, propose, 1.5 if isinstance(s_all, int) else None
+    )  # CKS acceptance ≈ 0.76 (1.31 proposals per draw measured at S = 2^40)
