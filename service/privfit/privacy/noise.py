@@ -90,24 +90,30 @@ NOISE_BITS = 20
 √d·2^k/Δ ≤ √d·(σ/Δ)·2^−19 (relative), and every integer of the exact samplers fits in int64."""
 _INTEGER_BITS = 50
 """Lattice integers (public bound and σ) stay below 2^50: int64 sums cannot overflow, float64 holds them exactly."""
-_EXACT_BLOCK = 16_384
-"""Coordinates per block of a background stream."""
-_QUEUE_BLOCKS = 8
+_FIRST_BLOCK = 4_096
+_LARGEST_BLOCK = 262_144
+"""A background stream's blocks grow ×4 from the first (soon ready) to the largest (2 MiB of int64): one
+vectorised call per block, so fewer, larger calls cost less per draw."""
+_QUEUE_BLOCKS = 4
 
 _configured: SamplerName = "float"
 _override: ContextVar[SamplerName | None] = ContextVar("privfit_noise_sampler", default=None)
 
 
 def _checked(name: str) -> SamplerName:
-    if name == "exact" or name == "float":
-        return name
+    if name == "exact":
+        return "exact"
+    if name == "float":
+        return "float"
     raise PrivacyParameterError("noise_sampler", f"must be one of {', '.join(SAMPLERS)}, got {name!r}")
 
 
-def configure_sampler(name: str) -> None:
-    """Set this process's sampler (the server and workers call it at start-up with ``Settings.noise_sampler``)."""
+def configure_sampler(name: str) -> SamplerName:
+    """Set this process's sampler (the server and workers call it at start-up with ``Settings.noise_sampler``);
+    returns the previous one (an app restores it at shutdown)."""
     global _configured
-    _configured = _checked(name)
+    previous, _configured = _configured, _checked(name)
+    return previous
 
 
 def current_sampler() -> SamplerName:
@@ -252,10 +258,11 @@ def _produce(
     out: queue.Queue[np.ndarray | BaseException],
     stop: threading.Event,
 ) -> None:
-    made = 0
+    made, size = 0, _FIRST_BLOCK
     try:
         while made < total and not stop.is_set():
-            block = integer_noise(lattice, min(_EXACT_BLOCK, total - made), rng)
+            block = integer_noise(lattice, min(size, total - made), rng)
+            size = min(4 * size, _LARGEST_BLOCK)
             made += block.size
             while not stop.is_set():
                 try:
