@@ -184,6 +184,29 @@ def test_discrete_laplace_at_the_layers_scales(scale):
     assert stats.binomtest(beyond, count, math.exp(-3.0)).pvalue > P_FLOOR
 
 
+@pytest.mark.parametrize(("kind", "parameters"), [("gaussian", (1, 5, 50)), ("laplace", (1, 3, 7))])
+def test_per_draw_parameters_give_each_draw_its_own_law(kind, parameters):
+    """One parameter per draw (the samplers' other code path: rejected elements propose again): the draws of
+    each parameter, interleaved at random, fit that parameter's exact pmf (χ² p > 1e-6 each)."""
+    rng = np.random.default_rng(21)
+    per_value = 60_000
+    values = rng.permutation(np.repeat(np.asarray(parameters, dtype=np.int64), per_value))
+    sampler = discrete_gaussian if kind == "gaussian" else discrete_laplace
+    draws = sampler(rng, values, values.size)
+    for parameter in parameters:
+        support, pmf = exact_pmf(kind, parameter)
+        observed, expected = merged_bins(support, pmf * per_value, draws[values == parameter])
+        assert stats.chisquare(observed, expected).pvalue > P_FLOOR / len(parameters), parameter
+
+
+def test_per_draw_gaussian_variances_reach_the_maximum():
+    values = np.asarray([MAX_GAUSSIAN_VARIANCE, 2**40] * 20_000, dtype=np.int64)
+    draws = discrete_gaussian(np.random.default_rng(22), values, values.size).astype(np.float64)
+    for variance in (MAX_GAUSSIAN_VARIANCE, 2**40):
+        ratio = np.mean(draws[values == variance] ** 2) / variance
+        assert abs(ratio - 1.0) < Z_BOUND * math.sqrt(2 / 20_000)
+
+
 def test_exact_samplers_refuse_parameters_out_of_range():
     rng = np.random.default_rng(0)
     for variance in (0, -3, MAX_GAUSSIAN_VARIANCE + 1):
@@ -414,7 +437,7 @@ def test_background_stream_is_consumed_exactly_and_refuses_a_release_past_its_co
 
 
 def test_closing_a_stream_stops_its_thread():
-    stream = _exact_stream(10_000, (64,))  # 640k draws: more than the producer may hold ahead (8 blocks)
+    stream = _exact_stream(100_000, (64,))  # 6.4M draws: far more than the producer may hold ahead
     stream.release(np.zeros(64))
     thread = stream._draws._thread
     stream.close()
@@ -423,7 +446,7 @@ def test_closing_a_stream_stops_its_thread():
 
 
 def test_garbage_collecting_a_stream_stops_its_thread():
-    stream = _exact_stream(10_000, (64,))
+    stream = _exact_stream(100_000, (64,))
     stream.release(np.zeros(64))
     thread = stream._draws._thread
     del stream
