@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import gc
 import math
+import threading
 from fractions import Fraction
 
 import numpy as np
@@ -443,6 +444,31 @@ def test_closing_a_stream_stops_its_thread():
     stream.close()
     thread.join(timeout=10)
     assert not thread.is_alive()
+
+
+@pytest.mark.parametrize("sampler", ["exact", "float"])
+def test_a_closed_stream_refuses_further_releases(sampler):
+    """After close() the exact producer has stopped, so a release would wait for its draws forever: every closed
+    stream raises instead."""
+    with using_sampler(sampler):
+        stream = gaussian_releases(
+            np.random.default_rng(0), sigma=1.0, l2_sensitivity=1.0, shape=(4_096,), count=100, bound=10.0
+        )
+    stream.release(np.zeros(4_096))
+    stream.close()
+    outcome: list[BaseException | np.ndarray] = []
+
+    def attempt() -> None:
+        try:
+            outcome.append(stream.release(np.zeros(4_096)))
+        except RuntimeError as error:
+            outcome.append(error)
+
+    worker = threading.Thread(target=attempt, daemon=True)
+    worker.start()
+    worker.join(timeout=10)
+    assert not worker.is_alive(), "a release after close() blocks"
+    assert isinstance(outcome[0], RuntimeError) and "closed" in str(outcome[0])
 
 
 def test_garbage_collecting_a_stream_stops_its_thread():

@@ -301,6 +301,7 @@ class NoisyReleases:
         self.sampler = current_sampler()
         self.released = 0
         self.count = int(count)
+        self.closed = False
         size = int(np.prod(self.shape)) if self.shape else 1
         self._size = size
         self._draws: _BackgroundDraws | None = None
@@ -317,6 +318,8 @@ class NoisyReleases:
         """The next release: ``values`` (of the declared shape) plus noise."""
         if self.released >= self.count:
             raise RuntimeError(f"all {self.count} releases of this noise stream are used")
+        if self.closed:  # its producer has stopped: waiting for its draws would block forever
+            raise RuntimeError("this noise stream is closed")
         self.released += 1
         array = np.asarray(values, dtype=np.float64)
         if self.lattice is None:
@@ -330,7 +333,8 @@ class NoisyReleases:
         return _from_lattice(_on_lattice(array, self.lattice) + noise, self.lattice)
 
     def close(self) -> None:
-        """Stop drawing ahead (a fit that ends early)."""
+        """Stop drawing ahead (a fit that ends early); the stream makes no further release."""
+        self.closed = True
         if self._draws is not None:
             self._draws.close()
 
