@@ -13,7 +13,8 @@
 3. The float sampler reproduces, bit for bit, numpy's draws on an identically seeded generator; the exact
    sampler is reproducible from the generator and leaves the generator's own stream untouched.
 4. The exact background stream (:class:`~privfit.privacy.noise.NoisyReleases` with count > 1) draws exactly
-   count × size values, refuses a release past its count, and its thread stops on close() or garbage collection.
+   count × size values, refuses a release past its count or after close(), and its thread stops on close() or
+   garbage collection. The samplers' per-draw parameters and their int64 limits are checked too.
 """
 
 from __future__ import annotations
