@@ -63,6 +63,12 @@ i.i.d. rows), with the THEORETICAL regret bound of thm:regret for the chosen par
 quantities — never an empirical regret on private rows. ``report_switches`` adds the number of switches.
 Progress is reported at fixed milestones of the round index (data-independent values).
 
+**No exact sampler** (issue 25). The Gibbs draws sample continuous truncated Gaussians and the keep/switch step
+accepts with a data-dependent probability; neither can be moved to the lattice samplers of
+:mod:`privfit.privacy.noise` without a new proof. A server whose sampler is ``exact`` refuses this solver at resolve
+time (:data:`EXACT_SAMPLER_REFUSAL`, on the ``solver`` field); with ``float`` its draws are numpy's, and the fit's
+metadata says so whatever the server's sampler when it runs.
+
 **When to use it.** At realistic n its utility is far below one-shot solvers (spec §4.3: the average-regret
 bound at T = 1e5, d = 10, ε = 1 is about 24·GD per round); it is the streaming / continual-release algorithm.
 For a one-shot estimate use the Gaussian mechanism on a mean, or ``dp_otb`` / ``dp_sgd`` for GLMs.
@@ -78,6 +84,7 @@ import numpy as np
 from pydantic import Field
 
 from privfit.privacy import OrderGrid, PrivacyCost, pure_epsilon_for_target
+from privfit.privacy.noise import current_sampler, describe_sampler
 from privfit.solvers.base import (
     MAX_SCALE,
     MIN_SCALE,
@@ -109,7 +116,7 @@ from privfit.solvers.lazy_oco.pcomw import (
     run_pcomw_tg,
 )
 
-__all__ = ["LAZY_OCO_MODELS", "DPLazyOCO", "DPLazyOCOParams", "DPLazyOCOResolved"]
+__all__ = ["EXACT_SAMPLER_REFUSAL", "LAZY_OCO_MODELS", "DPLazyOCO", "DPLazyOCOParams", "DPLazyOCOResolved"]
 
 #: The models of spec §5.3 (exact Gibbs measures); not GLMs, so they are not in the loss registry.
 LAZY_OCO_MODELS = ("mean", "linear_loss")
@@ -125,6 +132,11 @@ _CONSISTENCY_RTOL = 1e-9
 MAX_DIMENSION = 1000
 MAX_MEAN_OVER_RADIUS = 1e3
 MIN_SCALE_OVER_RADIUS = 1e-3
+#: Why a server with the exact sampler refuses this solver (module docstring, "No exact sampler").
+EXACT_SAMPLER_REFUSAL = (
+    "dp_lazy_oco samples a continuous distribution with data-dependent acceptance and has no exact sampler; use a "
+    "server with noise_sampler = float"
+)
 #: Solvers to name when a GLM model is requested.
 _GLM_SOLVERS = "dp_otb, dp_sgd, dp_gd, objective_perturbation or output_perturbation"
 
@@ -274,7 +286,10 @@ class DPLazyOCO(Solver[DPLazyOCOParams, DPLazyOCOResolved]):
 
     def _resolve(self, p: DPLazyOCOParams, meta: PublicMetadata, privacy: PrivacyRequest) -> DPLazyOCOResolved:
         """Public bounds → G, D; (target ε, δ_cal = δ/2, T = n) → (β, λ, p, Φ, B_int) by the paper's recipe. On a
-        dataset δ_cal is at most its filter's δ allowance (the charge's δ part is ≤ δ_cal(1 + 2⁻²⁰))."""
+        dataset δ_cal is at most its filter's δ allowance (the charge's δ part is ≤ δ_cal(1 + 2⁻²⁰)). Refused under
+        the exact sampler (module docstring)."""
+        if current_sampler() == "exact":
+            raise SolverParameterError("solver", EXACT_SAMPLER_REFUSAL)
         target_epsilon, delta = privacy.required_target()
         delta_allowance = privacy.delta_allowance
         z = p.z or ("x" if p.model == "mean" else "yx")
@@ -401,7 +416,9 @@ class DPLazyOCO(Solver[DPLazyOCOParams, DPLazyOCOResolved]):
         plan, _ = _resolved_sampling_plan(r)
         outcome = run_pcomw_tg(stream, config, r.radius, run.rng, reporter=run.reporter, plan=plan)
         run.reporter.advance(run.meta.n)
-        extra = {"num_switches": outcome.num_switches} if r.report_switches else {}
+        extra: dict[str, Any] = {"noise_sampler": describe_sampler("float")}  # numpy's draws (module docstring)
+        if r.report_switches:
+            extra["num_switches"] = outcome.num_switches
         return Release(outcome.average_iterate, metadata=extra, predictor=r.z == "yx")
 
     def _noise_norm(self, r: DPLazyOCOResolved, meta: PublicMetadata) -> float:
