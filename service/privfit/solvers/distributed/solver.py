@@ -36,7 +36,8 @@ step 6–7), the whole transcript of m·K broadcasts is ε₀-DP and (α, ε_Lap
 
 :meth:`DPDistributed.cost` is ``p · laplace_rdp(grid, scale=1/ε₀)``: m, K, the topology and the step sizes do not
 enter it. Calibration picks the largest ε₀ whose curve converts to the target ε at δ
-(:func:`privfit.privacy.laplace_scale`); an explicit ``noise_multiplier`` b gives ε₀ = 1/b.
+(:func:`privfit.privacy.laplace_scale`; with the exact sampler the largest p·ε₀ whose pure-DP curve does,
+:func:`privfit.privacy.pure_epsilon_for_target`); an explicit ``noise_multiplier`` b gives ε₀ = 1/b.
 
 Numerics. The clipped gradients are scaled to C·(1 − 2(n+2)u) (u = 2⁻⁵³) and μ_k carries a relative margin of
 2⁻⁴⁰, so rounding in the norms, the batch mean and the projection cannot push the realised shift past S_k.
@@ -118,7 +119,7 @@ import numpy as np
 from numpy.typing import NDArray
 from pydantic import Field
 
-from privfit.privacy import OrderGrid, PrivacyCost, laplace_scale
+from privfit.privacy import OrderGrid, PrivacyCost, laplace_scale, pure_epsilon_for_target
 from privfit.privacy.noise import (
     SamplerName,
     current_sampler,
@@ -614,7 +615,10 @@ class DPDistributed(Solver[DPDistributedParams, DPDistributedResolved]):
             raise SolverParameterError(error.parameter, str(error).split(": ", 1)[-1]) from None
 
         # The noise first: the cost depends on ε₀ = 1/b and p only, so b never depends on λ, R, C, K or h.
-        if privacy.target is not None:
+        sampler = current_sampler()
+        if privacy.target is not None and sampler == "exact":  # the pure-DP curve of p·ε₀ (The noise sampler)
+            scale = p.passes / pure_epsilon_for_target(*privacy.target, privacy.grid)
+        elif privacy.target is not None:
             scale = laplace_scale(*privacy.target, sensitivity=1.0, count=p.passes, grid=privacy.grid).noise
         else:
             scale = privacy.explicit()
@@ -678,7 +682,7 @@ class DPDistributed(Solver[DPDistributedParams, DPDistributedResolved]):
             last_noise_scale=float(mus[-1]),
             output=p.output,
             tail_start=max(1, total_rounds // 2),
-            sampler=current_sampler(),
+            sampler=sampler,
         )
 
     def _cost(self, r: DPDistributedResolved, meta: PublicMetadata, grid: OrderGrid) -> PrivacyCost:
