@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from privfit.privacy import DEFAULT_GRID, PrivacyCost, make_generator, pure_dp_rdp
-from privfit.privacy.noise import describe_sampler
+from privfit.privacy.noise import describe_sampler, using_sampler
 from privfit.solvers import FitCancelled, PublicMetadata, SolverParameterError, get_solver
 from privfit.solvers.base import FitResult
 from privfit.solvers.lazy_oco import solver as dp_lazy_oco
@@ -195,3 +195,13 @@ def test_cost_is_an_approximate_dp_charge_that_composes_in_the_ledger():
     twice = plan.cost + plan.cost
     assert twice.extra_delta == pytest.approx(2 * charged_delta, rel=1e-6)
     assert twice.epsilon(DELTA).epsilon <= 2 * 0.5
+
+
+def test_refused_under_the_exact_sampler_with_the_reason() -> None:
+    """Issue 25: continuous Gibbs draws with data-dependent acceptance have no exact (lattice) sampler."""
+    _, _, meta = synthetic(500, 3, seed=4)
+    with using_sampler("exact"), pytest.raises(SolverParameterError, match="no exact sampler") as refused:
+        SOLVER.resolve({"model": "mean"}, meta, target_epsilon=1.0, delta=DELTA)
+    assert refused.value.parameter == "solver" and "noise_sampler = float" in str(refused.value)
+    with using_sampler("float"):
+        assert SOLVER.resolve({"model": "mean"}, meta, target_epsilon=1.0, delta=DELTA).model == "mean"
