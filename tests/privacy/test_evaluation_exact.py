@@ -31,7 +31,7 @@ def test_the_plan_records_the_sampler_and_the_exact_cost_is_pure() -> None:
     assert exact.epsilons == floating.epsilons and all(exact.scale(m) == floating.scale(m) for m in exact.metrics)
     cost = exact.cost()
     expected = PrivacyCost.zero(DEFAULT_GRID)
-    for metric, epsilon in exact.epsilons.items():
+    for epsilon in exact.epsilons.values():
         expected = expected + PrivacyCost.pure_dp(epsilon, DEFAULT_GRID)
     np.testing.assert_allclose(cost.rdp, expected.rdp, rtol=1e-12)
     assert cost.pure_epsilon == pytest.approx(0.1, rel=1e-12)
