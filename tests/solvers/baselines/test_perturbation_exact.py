@@ -105,6 +105,13 @@ def test_exact_laplace_is_the_product_discrete_laplace_of_the_l1_sensitivity_at_
         cost = OUTPUT.cost(r, META)
         assert cost.pure_epsilon == pytest.approx(r.pure_epsilon, rel=1e-12)
         np.testing.assert_allclose(cost.rdp, pure_dp_rdp(DEFAULT_GRID, epsilon=r.pure_epsilon), rtol=1e-12)
+    # the outlook uses the bound b√(2d) of E‖v‖ (capped at 2R*), against d·s for the L2-Laplace vector
+    outlook = OUTPUT.outlook(exact_settings, META)
+    expected = min(exact_settings.noise_scale * math.sqrt(2 * DIMENSION), 2 * exact_settings.minimizer_radius)
+    assert outlook is not None and outlook.noise_norm == pytest.approx(expected, rel=1e-12)
+    float_outlook = OUTPUT.outlook(float_settings, META)
+    assert float_outlook is not None
+    assert float_outlook.noise_norm == pytest.approx(DIMENSION * float_settings.noise_scale, rel=1e-12)
     theta = np.array([0.3, -0.2, 0.1, 0.05, -0.4])
     released = perturb_output(theta, exact_settings, np.random.default_rng(0), runs=400)
     assert np.all(np.linalg.norm(released, axis=1) < exact_settings.minimizer_radius)
