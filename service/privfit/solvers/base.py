@@ -66,7 +66,7 @@ from scipy.special import softmax
 
 from privfit.errors import ParameterError
 from privfit.privacy import DEFAULT_GRID, DeltaAllowance, OrderGrid, PrivacyCost
-from privfit.privacy.noise import describe_sampler
+from privfit.privacy.noise import current_sampler, describe_sampler
 
 from .geometry import augment_intercept, augmented_bound, clip_rows
 from .losses import GLMLoss, MultinomialLogisticLoss, available_models, make_loss
@@ -1268,6 +1268,17 @@ def delta_part(default: float, allowance: float | None, parameter: str, what: st
                    f"has none left{hint}")  # fmt: skip
         raise SolverParameterError(parameter, message)
     return value
+
+
+def require_float_sampler(solver: str, why: str) -> None:
+    """Refuse a solver whose noise cannot come from the exact lattice samplers (:mod:`privfit.privacy.noise`) on a
+    server that draws exact noise: a 422 naming ``solver`` that says ``why`` (a public fact about the solver)."""
+    if current_sampler() == "exact":
+        raise SolverParameterError(
+            "solver",
+            f"{solver} {why}, so it has no exact sampler; this server draws exact lattice noise (noise_sampler = "
+            "exact): choose another solver, or a server whose noise_sampler is float",
+        )
 
 
 def check_resolved_metadata(

@@ -27,6 +27,7 @@ from privfit.privacy import (
     make_generator,
 )
 from privfit.privacy.audit import epsilon_lower_bound
+from privfit.privacy.noise import describe_sampler, using_sampler
 from privfit.solvers import (
     DPGDResolved,
     FitCancelled,
@@ -433,6 +434,22 @@ def test_empirical_audit_detects_only_broken_noise(audit_setup: DPGDResolved, va
         assert result.epsilon_lower_bound > claimed
 
 
+@pytest.mark.parametrize("variant", ["calibrated", "sigma / 3"])
+def test_the_audit_holds_with_the_exact_sampler(audit_setup: DPGDResolved, variant: str) -> None:
+    """The same audit with the noise from the exact lattice sampler (privfit.privacy.noise): the calibrated
+    release stays below its claim and a third of the noise is still detected."""
+    claimed = audit_setup.epsilon
+    assert claimed is not None
+    sigma = audit_setup.sigma if variant == "calibrated" else audit_setup.sigma / 3
+    with using_sampler("exact"):
+        on_d, on_d_prime = audit_scores(sigma, 1e6, audit_setup, 1), audit_scores(sigma, -1e6, audit_setup, 2)
+    result = epsilon_lower_bound(on_d, on_d_prime, delta=AUDIT_DELTA)
+    if variant == "calibrated":
+        assert 0.3 < result.epsilon_lower_bound <= claimed
+    else:
+        assert result.epsilon_lower_bound > claimed
+
+
 def test_solver_fit_runs_the_audited_code_path() -> None:
     X, y = synthetic(60, 2, "logistic", seed=4)
     meta = meta_for(X)
@@ -527,7 +544,7 @@ def test_fit_result_is_json_serialisable_with_data_independent_metadata() -> Non
     payload = json.loads(json.dumps(result.to_dict(), allow_nan=False))
     assert len(payload["coefficients"]) == 2 and isinstance(payload["intercept"], float)
     assert payload["feature_names"] == ["a", "b"]
-    assert payload["metadata"] == resolved.model_dump(mode="json")
+    assert payload["metadata"] == {**resolved.model_dump(mode="json"), "noise_sampler": describe_sampler()}
     for key in ("sigma", "steps", "step_size", "clip_norm", "radius", "noise_multiplier", "epsilon"):
         assert key in payload["metadata"]
     no_intercept = SOLVER.resolve({"steps": 5, "fit_intercept": False, "noise_multiplier": 1.0}, meta)

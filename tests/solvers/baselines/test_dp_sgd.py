@@ -577,7 +577,7 @@ def test_fit_runs_the_core_function(sampling: str) -> None:
         rng=make_generator(9, data_is_public=True), output="suffix_average",
     )[0]  # fmt: skip
     np.testing.assert_array_equal(np.array([*result.coefficients, result.intercept]), core)
-    assert r.steps == 2 * 4 and result.metadata == {"noise_sampler": describe_sampler(), **r.model_dump(mode="json")}
+    assert r.steps == 2 * 4 and result.metadata == {**r.model_dump(mode="json"), "noise_sampler": describe_sampler()}
 
 
 def test_progress_is_reported_per_step_and_cancel_raises() -> None:

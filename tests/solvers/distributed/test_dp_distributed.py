@@ -397,7 +397,7 @@ def test_fit_learns_a_separable_problem_and_reports_public_metadata_only() -> No
     accuracy = float(np.mean(np.sign(X @ theta + (result.intercept or 0.0)) == y))
     assert accuracy > 0.9
     assert fractions[-1] == 1.0 and fractions == sorted(fractions)
-    assert result.metadata == {"noise_sampler": describe_sampler(), **resolved.model_dump(mode="json")}
+    assert result.metadata == {**resolved.model_dump(mode="json"), "noise_sampler": describe_sampler()}
 
 
 def test_two_passes_cost_twice_and_use_fresh_permutations() -> None:

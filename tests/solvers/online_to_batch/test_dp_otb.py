@@ -392,7 +392,7 @@ def test_fit_result_metadata_is_the_resolved_settings() -> None:
     meta = PublicMetadata(n=200, d=3, row_norm_bound=1.0, feature_names=("a", "b", "c"))
     resolved = SOLVER.resolve({"model": "huber", "huber_delta": 0.5}, meta, target_epsilon=2.0, delta=1e-6)
     result = SOLVER.fit(X, y, meta, resolved, make_generator(2, data_is_public=True))
-    assert result.metadata == {"noise_sampler": describe_sampler(), **resolved.model_dump(mode="json")}
+    assert result.metadata == {**resolved.model_dump(mode="json"), "noise_sampler": describe_sampler()}
     assert result.feature_names == ["a", "b", "c"] and len(result.coefficients) == 3
     json.dumps(result.to_dict())
 

@@ -189,6 +189,7 @@ def test_the_loop_keeps_every_step_within_the_bound_and_every_realised_gap_withi
             X, y, order, t, t + 1, normals[t - 1 : t], r.noise_scale, k, 1, LOSS_KINDS[model],
             next(iter(r.loss_params.values()), 0.0), r.l2, True, 1.0, By, r.radius, r.step_bound, kind.kind,
             w, x, g, prefix, left, left_variance, beta_total, state.vectors, state.scalars, state.config, scratch,
+            0.0, np.zeros(p, dtype=np.int64),
         )  # fmt: skip
         beta_t, beta_prev = float(t) ** k, float(t - 1) ** k
         ratio = beta_t / (beta_before + beta_t)

@@ -210,6 +210,6 @@ def test_fit_releases_public_settings_and_reports_progress_then_cancels() -> Non
     assert result.model == "svm" and result.intercept is not None and len(result.coefficients) == d
     assert np.mean(result.predict(X) == y) > 0.9
     assert progress[-1] == 1.0 and progress == sorted(progress) and len(progress) <= 101
-    assert set(result.metadata) == set(plan.resolved.model_dump(mode="json"))
+    assert set(result.metadata) == set(plan.resolved.model_dump(mode="json")) | {"noise_sampler"}
     with pytest.raises(FitCancelled):
         SOLVER.fit(X, y, meta, plan.resolved, make_generator(1, data_is_public=True), should_stop=lambda: True)

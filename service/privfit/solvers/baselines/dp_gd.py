@@ -178,6 +178,7 @@ import numpy as np
 from pydantic import Field
 
 from privfit.privacy import OrderGrid, PrivacyCost, PrivacyParameterError, gaussian_rdp, gaussian_sigma
+from privfit.privacy.noise import gaussian_releases
 from privfit.solvers.base import (
     MAX_SCALE,
     MIN_SCALE,
@@ -544,26 +545,39 @@ def dp_gradient_descent(
     tail = math.ceil(steps / 2)
     design = Float32Design.of(X) if precision == "float32" and not isinstance(loss, MultinomialLogisticLoss) else None
     norms = design.norms if design is not None else row_norms(X)
-    for t in range(steps):
-        if reporter is not None:
-            reporter.check_stop(t)
-        # v_t: the point the gradient is taken at (θ_t itself without momentum; FISTA's extrapolation with it)
-        point = clip_rows(theta + (t / (t + 3)) * (theta - previous), radius) if momentum == "nesterov" else theta
-        g = clipped_gradient_sum(loss, point, X, y, clip_norm, norms=norms, design=design)
-        if sigma > 0.0:
-            g += sigma * rng.standard_normal((runs, d))
-            if isinstance(loss, MultinomialLogisticLoss):
-                g = loss.identifiable(g)  # post-processing: the noise along Σ_j θ_j moves no prediction
-        g /= n
-        if l2 > 0.0:
-            g += l2 * point
-        previous = theta
-        # Π_R row by row: clip_rows(·, R) is project_l2_ball(·, R) applied to each row (same rounding rules).
-        theta = clip_rows(point - step_size * g, radius)
-        if average is not None and t >= steps - tail:
-            average += theta
-        if reporter is not None:
-            reporter.report(t + 1)
+    # The noisy sums are releases: exact lattice noise or float (privfit.privacy.noise); replace-one sensitivity 2C,
+    # and every coordinate of a sum of n rows clipped to C is at most n·C (the public bound).
+    releases = (
+        gaussian_releases(
+            rng, sigma=sigma, l2_sensitivity=2.0 * clip_norm, shape=(runs, d), count=steps, bound=n * clip_norm
+        )
+        if sigma > 0.0
+        else None
+    )
+    try:
+        for t in range(steps):
+            if reporter is not None:
+                reporter.check_stop(t)
+            # v_t: the point the gradient is taken at (θ_t itself without momentum; FISTA's extrapolation with it)
+            point = clip_rows(theta + (t / (t + 3)) * (theta - previous), radius) if momentum == "nesterov" else theta
+            g = clipped_gradient_sum(loss, point, X, y, clip_norm, norms=norms, design=design)
+            if releases is not None:
+                g = releases.release(g)
+                if isinstance(loss, MultinomialLogisticLoss):
+                    g = loss.identifiable(g)  # post-processing: the noise along Σ_j θ_j moves no prediction
+            g /= n
+            if l2 > 0.0:
+                g += l2 * point
+            previous = theta
+            # Π_R row by row: clip_rows(·, R) is project_l2_ball(·, R) applied to each row (same rounding rules).
+            theta = clip_rows(point - step_size * g, radius)
+            if average is not None and t >= steps - tail:
+                average += theta
+            if reporter is not None:
+                reporter.report(t + 1)
+    finally:
+        if releases is not None:
+            releases.close()
     if average is not None:
         return average / tail
     return theta

@@ -166,6 +166,7 @@ from privfit.privacy import (
     sampled_without_replacement_gaussian_rdp,
     without_replacement_noise_multiplier,
 )
+from privfit.privacy.noise import gaussian_releases
 from privfit.solvers.base import (
     MAX_SCALE,
     MIN_SCALE,
@@ -527,28 +528,39 @@ def dp_sgd(
     average = np.zeros((runs, d), dtype=np.float64) if output == "suffix_average" else None
     tail = math.ceil(steps / 2)
     norms = row_norms(X)
-    for t in range(steps):
-        if reporter is not None:
-            reporter.check_stop(t)
-        if runs == 1:
-            batch = sampler.indices()
-            g = clipped_gradient_sum(loss, theta, X[batch], y[batch], clip_norm, norms=norms[batch])
-        else:
-            g = _member_gradient_sums(loss, theta, X, y, sampler.membership(runs), clip_norm)
-        if sigma > 0.0:
-            g += sigma * rng.standard_normal((runs, d))
-            if isinstance(loss, MultinomialLogisticLoss):
-                g = loss.identifiable(g)  # post-processing: the noise along Σ_j θ_j moves no prediction
-        g /= batch_size  # the public m, never the realised |B_t|
-        if l2 > 0.0:
-            g += l2 * theta
-        theta = clip_rows(theta - rates[t] * g, radius)  # Π_R row by row
-        if average is not None and t >= steps - tail:
-            average += theta
-        if observer is not None:
-            observer(t + 1, theta)
-        if reporter is not None:
-            reporter.report(t + 1)
+    # The noisy sums are releases (privfit.privacy.noise). The lattice is sized for sensitivity C, the smallest of
+    # the three samplings' (add/remove C; replace-one 2C): conservative for all. |coordinate| ≤ n·C.
+    releases = (
+        gaussian_releases(rng, sigma=sigma, l2_sensitivity=clip_norm, shape=(runs, d), count=steps, bound=n * clip_norm)
+        if sigma > 0.0
+        else None
+    )
+    try:
+        for t in range(steps):
+            if reporter is not None:
+                reporter.check_stop(t)
+            if runs == 1:
+                batch = sampler.indices()
+                g = clipped_gradient_sum(loss, theta, X[batch], y[batch], clip_norm, norms=norms[batch])
+            else:
+                g = _member_gradient_sums(loss, theta, X, y, sampler.membership(runs), clip_norm)
+            if releases is not None:
+                g = releases.release(g)
+                if isinstance(loss, MultinomialLogisticLoss):
+                    g = loss.identifiable(g)  # post-processing: the noise along Σ_j θ_j moves no prediction
+            g /= batch_size  # the public m, never the realised |B_t|
+            if l2 > 0.0:
+                g += l2 * theta
+            theta = clip_rows(theta - rates[t] * g, radius)  # Π_R row by row
+            if average is not None and t >= steps - tail:
+                average += theta
+            if observer is not None:
+                observer(t + 1, theta)
+            if reporter is not None:
+                reporter.report(t + 1)
+    finally:
+        if releases is not None:
+            releases.close()
     if average is not None:
         return average / tail
     return theta

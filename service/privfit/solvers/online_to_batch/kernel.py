@@ -68,6 +68,8 @@ def online_to_batch_block(
     scalars: np.ndarray,
     config: np.ndarray,
     scratch: np.ndarray,
+    lattice: float,
+    g_int: np.ndarray,
 ) -> None:
     """Rounds ``t_start ≤ t < t_stop`` of Algorithm 1 (see the module docstring); state updated in place.
 
@@ -86,10 +88,17 @@ def online_to_batch_block(
         left, left_variance: Honaker's stored left-children errors (levels + 1, p) and variances (levels + 1).
         vectors, scalars, config: the learner's state (:class:`~privfit.solvers.online_to_batch.learners.LearnerState`).
         scratch: (4, p) work space.
+        lattice: 0 for the float sampler; for the exact one the lattice spacing h = 2^k of
+            :mod:`privfit.privacy.noise`: every δ_t is rounded to the lattice and summed exactly in ``g_int``
+            (int64, p), ``normals`` holds the nodes' integer discrete-Gaussian noise (``sigma_1`` is then 1) and
+            ḡ_t = h·(Σ_{s≤t} rint(δ_s/h) + Σ_{s∈I_t} Z_s), exactly: the integer node values are differences of the
+            integer running sum, so the plain estimate telescopes to it, and every released ḡ_t is a function of
+            the released lattice nodes (module docstring of :mod:`privfit.solvers.online_to_batch.solver`).
     """
     d = X.shape[1]
     p = w.shape[0]
     x_prev, gamma, gbar, a = scratch[0], scratch[1], scratch[2], scratch[3]
+    delta = np.empty(p)
     clip_factor = 1.0 - 4.0 * (d + 2) * UNIT_ROUNDOFF  # geometry._clip_factor: exact norm of a clipped row < B_x
     for t in range(t_start, t_stop):
         project_ball(w, radius)  # backstop: the learners play points of W
@@ -145,6 +154,15 @@ def online_to_batch_block(
         if l2 > 0.0:
             for j in range(p):
                 g[j] += l2 * (beta_t * x[j] - beta_prev * x_prev[j])
+        if lattice > 0.0:  # δ_t rounded to the lattice, summed exactly (|δ/h| < 2^50: exact rounding)
+            for j in range(d):
+                delta[j] = scaled * a[j]
+            if intercept:
+                delta[d] = coefficient
+            for j in range(p):
+                if l2 > 0.0:
+                    delta[j] += l2 * (beta_t * x[j] - beta_prev * x_prev[j])
+                g_int[j] += np.int64(math.floor(delta[j] / lattice + 0.5))
         sigma_t = sigma_1 * float(t) ** (k - 1.0)
         noise = normals[t - t_start]
         if estimator == 1:
@@ -153,6 +171,10 @@ def online_to_batch_block(
             for j in range(p):
                 gbar[j] = sigma_t * noise[j]  # E_t = R_t
         tree_noise_step(prefix, t, gbar, gamma)  # γ_t = Σ_{s∈I_t} E_s
-        for j in range(p):
-            gbar[j] = g[j] + gamma[j]
+        if lattice > 0.0:
+            for j in range(p):
+                gbar[j] = (float(g_int[j]) + gamma[j]) * lattice  # integers below 2^52: exact
+        else:
+            for j in range(p):
+                gbar[j] = g[j] + gamma[j]
         learner_update(learner_kind, t, beta_t, gbar, x, w, vectors, scalars, config)

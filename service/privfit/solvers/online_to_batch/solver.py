@@ -74,7 +74,7 @@ charge covers — and draw no random numbers.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import ClassVar, Literal
 
@@ -83,6 +83,7 @@ from numpy.typing import NDArray
 from pydantic import Field, ValidationInfo, field_validator
 
 from privfit.privacy import OrderGrid, PrivacyCost, gaussian_sigma, zcdp_rdp
+from privfit.privacy.noise import Lattice, SamplerName, current_sampler, gaussian_lattice, integer_noise
 from privfit.solvers.base import (
     MAX_SCALE,
     MIN_SCALE,
@@ -102,7 +103,12 @@ from privfit.solvers.base import (
 from privfit.solvers.compiled_losses import LOSS_KINDS
 from privfit.solvers.online_to_batch.kernel import online_to_batch_block
 from privfit.solvers.online_to_batch.learners import LEARNERS, LearnerContext, get_learner
-from privfit.solvers.online_to_batch.tree_aggregation import ESTIMATORS, noise_scale, tree_levels
+from privfit.solvers.online_to_batch.tree_aggregation import (
+    ESTIMATORS,
+    noise_scale,
+    tree_levels,
+    tree_sensitivity_bound,
+)
 
 __all__ = ["DPOTBParams", "DPOTBResolved", "DPOnlineToBatch", "dp_online_to_batch"]
 
@@ -179,11 +185,13 @@ class DPOTBParams(GLMParams):
         "instead of 2G + 2H·D. Default: r = c·G/H (the data term's constants; c = 1, or 0.375 for linear), at "
         "most D; a value above D is D.",
     )
-    prefix_estimator: EstimatorName = Field(
-        "honaker",
+    prefix_estimator: EstimatorName | None = Field(
+        None,
         description="How the learner's running sums ḡ_t are estimated from the tree's noisy nodes: 'honaker' "
-        "(default; minimum-variance, Honaker 2015, from the complete binary tree) or 'plain' (the sum of the "
-        "dyadic nodes, Algorithm 1 as printed). Both are post-processing of the same release: same privacy cost.",
+        "(minimum-variance, Honaker 2015, from the complete binary tree; the default) or 'plain' (the sum of the "
+        "dyadic nodes, Algorithm 1 as printed). Both are post-processing of the same release: same privacy cost. "
+        "A server with the exact sampler (noise_sampler = exact) runs 'plain' only, which is then the default: "
+        "Honaker's estimate is drawn through Gaussian identities that lattice noise does not satisfy.",
     )
 
     @field_validator("regularization_scale")
@@ -247,6 +255,11 @@ class DPOTBResolved(GLMResolved):
         "N(0, (σ_1 t^{k−1})² I).",
     )
     prefix_estimator: EstimatorName
+    noise_sampler: SamplerName = Field(
+        "float",
+        description="The sampler the plan was resolved for (privfit.privacy.noise): 'exact' rounds every δ_t to "
+        "a lattice, sums them in integers and draws the nodes' noise from the exact discrete Gaussian.",
+    )
 
 
 def dp_online_to_batch(
@@ -269,8 +282,13 @@ def dp_online_to_batch(
     rng: np.random.Generator,
     reporter: ProgressReporter | None = None,
     order: NDArray[np.int64] | None = None,
+    lattice: Lattice | None = None,
 ) -> FloatArray:
     """Algorithm 1 over all rows of ``X`` in a secret random order; returns x_T (length p = d + intercept).
+
+    With a ``lattice`` (:func:`exact_lattice`; the exact sampler, k = 1, the plain estimator) every δ_t is
+    rounded to it and summed in integers, and the nodes' noise is the exact discrete Gaussian of the lattice's
+    variance drawn from a child of ``rng``; ``sigma_1`` is then ignored (module docstring, "Exact sampler").
 
     ``order`` (a permutation of the rows) is drawn from ``rng`` unless given (tests on public data only).
     Standard normals are drawn from ``rng`` in blocks (≥ 1024 rounds, ≤ 2^20 numbers, ~100 per pass: progress
@@ -299,34 +317,69 @@ def dp_online_to_batch(
     # blocks of ≥ 1024 rounds, ≤ 2^20 normals, and ~100 per pass for progress and cancellation
     block = max(1, min(n, _NOISE_BLOCK_ELEMENTS // p, max(_MIN_BLOCK_ROUNDS, math.ceil(n / 100))))
     loss_kind = LOSS_KINDS[model]
-    for start, normals in _prefetched_normals(rng, n, p, block):
+    g_int = np.zeros(p, dtype=np.int64)
+    if lattice is None:
+        draw: Callable[[tuple[int, int]], FloatArray] = rng.standard_normal
+        spacing, node_scale = 0.0, sigma_1
+    else:
+        if k != 1.0 or estimator != "plain":
+            raise SolverParameterError("prefix_estimator", "the exact sampler runs k = 1 with the plain estimator")
+        noise_rng = rng.spawn(1)[0]
+        exact = lattice
+
+        def draw(shape: tuple[int, int]) -> FloatArray:
+            return integer_noise(exact, shape[0] * shape[1], noise_rng).reshape(shape).astype(np.float64)
+
+        spacing, node_scale = lattice.spacing, 1.0
+    for start, normals in _prefetched_noise(draw, n, p, block):
         if reporter is not None:
             reporter.check_stop(start - 1)
         stop = start + normals.shape[0]
         online_to_batch_block(
-            X, y, order, start, stop, normals, sigma_1, k, ESTIMATORS[estimator], loss_kind, loss_parameter, l2,
+            X, y, order, start, stop, normals, node_scale, k, ESTIMATORS[estimator], loss_kind, loss_parameter, l2,
             fit_intercept, feature_bound, label_bound, radius, step_bound, learner.kind, w, x, g, prefix, left,
-            left_variance, beta_total, state.vectors, state.scalars, state.config, scratch,
+            left_variance, beta_total, state.vectors, state.scalars, state.config, scratch, spacing, g_int,
         )  # fmt: skip
         if reporter is not None:
             reporter.report(stop - 1)
     return x
 
 
-def _prefetched_normals(rng: np.random.Generator, rounds: int, p: int, block: int) -> Iterator[tuple[int, FloatArray]]:
-    """(first round, standard normals) per block; the next block is drawn while the caller uses this one."""
+def _prefetched_noise(
+    draw: Callable[[tuple[int, int]], FloatArray], rounds: int, p: int, block: int
+) -> Iterator[tuple[int, FloatArray]]:
+    """(first round, the block's noise ``draw((rows, p))``) per block; the next block is drawn while the caller
+    uses this one."""
     starts = list(range(1, rounds + 1, block))
     if len(starts) == 1:
-        yield 1, rng.standard_normal((rounds, p))
+        yield 1, draw((rounds, p))
         return
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="privfit-noise") as pool:
-        pending: Future[FloatArray] = pool.submit(rng.standard_normal, (min(block, rounds), p))
+        pending: Future[FloatArray] = pool.submit(draw, (min(block, rounds), p))
         for index, start in enumerate(starts):
             normals = pending.result()
             if index + 1 < len(starts):
                 following = starts[index + 1]
-                pending = pool.submit(rng.standard_normal, (min(block, rounds + 1 - following), p))
+                pending = pool.submit(draw, (min(block, rounds + 1 - following), p))
             yield start, normals
+
+
+def exact_lattice(r: DPOTBResolved) -> Lattice:
+    """The lattice of an exact fit (k = 1): noise σ_1 for the node sensitivity Δ_1 = 2G + 2Hr of eq. (A1), p
+    coordinates per node, and the public bound 2T²(G + λR) on |g_t| (|δ_t| ≤ (β_t + β_{t−1})(G + λR) ≤ 2T(G + λR)).
+
+    Only the replaced row's δ_{t*} differs between neighbours given the past releases, so every node holding t*
+    moves by rint(δ_{t*}/h) − rint(δ'_{t*}/h): at most (Δ_1 + √p·h)/h, the lattice mechanism's rounding bound.
+    The computed δ_t differs from the exact one by at most 64u‖δ_t‖ (a few roundings per coordinate, u = 2^−53),
+    so σ_1 is raised by the relative 2·64u·2T(G + λR)/Δ_1 before the lattice inflates it (module docstring)."""
+    horizon = float(r.n)
+    sensitivity = tree_sensitivity_bound(
+        1, k=1.0, lipschitz=r.lipschitz, smoothness=r.smoothness, step_bound=r.step_bound
+    )
+    gradient = 2.0 * horizon * r.lipschitz_total
+    float_slack = 2.0 * 64.0 * 2.0**-53 * gradient / sensitivity
+    dimension = r.d + (1 if r.fit_intercept else 0)
+    return gaussian_lattice(r.noise_scale * (1.0 + float_slack), sensitivity, dimension, horizon * gradient)
 
 
 class DPOnlineToBatch(Solver[DPOTBParams, DPOTBResolved]):
@@ -354,6 +407,18 @@ class DPOnlineToBatch(Solver[DPOTBParams, DPOTBResolved]):
         k = p.k if p.k is not None else (learner.required_k or 1.0)
         if learner.required_k is not None and k != learner.required_k:
             raise SolverParameterError("k", f"learner {p.learner!r} requires k = {learner.required_k:g}")
+        sampler = current_sampler()
+        estimator = p.prefix_estimator or ("plain" if sampler == "exact" else "honaker")
+        if sampler == "exact" and k != 1.0:
+            raise SolverParameterError(
+                "k", "this server draws exact lattice noise (noise_sampler = exact), which dp_otb supports for "
+                "k = 1 only (the nodes' noise then has one scale); 'parameter_free' needs k = 3"
+            )  # fmt: skip
+        if sampler == "exact" and estimator != "plain":
+            raise SolverParameterError(
+                "prefix_estimator", "this server draws exact lattice noise (noise_sampler = exact): dp_otb runs "
+                "the 'plain' estimator only (Honaker's is drawn through Gaussian identities lattice noise lacks)"
+            )  # fmt: skip
         if learner.requires_strong_convexity and p.l2 <= 0.0:
             raise SolverParameterError("l2", f"learner {p.learner!r} needs l2 > 0 (μ is the L2 strength)")
 
@@ -405,7 +470,8 @@ class DPOnlineToBatch(Solver[DPOTBParams, DPOTBResolved]):
             ),
             rho=rho,
             noise_scale=sigma_1,
-            prefix_estimator=p.prefix_estimator,
+            prefix_estimator=estimator,
+            noise_sampler=sampler,
         )
 
     @staticmethod
@@ -465,6 +531,7 @@ class DPOnlineToBatch(Solver[DPOTBParams, DPOTBResolved]):
             context=self.learner_context(r),
             rng=run.rng,
             reporter=run.reporter,
+            lattice=exact_lattice(r) if r.noise_sampler == "exact" else None,
         )
 
     def _noise_norm(self, r: DPOTBResolved, meta: PublicMetadata) -> float:

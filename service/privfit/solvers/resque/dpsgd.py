@@ -63,6 +63,7 @@ from numpy.typing import NDArray
 from pydantic import Field, ValidationInfo, field_validator
 
 from privfit.privacy import OrderGrid, PrivacyCost
+from privfit.privacy.noise import gaussian_releases
 from privfit.solvers.base import (
     MAX_SCALE,
     MIN_SCALE,
@@ -277,30 +278,41 @@ def resque_dp_sgd(
     tail = math.ceil(steps / 2)
     local_radius = smoothing / 4.0
     norms = row_norms(X)
-    for t in range(steps):
-        if reporter is not None:
-            reporter.check_stop(t)
-        if t % block_length == 0:
-            center = theta.copy()
-        member = sampler.membership(runs) if runs > 1 else None
-        g = np.zeros((runs, d))
-        for r in range(runs):
-            batch = sampler.indices() if member is None else np.flatnonzero(member[r])
-            if batch.size == 0:
-                continue
-            xi = smoothing * rng.standard_normal((batch.size, d))
-            scales = glm_subgradient_scales(loss, X[batch], y[batch], center[r] + xi)
-            if block_length > 1:
-                scales = scales * np.exp(log_resque_weights(theta[r] - center[r], xi, smoothing))
-            g[r] = clipped_scaled_row_sum(X[batch], scales, clip_norm, norms=norms[batch])
-        if sigma > 0.0:
-            g += sigma * rng.standard_normal((runs, d))
-        theta = project_step(theta - step_size * g / batch_size, radius, center if block_length > 1 else None,
-                         local_radius)  # fmt: skip
-        if average is not None and t >= steps - tail:
-            average += theta
-        if reporter is not None:
-            reporter.report(t + 1)
+    # The noisy sums are releases (privfit.privacy.noise); the lattice is sized for the add/remove sensitivity C
+    # (conservative for replace-one 2C); |coordinate| ≤ n·C.
+    releases = (
+        gaussian_releases(rng, sigma=sigma, l2_sensitivity=clip_norm, shape=(runs, d), count=steps, bound=n * clip_norm)
+        if sigma > 0.0
+        else None
+    )
+    try:
+        for t in range(steps):
+            if reporter is not None:
+                reporter.check_stop(t)
+            if t % block_length == 0:
+                center = theta.copy()
+            member = sampler.membership(runs) if runs > 1 else None
+            g = np.zeros((runs, d))
+            for r in range(runs):
+                batch = sampler.indices() if member is None else np.flatnonzero(member[r])
+                if batch.size == 0:
+                    continue
+                xi = smoothing * rng.standard_normal((batch.size, d))
+                scales = glm_subgradient_scales(loss, X[batch], y[batch], center[r] + xi)
+                if block_length > 1:
+                    scales = scales * np.exp(log_resque_weights(theta[r] - center[r], xi, smoothing))
+                g[r] = clipped_scaled_row_sum(X[batch], scales, clip_norm, norms=norms[batch])
+            if releases is not None:
+                g = releases.release(g)
+            theta = project_step(theta - step_size * g / batch_size, radius, center if block_length > 1 else None,
+                             local_radius)  # fmt: skip
+            if average is not None and t >= steps - tail:
+                average += theta
+            if reporter is not None:
+                reporter.report(t + 1)
+    finally:
+        if releases is not None:
+            releases.close()
     return average / tail if average is not None else theta
 
 

@@ -74,6 +74,7 @@ from privfit.solvers.base import (
     SolverParams,
     delta_part,
     design_bound,
+    require_float_sampler,
 )
 from privfit.solvers.resque.dpsgd import DEFAULT_RADIUS, ReSQueModel, margin_loss
 from privfit.solvers.resque.localized_core import (
@@ -320,7 +321,10 @@ class ReSQueLocalized(Solver[ReSQueLocalizedParams, ReSQueLocalizedResolved]):
         self, p: ReSQueLocalizedParams, meta: PublicMetadata, privacy: PrivacyRequest
     ) -> ReSQueLocalizedResolved:
         """The schedule, δ_c, r from public inputs; the feasibility guard; β calibrated to the target. The slacks
-        sum to at most (1/4)·δ/(1 + e^ε) and, for a dataset, to the allowance of its filter's δ pot."""
+        sum to at most (1/4)·δ/(1 + e^ε) and, for a dataset, to the allowance of its filter's δ pot. Refused on a
+        server with the exact sampler: a phase's noise σ_i = Lη_i/β is calibrated through the paper's stability
+        argument (Prop. 7), not to an L2 sensitivity the lattice of :mod:`privfit.privacy.noise` could be sized for."""
+        require_float_sampler(self.name, "calibrates its noise by a stability argument, not to an L2 sensitivity")
         target_epsilon, delta = privacy.required_target()
         grid, allowance = privacy.grid, privacy.delta_allowance
         slack_budget = delta_part(
