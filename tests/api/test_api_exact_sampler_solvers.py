@@ -51,7 +51,7 @@ def test_solvers_without_an_exact_sampler_are_refused_naming_the_solver(
         assert refused.status_code == 422, refused.text
         problem = refused.json()
         assert "solver" in (problem.get("field"), problem.get("parameter")), problem
-        assert "noise_sampler = float" in problem["detail"]
+        assert "noise_sampler is float" in problem["detail"]
 
 
 @pytest.mark.parametrize(

@@ -55,9 +55,9 @@ discrete Laplace release on a lattice 2^k·Z (:func:`~.noise.laplace_release`; p
 times the per-row range), immune to the floating-point attacks on the released low bits; its curve is the pure-DP
 one of the same ε_m (:func:`~.noise.laplace_cost`), so the budget split is unchanged. The interval of a sum then
 uses the discrete tail: for P(z) ∝ e^{−|z|/t} on the integers, P(|Z| > m) = 2q^{m+1}/(1 + q) ≤ q^m (q = e^{−1/t}),
-so with m = ⌈t·log(1/(1 − c))⌉ the half-width 2^k·m + 2^{k−1} (the lattice rounding of S) covers S with probability
-≥ c. The bootstrap draws of roc_auc's interval perturb the already released histograms (post-processing) and stay
-numpy's.
+so with m = ⌈t·log(1/(1 − c))⌉ (t the lattice's integer scale) the half-width 2^k·m + 2^{k−1} (the lattice
+rounding of S) covers S with probability ≥ c. The bootstrap draws of roc_auc's interval perturb the already
+released histograms (post-processing) and stay numpy's.
 
 Pure numpy: nothing here imports the web or database layers. The released numbers are ε-DP post-processing of
 the noisy sums; this module never returns the exact sums.
@@ -344,7 +344,7 @@ def _sum_release(plan: EvaluationPlan, metric: str, exact: float, rng: np.random
         half = b * level
     else:
         lattice = laplace_lattice(b, plan.sensitivity(metric), 1, s_max)
-        half = (math.ceil(lattice.integer_scale * level) + 0.5) * lattice.spacing
+        half = (math.ceil(lattice.integer_parameter * level) + 0.5) * lattice.spacing
 
     def to_metric(total: float) -> float:
         mean = min(max(total, 0.0), s_max) / plan.n

@@ -156,7 +156,7 @@ def test_objective_perturbation_is_refused_under_the_exact_sampler() -> None:
     with using_sampler("exact"), pytest.raises(SolverParameterError, match="continuous density") as refused:
         OBJECTIVE.resolve(params, META, target_epsilon=1.0, delta=1e-6)
     assert refused.value.parameter == "solver" and str(EXACT_SAMPLER_REFUSAL) in str(refused.value)
-    assert "noise_sampler = float" in str(refused.value) and "output_perturbation" in str(refused.value)
+    assert "noise_sampler is float" in str(refused.value) and "output_perturbation" in str(refused.value)
     with using_sampler("exact"), pytest.raises(SolverParameterError, match="continuous density"):
         OBJECTIVE.plan(params, META, target_epsilon=1.0, delta=1e-6)
     with using_sampler("float"):

@@ -202,6 +202,6 @@ def test_refused_under_the_exact_sampler_with_the_reason() -> None:
     _, _, meta = synthetic(500, 3, seed=4)
     with using_sampler("exact"), pytest.raises(SolverParameterError, match="no exact sampler") as refused:
         SOLVER.resolve({"model": "mean"}, meta, target_epsilon=1.0, delta=DELTA)
-    assert refused.value.parameter == "solver" and "noise_sampler = float" in str(refused.value)
+    assert refused.value.parameter == "solver" and "noise_sampler is float" in str(refused.value)
     with using_sampler("float"):
         assert SOLVER.resolve({"model": "mean"}, meta, target_epsilon=1.0, delta=DELTA).model == "mean"

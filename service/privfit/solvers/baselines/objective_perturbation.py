@@ -99,7 +99,7 @@ from privfit.privacy import (
     pure_dp_rdp,
     pure_epsilon_for_target,
 )
-from privfit.privacy.noise import current_sampler, describe_sampler
+from privfit.privacy.noise import describe_sampler
 from privfit.solvers.base import (
     FitRun,
     FloatArray,
@@ -113,6 +113,7 @@ from privfit.solvers.base import (
     design_bound,
     glm_loss,
     glm_resolved_fields,
+    require_float_sampler,
 )
 from privfit.solvers.baselines.erm import MinimiserProblem
 from privfit.solvers.baselines.perturbation import (
@@ -141,10 +142,11 @@ __all__ = [
 ]
 
 
-#: Why a server with the exact sampler refuses objective perturbation (module docstring, "Continuous noise only").
+#: Why a server with the exact sampler refuses objective perturbation (module docstring, "Continuous noise only";
+#: :func:`~privfit.solvers.base.require_float_sampler` words the refusal).
 EXACT_SAMPLER_REFUSAL = (
-    "objective_perturbation needs noise with a continuous density; this server draws exact lattice noise "
-    "(noise_sampler = exact): use output_perturbation or dp_gd, or a server with noise_sampler = float"
+    "needs noise with a continuous density (its privacy proof is a change of variables in the noise, which lattice "
+    "noise breaks; output_perturbation and dp_gd take exact noise)"
 )
 
 
@@ -259,8 +261,7 @@ class ObjectivePerturbation(Solver[ObjectivePerturbationParams, ObjectivePerturb
     ) -> ObjectivePerturbationResolved:
         """The ε split (laplace) or the σ_b calibration (gaussian) of the module docstring, λ, and the noise
         scales, from public inputs only. Refused under the exact sampler (module docstring)."""
-        if current_sampler() == "exact":
-            raise SolverParameterError("solver", EXACT_SAMPLER_REFUSAL)
+        require_float_sampler(self.name, EXACT_SAMPLER_REFUSAL)
         target_epsilon, delta = privacy.required_target()
         grid = privacy.grid
         loss = glm_loss(p)

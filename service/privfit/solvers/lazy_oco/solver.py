@@ -84,7 +84,7 @@ import numpy as np
 from pydantic import Field
 
 from privfit.privacy import OrderGrid, PrivacyCost, pure_epsilon_for_target
-from privfit.privacy.noise import current_sampler, describe_sampler
+from privfit.privacy.noise import describe_sampler
 from privfit.solvers.base import (
     MAX_SCALE,
     MIN_SCALE,
@@ -99,6 +99,7 @@ from privfit.solvers.base import (
     ball_capped,
     delta_part,
     design_matrix,
+    require_float_sampler,
 )
 from privfit.solvers.geometry import augmented_bound
 from privfit.solvers.lazy_oco.accounting import (
@@ -132,11 +133,9 @@ _CONSISTENCY_RTOL = 1e-9
 MAX_DIMENSION = 1000
 MAX_MEAN_OVER_RADIUS = 1e3
 MIN_SCALE_OVER_RADIUS = 1e-3
-#: Why a server with the exact sampler refuses this solver (module docstring, "No exact sampler").
-EXACT_SAMPLER_REFUSAL = (
-    "dp_lazy_oco samples a continuous distribution with data-dependent acceptance and has no exact sampler; use a "
-    "server with noise_sampler = float"
-)
+#: Why a server with the exact sampler refuses this solver (module docstring, "No exact sampler";
+#: :func:`~privfit.solvers.base.require_float_sampler` words the refusal).
+EXACT_SAMPLER_REFUSAL = "samples a continuous distribution with data-dependent acceptance"
 #: Solvers to name when a GLM model is requested.
 _GLM_SOLVERS = "dp_otb, dp_sgd, dp_gd, objective_perturbation or output_perturbation"
 
@@ -288,8 +287,7 @@ class DPLazyOCO(Solver[DPLazyOCOParams, DPLazyOCOResolved]):
         """Public bounds → G, D; (target ε, δ_cal = δ/2, T = n) → (β, λ, p, Φ, B_int) by the paper's recipe. On a
         dataset δ_cal is at most its filter's δ allowance (the charge's δ part is ≤ δ_cal(1 + 2⁻²⁰)). Refused under
         the exact sampler (module docstring)."""
-        if current_sampler() == "exact":
-            raise SolverParameterError("solver", EXACT_SAMPLER_REFUSAL)
+        require_float_sampler(self.name, EXACT_SAMPLER_REFUSAL)
         target_epsilon, delta = privacy.required_target()
         delta_allowance = privacy.delta_allowance
         z = p.z or ("x" if p.model == "mean" else "yx")
