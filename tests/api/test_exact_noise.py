@@ -52,7 +52,7 @@ def test_fits_on_an_exact_server_draw_exact_noise_and_say_so(exact, solver: str,
     assert PrivacyCost(np.array(cost["rdp"]), get_grid(cost["grid"])).epsilon(1e-6).epsilon <= 1.0
     assert np.all(np.isfinite(done["result"]["coefficients"]))
     if solver == "dp_otb":
-        assert done["settings"]["prefix_estimator"] == "plain" and done["settings"]["noise_sampler"] == "exact"
+        assert done["settings"]["prefix_estimator"] == "plain" and done["settings"]["sampler"] == "exact"
 
 
 @pytest.mark.parametrize(

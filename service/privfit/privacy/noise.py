@@ -39,7 +39,7 @@ Two samplers, chosen per server (``PRIVFIT_NOISE_SAMPLER``, :func:`configure_sam
      P ≤ e^{dη}Q and R ≥ e^{−dη}R' pointwise, ``D_α(P‖R) ≤ D_α(Q‖R') + (2α − 1)dη/(α − 1)``, and D_α(Q‖R') is
      at most the continuous curve (post-processing). The extra (2α − 1)dη/(α − 1) is below 10⁻¹²⁵ for every
      order of every grid (α ≥ 1.01, d ≤ 10⁸): thousands of orders of magnitude below the margin every
-     calibration already leaves (σ is rounded up by a relative 10⁻⁶ or more, :mod:`.calibration`), so the
+     calibration already leaves (σ is rounded up by a relative ~10⁻⁷, :mod:`.calibration`), so the
      charged curves stand as they are (``tests/privacy/test_noise_domination.py`` checks ε_τ and the margin).
 
   The Laplace release is the same construction with the exact **discrete Laplace** (P(z) ∝ e^{−|z|/t},
@@ -77,7 +77,7 @@ import numpy as np
 
 from .cost import PrivacyCost
 from .errors import PrivacyParameterError, require_count, require_positive
-from .exact_sampling import discrete_gaussian, discrete_laplace
+from .exact_sampling import MAX_GAUSSIAN_VARIANCE, MAX_LAPLACE_SCALE, discrete_gaussian, discrete_laplace
 from .orders import OrderGrid
 
 SamplerName = Literal["exact", "float"]
@@ -185,6 +185,14 @@ def _lattice(
     units = Fraction(scale * inflation / spacing)  # ≥ the exact σ'/2^k: the 2^−50 factor covers the roundings
     smoothing = Fraction(SMOOTHING_SCALE) ** 2
     parameter = math.ceil(units * units + smoothing) if kind == "gaussian" else math.ceil(units)
+    top = MAX_GAUSSIAN_VARIANCE if kind == "gaussian" else MAX_LAPLACE_SCALE
+    if parameter > top:  # units ≥ rounding_growth·scale/sensitivity whatever the lattice
+        raise PrivacyParameterError(
+            "noise_multiplier",
+            f"the noise multiplier {scale / sensitivity:.3g} times the rounding growth {rounding_growth:.3g} (√d or "
+            "d) exceeds what the exact sampler's 64-bit integers hold (about 2^21); noise that large drowns any "
+            "signal: lower the noise multiplier",
+        )
     return Lattice(kind, exponent, inflation, max(parameter, 1), float(bound))
 
 

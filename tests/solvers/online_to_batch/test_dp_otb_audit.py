@@ -232,7 +232,7 @@ def test_black_box_audit_of_the_solver_stays_below_the_claim(privacy: str, sampl
             resolved = SOLVER.resolve(params, SOLVER_META, target_epsilon=AUDIT_EPSILON, delta=AUDIT_DELTA)
         else:
             resolved = SOLVER.resolve({**params, "rho": 1e6}, SOLVER_META, delta=AUDIT_DELTA)
-    assert resolved.noise_sampler == sampler
+    assert resolved.sampler == sampler
     assert resolved.learner == "adagrad_norm" and resolved.k == 1.0 and resolved.radius == 1.0
     assert resolved.step_bound == 0.75  # the figures of the docstring
     claimed = resolved.epsilon
