@@ -88,10 +88,29 @@ class _GammaDraw:
         return success
 
 
+_FACTORIAL_TOP = 20
+_FACTORIAL_THRESHOLDS = np.array(
+    [math.factorial(_FACTORIAL_TOP) // math.factorial(k) for k in range(_FACTORIAL_TOP, 0, -1)], dtype=_INT
+)
+"""N!/k! for k = N … 1 (ascending), N = 20 (20! < 2^63)."""
+
+
 def _exp_minus_one_bits(rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
-    """Independent Bernoulli(e^{−1}) of the given shape, all drawn by one vectorised series (CKS Alg. 1, γ = 1)."""
+    """Independent Bernoulli(e^{−1}) of the given shape: CKS Alg. 1 at γ = 1 with the series' length K drawn at
+    once. The draws A_k ~ Bernoulli(1/k) all succeed up to k with probability 1/k!, so with U uniform on
+    [0, N!), "K > k" is the event U < N!/k! (N!/k! an integer; exact for k ≤ N = 20), and the answer is "K odd".
+    U = 0 (K > N, probability 1/20!) continues the series from k = N + 1 one draw at a time."""
     size = int(np.prod(shape))
-    return _series_parity(rng, size, _GammaDraw(rng, size, [])).reshape(shape)
+    u = rng.integers(0, math.factorial(_FACTORIAL_TOP), size=size, dtype=_INT)
+    # K = the first k with U ≥ N!/k!; thresholds ascend with k descending, so count those ≤ U.
+    k = _FACTORIAL_TOP + 1 - np.searchsorted(_FACTORIAL_THRESHOLDS, u, side="right")
+    beyond = np.flatnonzero(u == 0)
+    for index in beyond:  # K > N: draw A_{N+1}, A_{N+2}, … ~ Bernoulli(1/k) until one fails
+        length = _FACTORIAL_TOP + 1
+        while rng.integers(0, length) == 0:
+            length += 1
+        k[index] = length
+    return np.asarray(k % 2 == 1).reshape(shape)
 
 
 def _leading_successes(rng: np.random.Generator, size: int, cap: np.ndarray | None = None) -> np.ndarray:
