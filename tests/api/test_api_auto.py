@@ -9,6 +9,7 @@ import pytest
 from api_helpers import check_bad_params_refused, fit_and_wait, label_kind, upload
 
 from privfit.privacy import get_grid
+from privfit.privacy.noise import describe_sampler
 from privfit.solvers import PublicMetadata, get_solver
 from privfit.solvers.selection.auto import candidate_set
 
@@ -36,7 +37,8 @@ def test_auto_fits_end_to_end_and_the_ledger_holds_the_selection_cost(client, ke
         assert selected["solver"] in candidate_set(model)
     else:  # 4000 rows at ε = 1: the candidates' outlooks are not all 'low', so the public rule's solver
         assert settings["mode"] == "recommended" and selected["solver"] == "dp_gd"
-    assert result["metadata"] == settings  # the public settings only: no score, nothing about the other candidates
+    # the public settings and the sampler only: no score, nothing about the other candidates
+    assert result["metadata"] == {**settings, "noise_sampler": describe_sampler(settings["sampler"])}
     assert len(result["coefficients"]) == 5 and np.isfinite([*result["coefficients"], result["intercept"]]).all()
     entries = client.get(f"/v1/datasets/{dataset_id}/ledger", headers=keys.owner).json()["entries"]
     assert [entry["kind"] for entry in entries] == ["reservation", "charge"]

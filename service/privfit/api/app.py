@@ -44,7 +44,7 @@ def create_app(settings: Settings | None = None, *, run_workers: bool | None = N
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         anyio.to_thread.current_default_thread_limiter().total_tokens = settings.api_threads
-        configure_sampler(settings.noise_sampler)
+        previous_sampler = configure_sampler(settings.noise_sampler)  # the process's noise (privacy/noise.py)
         db = make_database(
             settings.database_url,
             retry_attempts=settings.db_retry_attempts,
@@ -82,6 +82,7 @@ def create_app(settings: Settings | None = None, *, run_workers: bool | None = N
             if app.state.workers is not None:
                 app.state.workers.stop()
             db.dispose()
+            configure_sampler(previous_sampler)
 
     app = FastAPI(
         title="privfit",

@@ -26,6 +26,7 @@ from typing import Any
 
 from privfit.db import Budget
 from privfit.privacy import DeltaAllowance
+from privfit.privacy.noise import current_sampler
 from privfit.solvers.base import FitPlan, PublicMetadata
 
 #: Entries kept per process; one entry is a few kilobytes (a 156-order curve twice: as floats and as JSON).
@@ -63,10 +64,12 @@ def plan_key(
     limits: tuple[tuple[str, Any], ...],
 ) -> tuple[Hashable, ...]:
     """The cache key of a plan: every public input, the parameters as canonical JSON (so ``1`` and ``1.0`` and
-    ``true`` stay distinct, as the parameter parser sees them). ``allowance`` must be None for a solver without
-    δ-only parts (the plan does not read it)."""
+    ``true`` stay distinct, as the parameter parser sees them), and the noise sampler in force (plans resolve
+    differently under the exact one: :mod:`privfit.privacy.noise`). ``allowance`` must be None for a solver
+    without δ-only parts (the plan does not read it)."""
     canonical = json.dumps(params, sort_keys=True, separators=(",", ":"))
-    return (solver, model, canonical, target_epsilon, meta, budget_key(budget), allowance, limits)
+    sampler = current_sampler()
+    return (solver, model, canonical, target_epsilon, meta, budget_key(budget), allowance, limits, sampler)
 
 
 class PlanCache:

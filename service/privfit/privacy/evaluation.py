@@ -48,6 +48,17 @@ AUC of the validation set differs from the binned one by at most ½·Σ_b P_b·N
 that share a bin): small when scores spread over many bins, larger for a model whose probabilities all lie in a
 few bins (e.g. a nearly constant model).
 
+**The noise sampler** (issue 25; :mod:`.noise`, whose module docstring proves what is used here). The plan records
+the sampler in force when it is made (``sampler``), and the release draws with it. ``float``: numpy's Laplace, as
+above. ``exact``: each sum (and the roc_auc histogram, one release of 2·B coordinates of L1 sensitivity 2) is a
+discrete Laplace release on a lattice 2^k·Z (:func:`~.noise.laplace_release`; public bound on the value: n_val
+times the per-row range), immune to the floating-point attacks on the released low bits; its curve is the pure-DP
+one of the same ε_m (:func:`~.noise.laplace_cost`), so the budget split is unchanged. The interval of a sum then
+uses the discrete tail: for P(z) ∝ e^{−|z|/t} on the integers, P(|Z| > m) = 2q^{m+1}/(1 + q) ≤ q^m (q = e^{−1/t}),
+so with m = ⌈t·log(1/(1 − c))⌉ (t the lattice's integer scale) the half-width 2^k·m + 2^{k−1} (the lattice
+rounding of S) covers S with probability ≥ c. The bootstrap draws of roc_auc's interval perturb the already
+released histograms (post-processing) and stay numpy's.
+
 Pure numpy: nothing here imports the web or database layers. The released numbers are ε-DP post-processing of
 the noisy sums; this module never returns the exact sums.
 """
@@ -63,6 +74,7 @@ import numpy as np
 
 from .cost import PrivacyCost
 from .errors import PrivacyParameterError
+from .noise import SamplerName, current_sampler, laplace_cost, laplace_lattice, laplace_release, using_sampler
 from .orders import DEFAULT_GRID, OrderGrid
 
 __all__ = [
@@ -124,6 +136,19 @@ class EvaluationPlan:
     n: int
     label_scale: float
     confidence: float
+    sampler: SamplerName = "float"
+
+    @property
+    def noise(self) -> str:
+        """The released metrics' noise: ``laplace`` (float sampler) or ``discrete_laplace`` (exact; module
+        docstring)."""
+        return "laplace" if self.sampler == "float" else "discrete_laplace"
+
+    def value_bound(self, metric: str) -> float:
+        """A public bound on the metric's sum (each row's term lies in [0, its range]): n_val times that range; for
+        roc_auc, on each histogram count."""
+        ranges = {"accuracy": 1.0, "log_loss": self.sensitivity("log_loss"), "roc_auc": 1.0, "mae": 2.0, "rmse": 4.0}
+        return self.n * ranges[metric]
 
     def sensitivity(self, metric: str) -> float:
         """Replace-one L1 sensitivity of the metric's sum (per cell changed, for roc_auc; module table)."""
@@ -139,11 +164,12 @@ class EvaluationPlan:
         return self.cells_changed(metric) * self.sensitivity(metric) / self.epsilons[metric]
 
     def cost(self, grid: OrderGrid = DEFAULT_GRID) -> PrivacyCost:
-        """Sum of the Laplace releases' costs (exact curves, pure bound Σ ε_m); public inputs only."""
+        """Sum of the Laplace releases' costs (exact curves, pure bound Σ ε_m; the pure-DP curves of the same ε_m with
+        the exact sampler: :func:`~.noise.laplace_cost`); public inputs only."""
         total = PrivacyCost.zero(grid)
         for metric in self.metrics:
-            total = total + PrivacyCost.laplace(grid, scale=self.scale(metric), sensitivity=self.sensitivity(metric),
-                                                count=self.cells_changed(metric))  # fmt: skip
+            total = total + laplace_cost(grid, scale=self.scale(metric), sensitivity=self.sensitivity(metric),
+                                         count=self.cells_changed(metric), sampler=self.sampler)  # fmt: skip
         return total
 
 
@@ -156,8 +182,10 @@ def plan_evaluation(
     n: int,
     label_scale: float = 1.0,
     confidence: float = 0.95,
+    sampler: SamplerName | None = None,
 ) -> EvaluationPlan:
-    """Resolve the metrics (default: every one that applies) and split ε by :data:`METRIC_WEIGHTS`.
+    """Resolve the metrics (default: every one that applies) and split ε by :data:`METRIC_WEIGHTS`; the noise
+    ``sampler`` (default: the one in force, :func:`~.noise.current_sampler`) is recorded in the plan.
 
     Raises :class:`PrivacyParameterError` naming ``metrics``, ``privacy.epsilon``, ``confidence`` or ``n``."""
     if not (isinstance(epsilon, (int, float)) and math.isfinite(epsilon) and epsilon >= _MIN_EPSILON):
@@ -181,7 +209,9 @@ def plan_evaluation(
             )  # fmt: skip
     weight = math.fsum(METRIC_WEIGHTS[m] for m in chosen)
     epsilons = {m: float(epsilon) * METRIC_WEIGHTS[m] / weight for m in chosen}
-    return EvaluationPlan(chosen, epsilons, int(n), float(label_scale), float(confidence))
+    return EvaluationPlan(
+        chosen, epsilons, int(n), float(label_scale), float(confidence), sampler or current_sampler()
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -303,11 +333,18 @@ _NOTES = {
 
 
 def _sum_release(plan: EvaluationPlan, metric: str, exact: float, rng: np.random.Generator) -> _Released:
-    """Release S̃ = S + Lap(b) and map it and [S̃ ± b·log(1/(1 − c))] ∩ [0, S_max] to the metric's scale."""
+    """Release S̃ = S + Lap(b) (with the sampler in force: :func:`~.noise.laplace_release`) and map it and
+    [S̃ ± b·log(1/(1 − c))] ∩ [0, S_max] to the metric's scale (the discrete tail's half-width with the exact
+    sampler: module docstring)."""
     b = plan.scale(metric)
-    noisy = exact + float(rng.laplace(0.0, b))
-    half = b * math.log(1.0 / (1.0 - plan.confidence))
-    s_max = plan.n * {"accuracy": 1.0, "log_loss": plan.sensitivity("log_loss"), "mae": 2.0, "rmse": 4.0}[metric]
+    s_max = plan.value_bound(metric)
+    noisy = float(laplace_release(rng, exact, scale=b, l1_sensitivity=plan.sensitivity(metric), bound=s_max))
+    level = math.log(1.0 / (1.0 - plan.confidence))
+    if current_sampler() == "float":
+        half = b * level
+    else:
+        lattice = laplace_lattice(b, plan.sensitivity(metric), 1, s_max)
+        half = (math.ceil(lattice.integer_parameter * level) + 0.5) * lattice.spacing
 
     def to_metric(total: float) -> float:
         mean = min(max(total, 0.0), s_max) / plan.n
@@ -330,8 +367,11 @@ def _auc_release(plan: EvaluationPlan, exact: np.ndarray, rng: np.random.Generat
     the bootstrap world's coverage is c), floored at 1/:data:`AUC_BOOTSTRAP`, and the released interval is the
     basic interval of tail a from :data:`AUC_BOOTSTRAP` draws around Ĥ."""
     b = plan.scale("roc_auc")
-    released = np.maximum(exact + rng.laplace(0.0, b, size=exact.shape), 0.0)
+    # The release: the 2·B counts as ONE vector of L1 sensitivity 2 (the layer's rounding covers all its coordinates).
+    noisy = laplace_release(rng, exact.reshape(-1), scale=b, l1_sensitivity=2.0, bound=plan.value_bound("roc_auc"))
+    released = np.maximum(noisy.reshape(exact.shape), 0.0)
     value = float(auc_from_histograms(released))
+    # Below: the calibrated bootstrap, post-processing of the released histograms (numpy's draws whatever the sampler).
     outer_count, inner_count = AUC_CALIBRATION
     outer = np.maximum(released + rng.laplace(0.0, b, size=(outer_count, *exact.shape)), 0.0)
     outer_values = auc_from_histograms(outer)
@@ -350,20 +390,21 @@ def release(plan: EvaluationPlan, inputs: EvaluationInputs, rng: np.random.Gener
     """Release every metric of ``plan`` from ``inputs`` with noise from ``rng`` (OS-seeded for private data).
 
     The whole release is ε-DP for ε = Σ ε_m (basic composition), with ε_m and the scales fixed by ``plan``
-    before this is called. ``inputs`` must cover exactly ``plan.n`` rows."""
+    before this is called, with the plan's noise sampler. ``inputs`` must cover exactly ``plan.n`` rows."""
     rows = {len(v) for v in (inputs.correct, inputs.p_true, inputs.scores, inputs.abs_error) if v is not None}
     if rows != {plan.n}:
         raise ValueError(f"the inputs must cover exactly the plan's n = {plan.n} validation rows")
     weight = math.fsum(METRIC_WEIGHTS[m] for m in plan.metrics)
     out = []
     for metric in plan.metrics:
-        if metric == "roc_auc":
-            scores, positive = _require(inputs.scores, metric), _require(inputs.positive, metric)
-            value, interval = _auc_release(plan, auc_histograms(scores, positive), rng)
-        else:
-            value, interval = _sum_release(plan, metric, _exact_sum(metric, inputs), rng)
+        with using_sampler(plan.sampler):
+            if metric == "roc_auc":
+                scores, positive = _require(inputs.scores, metric), _require(inputs.positive, metric)
+                value, interval = _auc_release(plan, auc_histograms(scores, positive), rng)
+            else:
+                value, interval = _sum_release(plan, metric, _exact_sum(metric, inputs), rng)
         out.append(MetricRelease(
-            metric=metric, value=value, interval=interval, confidence=plan.confidence, noise="laplace",
+            metric=metric, value=value, interval=interval, confidence=plan.confidence, noise=plan.noise,
             scale=plan.scale(metric), sensitivity=plan.cells_changed(metric) * plan.sensitivity(metric),
             epsilon=plan.epsilons[metric], weight=METRIC_WEIGHTS[metric] / weight, note=_NOTES[metric],
         ))  # fmt: skip

@@ -39,7 +39,7 @@ Two samplers, chosen per server (``PRIVFIT_NOISE_SAMPLER``, :func:`configure_sam
      P ≤ e^{dη}Q and R ≥ e^{−dη}R' pointwise, ``D_α(P‖R) ≤ D_α(Q‖R') + (2α − 1)dη/(α − 1)``, and D_α(Q‖R') is
      at most the continuous curve (post-processing). The extra (2α − 1)dη/(α − 1) is below 10⁻¹²⁵ for every
      order of every grid (α ≥ 1.01, d ≤ 10⁸): thousands of orders of magnitude below the margin every
-     calibration already leaves (σ is rounded up by a relative 10⁻⁶ or more, :mod:`.calibration`), so the
+     calibration already leaves (σ is rounded up by a relative ~10⁻⁷, :mod:`.calibration`), so the
      charged curves stand as they are (``tests/privacy/test_noise_domination.py`` checks ε_τ and the margin).
 
   The Laplace release is the same construction with the exact **discrete Laplace** (P(z) ∝ e^{−|z|/t},
@@ -77,7 +77,7 @@ import numpy as np
 
 from .cost import PrivacyCost
 from .errors import PrivacyParameterError, require_count, require_positive
-from .exact_sampling import discrete_gaussian, discrete_laplace
+from .exact_sampling import MAX_GAUSSIAN_VARIANCE, MAX_LAPLACE_SCALE, discrete_gaussian, discrete_laplace
 from .orders import OrderGrid
 
 SamplerName = Literal["exact", "float"]
@@ -108,10 +108,12 @@ def _checked(name: str) -> SamplerName:
     raise PrivacyParameterError("noise_sampler", f"must be one of {', '.join(SAMPLERS)}, got {name!r}")
 
 
-def configure_sampler(name: str) -> None:
-    """Set this process's sampler (the server and workers call it at start-up with ``Settings.noise_sampler``)."""
+def configure_sampler(name: str) -> SamplerName:
+    """Set this process's sampler (the server and workers call it at start-up with ``Settings.noise_sampler``);
+    returns the previous one (an app restores it at shutdown)."""
     global _configured
-    _configured = _checked(name)
+    previous, _configured = _configured, _checked(name)
+    return previous
 
 
 def current_sampler() -> SamplerName:
@@ -183,6 +185,14 @@ def _lattice(
     units = Fraction(scale * inflation / spacing)  # ≥ the exact σ'/2^k: the 2^−50 factor covers the roundings
     smoothing = Fraction(SMOOTHING_SCALE) ** 2
     parameter = math.ceil(units * units + smoothing) if kind == "gaussian" else math.ceil(units)
+    top = MAX_GAUSSIAN_VARIANCE if kind == "gaussian" else MAX_LAPLACE_SCALE
+    if parameter > top:  # units ≥ rounding_growth·scale/sensitivity whatever the lattice
+        raise PrivacyParameterError(
+            "noise_multiplier",
+            f"the noise multiplier {scale / sensitivity:.3g} times the rounding growth {rounding_growth:.3g} (√d or "
+            "d) exceeds what the exact sampler's 64-bit integers hold (about 2^21); noise that large drowns any "
+            "signal: lower the noise multiplier",
+        )
     return Lattice(kind, exponent, inflation, max(parameter, 1), float(bound))
 
 
@@ -299,6 +309,7 @@ class NoisyReleases:
         self.sampler = current_sampler()
         self.released = 0
         self.count = int(count)
+        self.closed = False
         size = int(np.prod(self.shape)) if self.shape else 1
         self._size = size
         self._draws: _BackgroundDraws | None = None
@@ -315,6 +326,8 @@ class NoisyReleases:
         """The next release: ``values`` (of the declared shape) plus noise."""
         if self.released >= self.count:
             raise RuntimeError(f"all {self.count} releases of this noise stream are used")
+        if self.closed:  # its producer has stopped: waiting for its draws would block forever
+            raise RuntimeError("this noise stream is closed")
         self.released += 1
         array = np.asarray(values, dtype=np.float64)
         if self.lattice is None:
@@ -328,7 +341,8 @@ class NoisyReleases:
         return _from_lattice(_on_lattice(array, self.lattice) + noise, self.lattice)
 
     def close(self) -> None:
-        """Stop drawing ahead (a fit that ends early)."""
+        """Stop drawing ahead (a fit that ends early); the stream makes no further release."""
+        self.closed = True
         if self._draws is not None:
             self._draws.close()
 

@@ -66,7 +66,7 @@ from scipy.special import softmax
 
 from privfit.errors import ParameterError
 from privfit.privacy import DEFAULT_GRID, DeltaAllowance, OrderGrid, PrivacyCost
-from privfit.privacy.noise import current_sampler, describe_sampler
+from privfit.privacy.noise import current_sampler, describe_sampler, using_sampler
 
 from .geometry import augment_intercept, augmented_bound, clip_rows
 from .losses import GLMLoss, MultinomialLogisticLoss, available_models, make_loss
@@ -1117,9 +1117,13 @@ class Solver(ABC, Generic[ParamsT, ResolvedT]):
             fits_intercept(r) if self.appends_intercept else None,
             enforce=not (self.enforces_declared_bounds and not self.appends_intercept),
         )
-        sampler = describe_sampler()
+        # A plan that recorded its sampler (``sampler``: solvers whose resolution or cost depends on it) is fitted
+        # with that one, whatever the process's; the others with the sampler in force (privacy/noise.py).
+        recorded = getattr(r, "sampler", None)
+        sampler = describe_sampler(recorded)
         run = FitRun(A, v, meta, rng, ProgressReporter(self._progress_steps(r), progress, should_stop))
-        released = self._fit(run, r)
+        with using_sampler(recorded or current_sampler()):
+            released = self._fit(run, r)
         run.reporter.finish()
         release = released if isinstance(released, Release) else Release(released)
         metadata = {"noise_sampler": sampler, **(release.metadata or {})}

@@ -27,7 +27,7 @@ from privfit.privacy import (
     make_generator,
 )
 from privfit.privacy.audit import epsilon_lower_bound
-from privfit.privacy.noise import describe_sampler
+from privfit.privacy.noise import describe_sampler, using_sampler
 from privfit.solvers import (
     DPGDResolved,
     FitCancelled,
@@ -428,6 +428,22 @@ def test_empirical_audit_detects_only_broken_noise(audit_setup: DPGDResolved, va
         audit_scores(sigma, 1e6, resolved, seed=1), audit_scores(sigma, -1e6, resolved, seed=2), delta=AUDIT_DELTA
     )
     assert time.perf_counter() - started < 20
+    if variant == "calibrated":
+        assert 0.3 < result.epsilon_lower_bound <= claimed
+    else:
+        assert result.epsilon_lower_bound > claimed
+
+
+@pytest.mark.parametrize("variant", ["calibrated", "sigma / 3"])
+def test_the_audit_holds_with_the_exact_sampler(audit_setup: DPGDResolved, variant: str) -> None:
+    """The same audit with the noise from the exact lattice sampler (privfit.privacy.noise): the calibrated
+    release stays below its claim and a third of the noise is still detected."""
+    claimed = audit_setup.epsilon
+    assert claimed is not None
+    sigma = audit_setup.sigma if variant == "calibrated" else audit_setup.sigma / 3
+    with using_sampler("exact"):
+        on_d, on_d_prime = audit_scores(sigma, 1e6, audit_setup, 1), audit_scores(sigma, -1e6, audit_setup, 2)
+    result = epsilon_lower_bound(on_d, on_d_prime, delta=AUDIT_DELTA)
     if variant == "calibrated":
         assert 0.3 < result.epsilon_lower_bound <= claimed
     else:

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from privfit.privacy import DEFAULT_GRID, PrivacyCost, make_generator, pure_dp_rdp
+from privfit.privacy.noise import describe_sampler, using_sampler
 from privfit.solvers import FitCancelled, PublicMetadata, SolverParameterError, get_solver
 from privfit.solvers.base import FitResult
 from privfit.solvers.lazy_oco import solver as dp_lazy_oco
@@ -130,13 +131,14 @@ def test_fit_releases_the_average_iterate_on_the_ball_with_public_metadata_only(
     assert result.feature_names == ["f0", "f1", "f2", "f3"]
     assert 0 <= result.metadata["num_switches"] <= resolved.switch_cap
     released = set(result.metadata) - set(resolved.model_dump(mode="json"))
-    assert released == {"num_switches"}  # nothing else computed from the rows (no empirical regret)
+    assert released == {"num_switches", "noise_sampler"}  # nothing else computed from the rows (no empirical regret)
+    assert result.metadata["noise_sampler"] == describe_sampler("float")  # numpy's draws, whatever the server's
     # progress: the fixed milestones 1/100, …, 1 whatever the switch times were (data-independent values)
     assert progress == [k / 100 for k in range(1, 101)]
     again = SOLVER.fit(X, y, meta, resolved, rng_for(2))
     assert again.coefficients == result.coefficients
     without = SOLVER.fit(X, y, meta, resolved.model_copy(update={"report_switches": False}), rng_for(2))
-    assert "num_switches" not in without.metadata
+    assert "num_switches" not in without.metadata and without.metadata["noise_sampler"]["name"] == "float"
 
 
 def test_label_weighted_fits_are_predictors_with_an_intercept():
@@ -193,3 +195,13 @@ def test_cost_is_an_approximate_dp_charge_that_composes_in_the_ledger():
     twice = plan.cost + plan.cost
     assert twice.extra_delta == pytest.approx(2 * charged_delta, rel=1e-6)
     assert twice.epsilon(DELTA).epsilon <= 2 * 0.5
+
+
+def test_refused_under_the_exact_sampler_with_the_reason() -> None:
+    """Issue 25: continuous Gibbs draws with data-dependent acceptance have no exact (lattice) sampler."""
+    _, _, meta = synthetic(500, 3, seed=4)
+    with using_sampler("exact"), pytest.raises(SolverParameterError, match="no exact sampler") as refused:
+        SOLVER.resolve({"model": "mean"}, meta, target_epsilon=1.0, delta=DELTA)
+    assert refused.value.parameter == "solver" and "noise_sampler is float" in str(refused.value)
+    with using_sampler("float"):
+        assert SOLVER.resolve({"model": "mean"}, meta, target_epsilon=1.0, delta=DELTA).model == "mean"

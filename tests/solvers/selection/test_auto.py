@@ -17,6 +17,7 @@ import pytest
 from dp_accounting.rdp import rdp_privacy_accountant as rdp
 
 from privfit.privacy import DEFAULT_GRID, make_generator
+from privfit.privacy.noise import describe_sampler
 from privfit.solvers import FitCancelled, PublicMetadata, SolverParameterError, get_solver
 from privfit.solvers.selection.auto import CANDIDATE_SOLVERS, SHARE_BISECTIONS, candidate_set, validation_size
 
@@ -148,7 +149,8 @@ def test_fit_releases_the_selected_candidate_with_public_progress() -> None:
     assert len(result.coefficients) == meta.d
     assert np.mean(result.predict(X) == y) > 0.9
     assert reported == sorted(reported) and reported[-1] == 1.0
-    assert result.metadata == p.resolved.model_dump(mode="json")  # public settings only: no score, no loser
+    # public settings only (and the sampler that drew the scores): no score, no loser
+    assert result.metadata == {**p.resolved.model_dump(mode="json"), "noise_sampler": describe_sampler("float")}
 
 
 def test_fit_can_be_cancelled_between_and_inside_candidates() -> None:

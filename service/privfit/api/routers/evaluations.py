@@ -62,6 +62,14 @@ log = logging.getLogger("privfit.api")
 
 EVALUATION_FORMULA = "evaluation-laplace/v1"
 """Identifies the mechanisms and budget split of :mod:`privfit.privacy.evaluation` in each evaluation's cost."""
+EXACT_EVALUATION_FORMULA = "evaluation-discrete-laplace/v1"
+"""The same with the exact noise sampler: discrete Laplace releases, charged their pure-DP curves."""
+
+
+def evaluation_formula(plan: EvaluationPlan) -> str:
+    """The formula version of ``plan``'s cost: it names the noise sampler the plan was made (and is released) with."""
+    return EVALUATION_FORMULA if plan.sampler == "float" else EXACT_EVALUATION_FORMULA
+
 
 Metric = Literal["accuracy", "roc_auc", "log_loss", "rmse", "mae"]
 
@@ -241,7 +249,7 @@ def evaluate(
         "id": evaluation_id, "job_id": job.id, "dataset_id": dataset.id, "api_key_id": principal.key_id,
         "idempotency_key": idempotency_key, "request_hash": request_hash, "epsilon": body.privacy.epsilon,
         "confidence": plan.confidence, "metrics": list(plan.metrics), "n_validation": plan.n,
-        "cost": cost_json(cost, budget, EVALUATION_FORMULA), "status": "running",
+        "cost": cost_json(cost, budget, evaluation_formula(plan)), "status": "running",
     }  # fmt: skip
 
     def admit() -> None:
@@ -330,10 +338,10 @@ def estimate_evaluation(
 
     dry = db.retrying(dry_run, what="evaluation estimate")
     total = sum(METRIC_WEIGHTS[m] for m in plan.metrics)
-    metrics = [{"metric": m, "epsilon": plan.epsilons[m], "weight": METRIC_WEIGHTS[m] / total, "noise": "laplace",
+    metrics = [{"metric": m, "epsilon": plan.epsilons[m], "weight": METRIC_WEIGHTS[m] / total, "noise": plan.noise,
                 "scale": plan.scale(m), "sensitivity": plan.sensitivity(m)} for m in plan.metrics]  # fmt: skip
     return public_json({"fit_id": job.id, "dataset_id": dataset.id, "n_validation": plan.n, "metrics": metrics,
-                        "cost": cost_json(cost, budget, EVALUATION_FORMULA), **asdict(dry),
+                        "cost": cost_json(cost, budget, evaluation_formula(plan)), **asdict(dry),
                         "epsilon_max": budget.epsilon_max})  # fmt: skip
 
 

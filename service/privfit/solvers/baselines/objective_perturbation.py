@@ -62,6 +62,13 @@ the certificate ‖∇J(θ̂)‖ ≤ γ holds for every dataset within the decla
 case that proof excludes (a floating-point failure of the certificate): the release is 0 + v with the same
 output noise v — data-independent, with the same status, progress and metadata as a success.
 
+**Continuous noise only** (issue 25). The proof above is a change of variables b ↦ θ_b: it needs b to have a
+density. Lattice-valued b (the exact samplers of :mod:`privfit.privacy.noise`) would make θ_b take countably
+many values, and a value reachable from D need not be reachable from D' — P(θ_b = θ | D) > 0 = P(θ_b = θ | D'), an
+infinite privacy loss. A server whose sampler is ``exact`` therefore refuses this solver at resolve time
+(:data:`EXACT_SAMPLER_REFUSAL`, on the ``solver`` field); with ``float`` its draws are numpy's, and the fit's
+metadata says so whatever the server's sampler when it runs.
+
 **Calibration** to a target (ε, δ). Laplace: ε_out = 1% of the target (AMP's split); ε_J + ε_b is the largest
 pure ε whose composition with the output part converts to ≤ the target at δ; λ (default: the larger of the λ
 that keeps ε_J ≤ (ε_J + ε_b)/2, CMS's choice when it adds regularisation, and the bias–noise balance of
@@ -92,18 +99,21 @@ from privfit.privacy import (
     pure_dp_rdp,
     pure_epsilon_for_target,
 )
+from privfit.privacy.noise import describe_sampler
 from privfit.solvers.base import (
     FitRun,
     FloatArray,
     GLMResolved,
     PrivacyRequest,
     PublicMetadata,
+    Release,
     Solver,
     SolverParameterError,
     SolverParams,
     design_bound,
     glm_loss,
     glm_resolved_fields,
+    require_float_sampler,
 )
 from privfit.solvers.baselines.erm import MinimiserProblem
 from privfit.solvers.baselines.perturbation import (
@@ -120,6 +130,7 @@ from privfit.solvers.baselines.perturbation import (
 from privfit.solvers.losses import make_loss
 
 __all__ = [
+    "EXACT_SAMPLER_REFUSAL",
     "ObjectivePerturbation",
     "ObjectivePerturbationParams",
     "ObjectivePerturbationResolved",
@@ -129,6 +140,14 @@ __all__ = [
     "objective_minimiser_problem",
     "output_noise_multiplier",
 ]
+
+
+#: Why a server with the exact sampler refuses objective perturbation (module docstring, "Continuous noise only";
+#: :func:`~privfit.solvers.base.require_float_sampler` words the refusal).
+EXACT_SAMPLER_REFUSAL = (
+    "needs noise with a continuous density (its privacy proof is a change of variables in the noise, which lattice "
+    "noise breaks; output_perturbation and dp_gd take exact noise)"
+)
 
 
 class ObjectivePerturbationParams(PerturbationParams):
@@ -241,7 +260,8 @@ class ObjectivePerturbation(Solver[ObjectivePerturbationParams, ObjectivePerturb
         self, p: ObjectivePerturbationParams, meta: PublicMetadata, privacy: PrivacyRequest
     ) -> ObjectivePerturbationResolved:
         """The ε split (laplace) or the σ_b calibration (gaussian) of the module docstring, λ, and the noise
-        scales, from public inputs only."""
+        scales, from public inputs only. Refused under the exact sampler (module docstring)."""
+        require_float_sampler(self.name, EXACT_SAMPLER_REFUSAL)
         target_epsilon, delta = privacy.required_target()
         grid = privacy.grid
         loss = glm_loss(p)
@@ -355,9 +375,10 @@ class ObjectivePerturbation(Solver[ObjectivePerturbationParams, ObjectivePerturb
         """R* = sqrt(2 ℓ_max(0)/λ): (λ/2)‖θ_0‖² ≤ J_0(θ_0) ≤ J_0(0) ≤ ℓ_max(0) bounds the unperturbed minimiser."""
         return math.sqrt(2.0 * make_loss(r.model, **r.loss_params).max_loss_at_zero(r.label_bound) / r.l2)
 
-    def _fit(self, run: FitRun, r: ObjectivePerturbationResolved) -> FloatArray:
+    def _fit(self, run: FitRun, r: ObjectivePerturbationResolved) -> Release:
         """Draw b, N public steps towards the minimiser of (2), the certificate, release θ̂ + output noise (3)
-        (or, if the certificate failed, 0 + the same output noise: the guard of the module docstring)."""
+        (or, if the certificate failed, 0 + the same output noise: the guard of the module docstring). The draws are
+        numpy's (continuous noise only): the metadata names the float sampler."""
         dimension = run.X.shape[1]
         problem = objective_minimiser_problem(
             r.model, r.loss_params, r.n, dimension, r.l2, r.design_norm_bound, r.label_bound, r.noise,
@@ -367,7 +388,7 @@ class ObjectivePerturbation(Solver[ObjectivePerturbationParams, ObjectivePerturb
         solution = solve_certified(run.X, run.y, problem, r, run.reporter, linear_term=b)
         centre = solution.theta if solution.certified else np.zeros(dimension)
         theta: FloatArray = centre + sample_noise(r.noise, dimension, r.output_noise_scale, run.rng)[0]
-        return theta
+        return Release(theta, metadata={"noise_sampler": describe_sampler("float")})
 
 
 def _l2_too_small(l2: float, target_epsilon: float, n: int, term: str, recommended: float) -> SolverParameterError:

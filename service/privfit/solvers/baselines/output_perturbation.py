@@ -30,6 +30,17 @@ Calibration: σ = :func:`~privfit.privacy.gaussian_sigma` with sensitivity Δ; t
 whose curve converts to ≤ the target at δ. An explicit ``noise_multiplier`` z gives σ = zΔ (gaussian) or
 s = zΔ, ε = 1/z (laplace).
 
+**The noise sampler** (:mod:`privfit.privacy.noise`, whose module docstring proves what follows). The resolution
+records the sampler in force (``sampler``) and the fit draws with that sampler, so the fit is the mechanism that
+was costed even when it runs later. ``float``: the draws above, from numpy. ``exact``: the Gaussian release is
+the discrete Gaussian mechanism on the lattice 2^k·Z (:func:`~privfit.privacy.noise.gaussian_release`, L2
+sensitivity Δ, public coordinate bound R* + γ/λ ≥ ‖θ̂‖); the noise module shows that the Gaussian curve charged
+above holds for it. No exact lattice sampler of the L2-Laplace density exists, so ``laplace`` becomes the
+product discrete Laplace on the lattice (:func:`~privfit.privacy.noise.laplace_release`) calibrated to the L1
+sensitivity ‖θ̂(D) − θ̂(D')‖₁ ≤ √d·Δ: per-coordinate scale b = √d·Δ/ε, the same pure ε (the layer inflates
+b by its rounding factor itself), charged as pure ε-DP. Its noise is larger: E‖v‖ ≤ √(E‖v‖²) = b√(2d) (up to the
+lattice's inflation ≤ 1 + 2⁻²⁰), i.e. √2·d·Δ/ε against d·Δ/ε for the L2-Laplace vector.
+
 Unlike gradient methods there is one noise draw, so the noise does not grow with an iteration count; but
 it scales with 1/λ, so a stronger regulariser is needed than for DP-GD (default λ: module
 :mod:`privfit.solvers.baselines.perturbation`).
@@ -55,12 +66,22 @@ import numpy as np
 from pydantic import Field
 
 from privfit.privacy import OrderGrid, PrivacyCost, gaussian_rdp, gaussian_sigma, pure_epsilon_for_target
+from privfit.privacy.noise import (
+    SamplerName,
+    current_sampler,
+    describe_sampler,
+    gaussian_releases,
+    laplace_cost,
+    laplace_releases,
+    using_sampler,
+)
 from privfit.solvers.base import (
     FitRun,
     FloatArray,
     GLMResolved,
     PrivacyRequest,
     PublicMetadata,
+    Release,
     Solver,
     SolverParameterError,
     ball_capped,
@@ -112,9 +133,27 @@ class OutputPerturbationResolved(GLMResolved):
     minimiser_steps: int = Field(ge=1, description="N: accelerated gradient steps of the minimiser (public).")
     sensitivity: float = Field(gt=0.0, description="Δ = 2G/(nλ) + 2γ/λ, eq. (4).")
     noise: NoiseKind
-    noise_scale: float = Field(gt=0.0, description="σ (gaussian) or s (laplace) of the output noise.")
-    noise_multiplier: float = Field(gt=0.0, description="noise_scale / Δ.")
-    pure_epsilon: float | None = Field(None, description="ε = Δ/s of the laplace release (None for gaussian).")
+    noise_scale: float = Field(
+        gt=0.0,
+        description="σ (gaussian), s of the L2-Laplace vector (laplace, float sampler) or b of each coordinate's "
+        "discrete Laplace (laplace, exact sampler) of the output noise.",
+    )
+    noise_multiplier: float = Field(
+        gt=0.0, description="noise_scale / Δ (gaussian; laplace with the float sampler) or noise_scale / (√d·Δ)."
+    )
+    pure_epsilon: float | None = Field(
+        None, description="ε = 1/noise_multiplier of a laplace release (None: Gaussian)."
+    )
+    sampler: SamplerName = Field(
+        "float",
+        description="The noise sampler this fit was resolved and charged for (privfit.privacy.noise); the fit draws "
+        "with it. Settings stored before the sampler existed drew with 'float'.",
+    )
+
+    def laplace_l1_sensitivity(self) -> float:
+        """√d·Δ: the L1 sensitivity of θ̂ (‖u‖₁ ≤ √d‖u‖₂), to which the exact sampler's discrete Laplace is
+        calibrated."""
+        return math.sqrt(self.d + int(self.fit_intercept)) * self.sensitivity
 
 
 def output_minimiser_problem(
@@ -139,9 +178,30 @@ def output_minimiser_problem(
 def perturb_output(
     theta_hat: np.ndarray, resolved: OutputPerturbationResolved, rng: np.random.Generator, runs: int = 1
 ) -> np.ndarray:
-    """Release (2): ``runs`` independent draws of Π_{R*}(θ̂ + v), shape (runs, d) (runs > 1: audits)."""
-    noise = sample_noise(resolved.noise, theta_hat.shape[-1], resolved.noise_scale, rng, runs)
-    return clip_rows(theta_hat + noise, resolved.minimizer_radius)
+    """Release (2): ``runs`` independent draws of Π_{R*}(θ̂ + v), shape (runs, d) (runs > 1: audits), with the
+    resolved sampler (``resolved.sampler``; module docstring). Gaussian: :func:`~privfit.privacy.noise.
+    gaussian_releases` (float: θ̂ + σ·N(0, I), the draws made before the noise layer). Laplace: the L2-Laplace
+    vector (float) or the product discrete Laplace of L1 sensitivity √d·Δ (exact)."""
+    dimension = theta_hat.shape[-1]
+    values = np.broadcast_to(np.asarray(theta_hat, dtype=np.float64), (runs, dimension))
+    # A public bound on every coordinate of θ̂: ‖θ*‖ ≤ R* and ‖θ̂ − θ*‖ ≤ γ/λ (the layer clips to it: a contraction).
+    bound = resolved.minimizer_radius + resolved.gradient_tolerance / resolved.l2
+    with using_sampler(resolved.sampler):
+        if resolved.noise == "gaussian":
+            stream = gaussian_releases(
+                rng, sigma=resolved.noise_scale, l2_sensitivity=resolved.sensitivity, shape=(runs, dimension),
+                count=1, bound=bound,
+            )  # fmt: skip
+            noisy = stream.release(values)
+        elif resolved.sampler == "float":
+            noisy = values + sample_noise(resolved.noise, dimension, resolved.noise_scale, rng, runs)
+        else:
+            stream = laplace_releases(
+                rng, scale=resolved.noise_scale, l1_sensitivity=resolved.laplace_l1_sensitivity(),
+                shape=(runs, dimension), count=1, bound=bound,
+            )  # fmt: skip
+            noisy = stream.release(values)
+    return clip_rows(noisy, resolved.minimizer_radius)
 
 
 class OutputPerturbation(Solver[OutputPerturbationParams, OutputPerturbationResolved]):
@@ -165,14 +225,18 @@ class OutputPerturbation(Solver[OutputPerturbationParams, OutputPerturbationReso
         dimension = meta.d + int(p.fit_intercept)
 
         # Noise per unit sensitivity: z = σ/Δ (gaussian) or s/Δ = 1/ε (laplace); independent of λ.
+        sampler = current_sampler()
         if privacy.target is None:
             multiplier = privacy.explicit()
         elif p.noise == "gaussian":
             multiplier = gaussian_sigma(*privacy.target, sensitivity=1.0, grid=privacy.grid).noise
         else:
             multiplier = 1.0 / pure_epsilon_for_target(*privacy.target, privacy.grid)
-        # Expected noise norm per unit sensitivity: z·sqrt(d) (gaussian) or z·d (Gamma(d) radius).
+        # Expected noise norm per unit sensitivity: z·sqrt(d) (gaussian), z·d (Gamma(d) radius; laplace, float) or
+        # the bound z·√d·√(2d) of the product discrete Laplace (laplace, exact; module docstring).
         norm_per_unit = multiplier * (math.sqrt(dimension) if p.noise == "gaussian" else dimension)
+        if p.noise == "laplace" and sampler == "exact":
+            norm_per_unit *= math.sqrt(2.0)
         heuristic_lipschitz = loss.lipschitz(bound, meta.label_bound, p.effective_radius())
         l2 = p.effective_l2(
             default_l2(heuristic_lipschitz, norm_per_unit * 2.0 * heuristic_lipschitz / meta.n, p.effective_radius())
@@ -187,6 +251,8 @@ class OutputPerturbation(Solver[OutputPerturbationParams, OutputPerturbationReso
         )
         tolerance, floor, steps = resolve_gradient_tolerance(p.gradient_tolerance, problem, lipschitz)
         sensitivity = 2.0 * lipschitz / (meta.n * l2) + 2.0 * tolerance / l2
+        # The exact laplace release is calibrated to the L1 sensitivity √d·Δ: b = z·√d·Δ, still ε = 1/z.
+        per_unit = math.sqrt(dimension) if p.noise == "laplace" and sampler == "exact" else 1.0
         return OutputPerturbationResolved(
             **glm_resolved_fields(p, meta, privacy),
             l2=l2,
@@ -198,36 +264,46 @@ class OutputPerturbation(Solver[OutputPerturbationParams, OutputPerturbationReso
             minimiser_steps=steps,
             sensitivity=sensitivity,
             noise=p.noise,
-            noise_scale=multiplier * sensitivity,
+            noise_scale=multiplier * per_unit * sensitivity,
             noise_multiplier=multiplier,
             pure_epsilon=None if p.noise == "gaussian" else 1.0 / multiplier,
+            sampler=sampler,
         )
 
     def _cost(self, r: OutputPerturbationResolved, meta: PublicMetadata, grid: OrderGrid) -> PrivacyCost:
-        """Gaussian: ``gaussian_rdp(σ, Δ)``; laplace: ``pure_dp_rdp(Δ/s)`` (eq. (4)); reads no row."""
+        """Gaussian: ``gaussian_rdp(σ, Δ)`` (both samplers: :mod:`privfit.privacy.noise`); laplace: ``pure_dp_rdp(Δ/s)``
+        (eq. (4)), or with the exact sampler the pure-DP curve of the discrete Laplace, ε = √d·Δ/b
+        (:func:`~privfit.privacy.noise.laplace_cost`); reads no row."""
         if r.noise == "gaussian":
             return PrivacyCost(gaussian_rdp(grid, sigma=r.noise_scale, sensitivity=r.sensitivity), grid)
+        if r.sampler == "exact":
+            return laplace_cost(grid, scale=r.noise_scale, sensitivity=r.laplace_l1_sensitivity(), sampler="exact")
         return PrivacyCost.pure_dp(r.sensitivity / r.noise_scale, grid)
 
     def _progress_steps(self, r: OutputPerturbationResolved) -> int:
         return r.minimiser_steps + 1
 
-    def _fit(self, run: FitRun, r: OutputPerturbationResolved) -> FloatArray:
+    def _fit(self, run: FitRun, r: OutputPerturbationResolved) -> Release:
         """N public steps towards (1), the certificate, the calibrated noise around θ̂ (or, if the certificate
-        failed, around 0: the guard of the module docstring), the projection onto the R* ball."""
+        failed, around 0: the guard of the module docstring), the projection onto the R* ball; the noise from the
+        resolved sampler, which the metadata names."""
         problem = output_minimiser_problem(
             r.model, r.loss_params, r.n, run.X.shape[1], r.l2, r.design_norm_bound, r.label_bound, r.minimizer_radius
         )
         solution = solve_certified(run.X, run.y, problem, r, run.reporter)
         centre = solution.theta if solution.certified else np.zeros(run.X.shape[1])
         theta: FloatArray = perturb_output(centre, r, run.rng)[0]
-        return theta
+        return Release(theta, metadata={"noise_sampler": describe_sampler(r.sampler)})
 
     def _noise_norm(self, r: OutputPerturbationResolved, meta: PublicMetadata) -> float:
         """E‖v‖ of the output noise of (2), exactly (:func:`~privfit.solvers.baselines.perturbation.
-        expected_noise_norm`: σ√2·Γ((d + 1)/2)/Γ(d/2) for the Gaussian, d·s for the L2-Laplace vector), capped at 2R*
-        (the release is projected onto the R* ball, which contains θ*: :func:`~privfit.solvers.base.ball_capped`)."""
-        norm = expected_noise_norm(r.noise, r.d + int(r.fit_intercept), r.noise_scale)
+        expected_noise_norm`: σ√2·Γ((d + 1)/2)/Γ(d/2) for the Gaussian, d·s for the L2-Laplace vector) or, for the
+        exact sampler's product discrete Laplace, its bound b√(2d) (module docstring), capped at 2R* (the release is
+        projected onto the R* ball, which contains θ*: :func:`~privfit.solvers.base.ball_capped`)."""
+        dimension = r.d + int(r.fit_intercept)
+        if r.noise == "laplace" and r.sampler == "exact":
+            return ball_capped(r.noise_scale * math.sqrt(2.0 * dimension), r.minimizer_radius)
+        norm = expected_noise_norm(r.noise, dimension, r.noise_scale)
         return ball_capped(norm, r.minimizer_radius)
 
     def _outlook_radius(self, r: OutputPerturbationResolved) -> float:

@@ -6,6 +6,10 @@ vector v ∈ R^d of density ∝ exp(−‖v‖₂ / s). In polar coordinates the
 Gamma(d, s) law, and the direction is uniform and independent, so v = r · g/‖g‖ with r ~ Gamma(d, s) and
 g ~ N(0, I_d) (:func:`sample_l2_laplace`). If a map of the data moves by at most Δ in L2 between neighbours,
 adding this noise with s = Δ/ε is ε-DP: the density ratio is exp((‖v + u‖ − ‖v‖)/s) ≤ exp(‖u‖/s) ≤ e^ε.
+These are numpy's floating-point draws (the ``float`` sampler of :mod:`privfit.privacy.noise`): no exact lattice
+sampler of this density exists, so under the ``exact`` sampler ``output_perturbation`` releases the product
+discrete Laplace of the L1 sensitivity instead, and ``objective_perturbation``, whose proof needs a density, is
+refused (their module docstrings).
 
 **Default λ** (:func:`default_l2`). Both mechanisms move the non-private solution by a noise whose size
 scales like K/λ (K: the expected noise norm at λ = 1, a public function of ε, δ, n, d and G), while the

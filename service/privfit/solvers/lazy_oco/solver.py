@@ -63,6 +63,12 @@ i.i.d. rows), with the THEORETICAL regret bound of thm:regret for the chosen par
 quantities — never an empirical regret on private rows. ``report_switches`` adds the number of switches.
 Progress is reported at fixed milestones of the round index (data-independent values).
 
+**No exact sampler** (issue 25). The Gibbs draws sample continuous truncated Gaussians and the keep/switch step
+accepts with a data-dependent probability; neither can be moved to the lattice samplers of
+:mod:`privfit.privacy.noise` without a new proof. A server whose sampler is ``exact`` refuses this solver at resolve
+time (:data:`EXACT_SAMPLER_REFUSAL`, on the ``solver`` field); with ``float`` its draws are numpy's, and the fit's
+metadata says so whatever the server's sampler when it runs.
+
 **When to use it.** At realistic n its utility is far below one-shot solvers (spec §4.3: the average-regret
 bound at T = 1e5, d = 10, ε = 1 is about 24·GD per round); it is the streaming / continual-release algorithm.
 For a one-shot estimate use the Gaussian mechanism on a mean, or ``dp_otb`` / ``dp_sgd`` for GLMs.
@@ -78,6 +84,7 @@ import numpy as np
 from pydantic import Field
 
 from privfit.privacy import OrderGrid, PrivacyCost, pure_epsilon_for_target
+from privfit.privacy.noise import describe_sampler
 from privfit.solvers.base import (
     MAX_SCALE,
     MIN_SCALE,
@@ -92,6 +99,7 @@ from privfit.solvers.base import (
     ball_capped,
     delta_part,
     design_matrix,
+    require_float_sampler,
 )
 from privfit.solvers.geometry import augmented_bound
 from privfit.solvers.lazy_oco.accounting import (
@@ -109,7 +117,7 @@ from privfit.solvers.lazy_oco.pcomw import (
     run_pcomw_tg,
 )
 
-__all__ = ["LAZY_OCO_MODELS", "DPLazyOCO", "DPLazyOCOParams", "DPLazyOCOResolved"]
+__all__ = ["EXACT_SAMPLER_REFUSAL", "LAZY_OCO_MODELS", "DPLazyOCO", "DPLazyOCOParams", "DPLazyOCOResolved"]
 
 #: The models of spec §5.3 (exact Gibbs measures); not GLMs, so they are not in the loss registry.
 LAZY_OCO_MODELS = ("mean", "linear_loss")
@@ -125,6 +133,9 @@ _CONSISTENCY_RTOL = 1e-9
 MAX_DIMENSION = 1000
 MAX_MEAN_OVER_RADIUS = 1e3
 MIN_SCALE_OVER_RADIUS = 1e-3
+#: Why a server with the exact sampler refuses this solver (module docstring, "No exact sampler";
+#: :func:`~privfit.solvers.base.require_float_sampler` words the refusal).
+EXACT_SAMPLER_REFUSAL = "samples a continuous distribution with data-dependent acceptance"
 #: Solvers to name when a GLM model is requested.
 _GLM_SOLVERS = "dp_otb, dp_sgd, dp_gd, objective_perturbation or output_perturbation"
 
@@ -274,7 +285,9 @@ class DPLazyOCO(Solver[DPLazyOCOParams, DPLazyOCOResolved]):
 
     def _resolve(self, p: DPLazyOCOParams, meta: PublicMetadata, privacy: PrivacyRequest) -> DPLazyOCOResolved:
         """Public bounds → G, D; (target ε, δ_cal = δ/2, T = n) → (β, λ, p, Φ, B_int) by the paper's recipe. On a
-        dataset δ_cal is at most its filter's δ allowance (the charge's δ part is ≤ δ_cal(1 + 2⁻²⁰))."""
+        dataset δ_cal is at most its filter's δ allowance (the charge's δ part is ≤ δ_cal(1 + 2⁻²⁰)). Refused under
+        the exact sampler (module docstring)."""
+        require_float_sampler(self.name, EXACT_SAMPLER_REFUSAL)
         target_epsilon, delta = privacy.required_target()
         delta_allowance = privacy.delta_allowance
         z = p.z or ("x" if p.model == "mean" else "yx")
@@ -401,7 +414,9 @@ class DPLazyOCO(Solver[DPLazyOCOParams, DPLazyOCOResolved]):
         plan, _ = _resolved_sampling_plan(r)
         outcome = run_pcomw_tg(stream, config, r.radius, run.rng, reporter=run.reporter, plan=plan)
         run.reporter.advance(run.meta.n)
-        extra = {"num_switches": outcome.num_switches} if r.report_switches else {}
+        extra: dict[str, Any] = {"noise_sampler": describe_sampler("float")}  # numpy's draws (module docstring)
+        if r.report_switches:
+            extra["num_switches"] = outcome.num_switches
         return Release(outcome.average_iterate, metadata=extra, predictor=r.z == "yx")
 
     def _noise_norm(self, r: DPLazyOCOResolved, meta: PublicMetadata) -> float:

@@ -255,10 +255,11 @@ class DPOTBResolved(GLMResolved):
         "N(0, (σ_1 t^{k−1})² I).",
     )
     prefix_estimator: EstimatorName
-    noise_sampler: SamplerName = Field(
+    sampler: SamplerName = Field(
         "float",
-        description="The sampler the plan was resolved for (privfit.privacy.noise): 'exact' rounds every δ_t to "
-        "a lattice, sums them in integers and draws the nodes' noise from the exact discrete Gaussian.",
+        description="The noise sampler the plan was resolved and charged for (privfit.privacy.noise); the fit "
+        "draws with it: 'exact' rounds every δ_t to a lattice, sums them in integers and draws the nodes' noise "
+        "from the exact discrete Gaussian. Settings stored before the sampler existed drew with 'float'.",
     )
 
 
@@ -471,7 +472,7 @@ class DPOnlineToBatch(Solver[DPOTBParams, DPOTBResolved]):
             rho=rho,
             noise_scale=sigma_1,
             prefix_estimator=estimator,
-            noise_sampler=sampler,
+            sampler=sampler,
         )
 
     @staticmethod
@@ -531,7 +532,7 @@ class DPOnlineToBatch(Solver[DPOTBParams, DPOTBResolved]):
             context=self.learner_context(r),
             rng=run.rng,
             reporter=run.reporter,
-            lattice=exact_lattice(r) if r.noise_sampler == "exact" else None,
+            lattice=exact_lattice(r) if r.sampler == "exact" else None,
         )
 
     def _noise_norm(self, r: DPOTBResolved, meta: PublicMetadata) -> float:

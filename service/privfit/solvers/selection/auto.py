@@ -68,6 +68,15 @@ scores, its own cost). ``mode='selection'`` and ``mode='recommended'`` force eit
 ``output_perturbation``; for a categorical label, the solvers that fit the multinomial model, ``dp_gd`` and
 ``dp_sgd``, scored by the number of validation rows whose most probable class is the true one (Δ_s = 1). Each at
 its own defaults (which follow the public noise level of its share t·ε).
+
+**The noise sampler** (issue 25; :mod:`privfit.privacy.noise`). The resolution records the sampler in force
+(``sampler``); the candidates are planned under it (each records its own) and the fit draws with it. Each score
+is one Gaussian release of one coordinate, L2 sensitivity Δ_s, σ = z_s·Δ_s, public bound n_val·Δ_s on |S|
+(:func:`~privfit.privacy.noise.gaussian_release`): with ``float`` numpy's draws as before the layer, with ``exact``
+the discrete Gaussian on a lattice, for which the noise module proves the Gaussian curve m·α/(2z_s²) of (1).
+``objective_perturbation`` needs continuous noise and is refused under ``exact``: there the classifiers'
+candidates are ``dp_gd`` and ``output_perturbation`` (as for the squared loss), and the recommendation rule
+falls back to ``dp_gd`` (:func:`~privfit.solvers.recommendation.recommend`).
 """
 
 from __future__ import annotations
@@ -81,6 +90,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ...privacy import OrderGrid, PrivacyCost, gaussian_sigma
 from ...privacy.mechanisms import gaussian_rdp
+from ...privacy.noise import SamplerName, current_sampler, describe_sampler, gaussian_release, using_sampler
 from ..base import (
     CLASSIFICATION_MODELS,
     FitResult,
@@ -135,22 +145,25 @@ DEFAULT_VALIDATION_FRACTION = 0.2
 PROGRESS_UNITS = 1000
 
 
-def recommended_solver(model: str, n: int, epsilon: float, multiclass: bool = False) -> str:
-    """The solver ``mode='recommended'`` fits: :func:`~privfit.solvers.recommendation.recommend`'s for binary
-    logistic and linear models; ``dp_gd`` (whose defaults follow the public noise level) for a categorical label
-    and for the models the recommendation rule does not cover."""
+def recommended_solver(
+    model: str, n: int, epsilon: float, multiclass: bool = False, sampler: SamplerName = "float"
+) -> str:
+    """The solver ``mode='recommended'`` fits: :func:`~privfit.solvers.recommendation.recommend`'s (for the noise
+    ``sampler``) for binary logistic and linear models; ``dp_gd`` (whose defaults follow the public noise level) for
+    a categorical label and for the models the recommendation rule does not cover."""
     if model in ("logistic", "linear") and not multiclass:
-        return recommend(model, n, epsilon).solver
+        return recommend(model, n, epsilon, sampler=sampler).solver
     return "dp_gd"
 
 
-def candidate_set(model: str, multiclass: bool = False) -> tuple[str, ...]:
+def candidate_set(model: str, multiclass: bool = False, sampler: SamplerName = "float") -> tuple[str, ...]:
     """The public candidate solvers for ``model`` (module docstring, "Candidates"), each run at its defaults;
     ``multiclass``: a categorical label, which among the candidates only ``dp_gd`` and ``dp_sgd`` fit
-    (:data:`~privfit.solvers.base.MULTICLASS_SOLVERS`)."""
+    (:data:`~privfit.solvers.base.MULTICLASS_SOLVERS`); ``sampler`` 'exact': no ``objective_perturbation``, which
+    needs continuous noise (module docstring, "The noise sampler")."""
     if multiclass:
         return MULTICLASS_CANDIDATES
-    if model == "linear":
+    if model == "linear" or sampler == "exact":
         return ("dp_gd", "output_perturbation")
     return ("dp_gd", "objective_perturbation")
 
@@ -257,6 +270,11 @@ class AutoResolved(MetadataResolved):
     score_noise_multiplier: float | None = Field(
         gt=0.0, description="z_s: a score's Gaussian noise is z_s·Δ_s (selection only)."
     )
+    sampler: SamplerName = Field(
+        "float",
+        description="The noise sampler this fit was resolved for (privfit.privacy.noise): it chose the candidates "
+        "and draws the scores. Settings stored before the sampler existed drew with 'float'.",
+    )
 
 
 class AutoSelection(Solver[AutoParams, AutoResolved]):
@@ -284,7 +302,7 @@ class AutoSelection(Solver[AutoParams, AutoResolved]):
         epsilon = share * target.epsilon
         planned = [
             self._plan_candidate(name, p, meta_train, epsilon, privacy)
-            for name in candidate_set(p.model, meta_train.classes is not None)
+            for name in candidate_set(p.model, meta_train.classes is not None, current_sampler())
         ]
         z = gaussian_sigma(epsilon, target.delta, count=len(planned), grid=privacy.grid).noise
         return [candidate for candidate, _ in planned], [cost for _, cost in planned], z
@@ -310,6 +328,7 @@ class AutoSelection(Solver[AutoParams, AutoResolved]):
             fit_intercept=p.fit_intercept,
             classes=None if meta.classes is None else list(meta.classes),
             validation_fraction=p.validation_fraction,
+            sampler=current_sampler(),
             **fields,
         )
 
@@ -336,7 +355,7 @@ class AutoSelection(Solver[AutoParams, AutoResolved]):
 
     def _resolve_recommended(self, p: AutoParams, meta: PublicMetadata, privacy: PrivacyRequest) -> AutoResolved:
         epsilon = privacy.required_target().epsilon
-        name = recommended_solver(p.model, meta.n, epsilon, meta.classes is not None)
+        name = recommended_solver(p.model, meta.n, epsilon, meta.classes is not None, current_sampler())
         candidate, _ = self._plan_candidate(name, p, meta, epsilon, privacy)
         return self._settings(
             p, meta, privacy, mode="recommended", n_train=meta.n, n_validation=0, share=1.0, candidates=[candidate],
@@ -353,7 +372,7 @@ class AutoSelection(Solver[AutoParams, AutoResolved]):
             total = selection_curve(costs, z, privacy.grid)
             return (candidates, z) if total.epsilon(target.delta).epsilon <= target.epsilon else None
 
-        low = 1.0 / len(candidate_set(p.model, meta.classes is not None))
+        low = 1.0 / len(candidate_set(p.model, meta.classes is not None, current_sampler()))
         best = feasible(low)
         while best is None:  # pragma: no cover - m curves each at ε/m compose to ≤ ε for every mechanism here
             low /= 2.0
@@ -383,13 +402,13 @@ class AutoSelection(Solver[AutoParams, AutoResolved]):
         multiclass = r.classes is not None
         if r.mode == "selection":
             split_ok = r.n_validation == validation_size(r.n, r.validation_fraction)
-            names = candidate_set(r.model, multiclass)
+            names = candidate_set(r.model, multiclass, r.sampler)
             scores_ok = r.score_noise_multiplier is not None and r.score_sensitivity == score_sensitivity(
                 r.model, r.label_bound
             )
         else:
             split_ok = r.n_validation == 0 and r.share == 1.0
-            names = (recommended_solver(r.model, r.n, r.target_epsilon or 0.0, multiclass),)
+            names = (recommended_solver(r.model, r.n, r.target_epsilon or 0.0, multiclass, r.sampler),)
             scores_ok = r.score_noise_multiplier is None and r.score_sensitivity is None
         if not split_ok or r.n_train != r.n - r.n_validation:
             raise SolverParameterError("resolved", "the split sizes do not follow from n and validation_fraction")
@@ -428,6 +447,13 @@ class AutoSelection(Solver[AutoParams, AutoResolved]):
         return PROGRESS_UNITS * (len(r.candidates) + (r.mode == "selection"))
 
     def _fit(self, run: FitRun, r: AutoResolved) -> Release:
+        """Steps 1–4 of the module docstring with the resolved sampler, which the metadata names."""
+        with using_sampler(r.sampler):
+            release = self._select(run, r)
+        return Release(release.theta, metadata={"noise_sampler": describe_sampler(r.sampler)},
+                       selected=release.selected)  # fmt: skip
+
+    def _select(self, run: FitRun, r: AutoResolved) -> Release:
         if r.mode == "selection":
             permutation = run.rng.permutation(run.meta.n)
             train, validation = permutation[: r.n_train], permutation[r.n_train :]
@@ -473,16 +499,22 @@ class AutoSelection(Solver[AutoParams, AutoResolved]):
         """Step 3: s_c = S(θ_c; D_val) + N(0, (z_s·Δ_s)²), one draw per candidate whatever the rows."""
         if r.score_noise_multiplier is None or r.score_sensitivity is None:
             raise SolverParameterError("resolved", "only a selection scores its candidates")
+        sigma, sensitivity = r.score_noise_multiplier * r.score_sensitivity, r.score_sensitivity
+
+        def noisy(exact: Any) -> FloatArray:
+            """m Gaussian releases of one coordinate each (module docstring): |S| ≤ n_val·Δ_s is public."""
+            column = np.asarray(exact, dtype=np.float64)[:, None]
+            scores = gaussian_release(rng, column, sigma=sigma, l2_sensitivity=sensitivity,
+                                      bound=r.n_validation * sensitivity)  # fmt: skip
+            return np.asarray(scores[:, 0], dtype=np.float64)
+
         design = np.hstack([X, np.ones((X.shape[0], 1))]) if r.fit_intercept else X
         if r.classes is not None:  # vec(Θ) row-major: the most probable class against the class index
             predicted = [np.argmax(design @ theta.reshape(len(r.classes), -1).T, axis=1) for theta in thetas]
-            exact = np.sum(np.stack(predicted) == y, axis=1, dtype=np.float64)
-            noise = rng.normal(0.0, r.score_noise_multiplier * r.score_sensitivity, size=len(thetas))
-            return np.asarray(exact + noise, dtype=np.float64)
+            return noisy(np.sum(np.stack(predicted) == y, axis=1, dtype=np.float64))
         margins = np.stack([design @ theta for theta in thetas])
         if r.model in CLASSIFICATION_MODELS:
             exact = np.sum(np.where(margins >= 0.0, 1.0, -1.0) == y, axis=1, dtype=np.float64)
         else:
             exact = -np.sum(np.minimum((margins - y) ** 2, residual_cap(r.label_bound) ** 2), axis=1)
-        noise = rng.normal(0.0, r.score_noise_multiplier * r.score_sensitivity, size=len(thetas))
-        return np.asarray(exact + noise, dtype=np.float64)
+        return noisy(exact)
