@@ -32,7 +32,9 @@ time (the tests cross-check the samplers against it).
 Printed per solver: float s, exact s (medians), exact / float, the exact draws per fit (the coordinates requested
 from :func:`~privfit.privacy.exact_sampling.discrete_gaussian` and ``discrete_laplace`` — the only sources of
 exact noise, including the background thread's blocks — counted by wrapping those functions in this script
-(:class:`DrawCounter`); blocks drawn ahead and not used by a fit that stops early are counted too), the sampler
+(:class:`DrawCounter`); blocks drawn ahead and not used by a fit that stops early are counted too), the resolved
+settings that differ under ``exact`` (dp_otb's prefix estimator, auto's candidates: then the two columns time
+different algorithms), the sampler
 the result's metadata names (``noise_sampler.name``), the test accuracy on ``adult.test`` (mean ± sd over the
 repeats) under each sampler, and the 1-minute load average when the row finished. Rows of ``dp_gd``, ``dp_sgd``,
 ``output_perturbation`` and ``objective_perturbation`` are marked met / not met against the 1.5 × goal; the others
@@ -126,6 +128,7 @@ class Row:
     metadata_names: set[str] = dataclasses.field(default_factory=set)
     load: float = 0.0
     skipped: str = ""
+    settings: str = ""
 
     def median(self, sampler: str) -> float:
         return statistics.median(self.seconds[sampler])
@@ -175,6 +178,7 @@ def run_solver(name: str, train: Any, test: Any, meta: PublicMetadata, args: arg
         except SolverParameterError as error:
             row.skipped = f"refused under {sampler}: {error}"
             return row
+    row.settings = settings_change(resolved["float"], resolved["exact"])
     failure = warm_up(solver, model, train.X, train.y, meta, args.delta)
     if failure:
         progress(f"{name}: warm-up on the first rows failed ({failure}); continuing")
@@ -195,6 +199,20 @@ def run_solver(name: str, train: Any, test: Any, meta: PublicMetadata, args: arg
     return row
 
 
+def settings_change(float_resolved: Any, exact_resolved: Any) -> str:
+    """The resolved settings that differ under ``exact`` (not the sampler itself nor the charged ε's last digits):
+    e.g. dp_otb's prefix estimator, auto's candidates. Public facts of the plans."""
+    before, after = float_resolved.model_dump(mode="json"), exact_resolved.model_dump(mode="json")
+    changes = []
+    for key in [k for k in before if k not in ("sampler", "epsilon") and before[k] != after.get(k)]:
+        old, new = before[key], after.get(key)
+        if key == "candidates":
+            old, new = [c.get("solver") for c in old], [c.get("solver") for c in new]
+        text = f"{key} {old} → {new}".replace("'", "")
+        changes.append(text if len(text) <= 80 else key)
+    return f"exact settings: {'; '.join(changes)}" if changes else ""
+
+
 def mean_sd(values: list[float]) -> str:
     sd = statistics.stdev(values) if len(values) > 1 else 0.0
     return f"{100 * statistics.fmean(values):.2f} ± {100 * sd:.2f}"
@@ -210,6 +228,8 @@ def verdict(row: Row) -> str:
         notes.append("no exact draws: its noise does not go through the layer")
     if row.metadata_names != {"exact"}:
         notes.append(f"metadata names {', '.join(sorted(row.metadata_names))}")
+    if row.settings:
+        notes.append(row.settings)
     return "; ".join(notes)
 
 
