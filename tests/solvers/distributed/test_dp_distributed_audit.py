@@ -54,9 +54,7 @@ class Independent:
         raise NotImplementedError
 
 
-def world(
-    first_label: float, dimension: int = 1, runs: int = RUNS
-) -> tuple[FloatArray, FloatArray, NDArray[np.intp]]:
+def world(first_label: float, dimension: int = 1, runs: int = RUNS) -> tuple[FloatArray, FloatArray, NDArray[np.intp]]:
     """The 20 records (record 1 carries ``first_label``), x = (1/√n)·1, and every run's fixed order."""
     X = np.full((ROUNDS, dimension), 1.0 / math.sqrt(dimension))
     y = np.ones(ROUNDS)

@@ -228,7 +228,9 @@ def test_one_full_batch_step_audit_holds_with_the_exact_sampler(variant: str) ->
     below the exact Gaussian's ε (≤ claim), and σ calibrated for sensitivity C is still detected."""
     with using_sampler("exact"):
         resolved = one_step("poisson")
-        sigma = resolved.sigma if variant == "calibrated" else one_step("poisson", clip_norm=resolved.clip_norm / 2).sigma
+        sigma = (
+            resolved.sigma if variant == "calibrated" else one_step("poisson", clip_norm=resolved.clip_norm / 2).sigma
+        )
         bound, _, _ = canary_audit(resolved, sigma, ONE_STEP_RUNS)
     claimed = resolved.epsilon
     assert claimed is not None
