@@ -4,6 +4,9 @@ the acceptance target (accuracy within ±1 point at ε = 0.1, n_val = 5,000, in 
 
 Tolerances of the rate tests are justified by the binomial sd of the observed rate: with R runs and true rate p,
 sd = √(p(1 − p)/R); each test allows 3.5 sd (a false failure rate below 5e-4 per test).
+
+With the exact sampler (plans made under it: discrete Laplace, charged pure ε = 1; 2·10⁵ vectorised draws per world
+of release()'s own lattice): accuracy ε_lb 0.973, clipped log-loss 0.983, unclipped log-loss 3.90 — detected.
 """
 
 from __future__ import annotations

@@ -17,6 +17,10 @@ pure (laplace): ε_lb 1.98 (tight); Gaussian: 1.05; the forgotten factor 2 (nois
 variant: ε_lb 3.95 > 2, detected. Objective perturbation, pure (ε_b = 1.78 after the Jacobian and output
 shares): ε_lb 1.77; Gaussian: 0.76; objective noise calibrated to a gradient gap G instead of 2G: ε_lb 3.54 > 2,
 detected.
+
+With the exact sampler (plan resolved under it; 4·10⁵ runs per world), output perturbation: discrete Laplace at the
+L1 sensitivity √d·Δ, charged pure ε = 1.9999995: ε_lb 1.98; lattice Gaussian: 0.87; the forgotten factor 2: 3.94,
+detected. ``objective_perturbation`` has no exact sampler (refused under it: test_perturbation_exact.py).
 """
 
 from __future__ import annotations

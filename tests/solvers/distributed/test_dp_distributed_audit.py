@@ -13,6 +13,10 @@ pooled quantiles, both tails and both orders). Measured: the correct loop gives 
 variant that mixes the learner's own CLEAN iterate (spec P3, invariant I1 broken) gives ε_lb = 4.25 with that
 statistic (spec: 4.40): the audit detects it. The hinge is the smoothed hinge of width 0.01 (privfit's ``svm``
 model), which equals the hinge's −y at margin 0 and keeps the later gradients nearly constant, as the spec's.
+
+With the exact sampler (the instance resolved by the solver under it at ε = 1, δ = 1e-5: charged the pure-DP curve of
+p·ε₀ = 0.9968; discrete Laplace broadcasts; 10⁵ runs per world): first broadcast ε_lb 0.965, Σ_k k·w̃_k 0.36, the
+clean-iterate bug 3.84 — detected.
 """
 
 from __future__ import annotations

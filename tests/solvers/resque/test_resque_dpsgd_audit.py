@@ -51,9 +51,11 @@ Poisson steps):
 * broken (i), the clip of the WEIGHTED subgradients removed (the loop's ``clipped_scaled_row_sum`` replaced by the
   plain sum; ``project_step``'s ``clip_rows`` with R and ρ/4 kept intact), same instance and runs: 1.795 > 1.
   DETECTED.
+* exact sampler (the one-step poisson instance resolved and drawn under it: the lattice Gaussian), 4·10⁵ samples
+  per world: 0.525 ≤ ε_exact 0.915; σ for sensitivity C: 1.249 > 1, DETECTED.
 
-The whole module runs in ≈ 27 s on 2 cores (shared machine): ≈ 2 s per one-step case, 4.4 s for ten steps, 4–7 s
-per ReSQue case.
+The whole module runs in ≈ 15–27 s on 2 cores (shared machine): ≈ 1.5–2 s per one-step case, 4.4 s for ten steps,
+2–7 s per ReSQue case.
 
 What is not detectable, and why. Variant (i) is detected because C < ‖∂f‖ = 1: without the clip the canary
 contributes ∓w·4C; it would be detected with m = 1 too. The purely ReSQue failure — C ≥ L (e.g. the default C = 2L

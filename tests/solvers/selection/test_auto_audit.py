@@ -13,6 +13,8 @@ z_s, or the residual cap forgotten in the score — must be detected.
 Measured (selection at ε = 8, δ = 1e-6, n = 40: z_s ≈ 1.44 / 1.38): lower bounds 1.60 (logistic) and 1.71
 (linear) against claims 3.48 and 3.64; a quarter of z_s: 6.31; the residual cap forgotten in the score
 (a residual² of 4 where the noise is sized for c² = 1/4): 8.25 (the most 40,000 runs can show) — detected.
+With the exact sampler (plan resolved under it: candidates dp_gd and output_perturbation, z_s ≈ 1.38, one-score
+claim 3.64): 1.61 (logistic and linear); a quarter of z_s: 6.60 — detected.
 """
 
 from __future__ import annotations
