@@ -12,6 +12,7 @@ import numpy as np
 from fastapi.testclient import TestClient
 
 from privfit.api.app import create_app
+from privfit.api.auth import create_api_key
 from privfit.settings import Settings
 from privfit.solvers.base import REGRESSION_MODELS
 
@@ -75,6 +76,17 @@ def make_client(database_url: str, tmp_path: Path, *, workers: bool = True, **ov
         "heartbeat_seconds": 0.2, "max_upload_bytes": 8 * 1024 * 1024, **overrides,
     }  # fmt: skip
     return TestClient(create_app(Settings(**fields), run_workers=workers))
+
+
+def make_keys(test_client: TestClient) -> Keys:
+    """An owner, another owner, an analyst, a stranger analyst and an admin of ``test_client``'s app."""
+    db = test_client.app.state.db
+    owner_id, owner = create_api_key(db, "owner", "owner")
+    _, other = create_api_key(db, "owner", "other")
+    analyst_id, analyst = create_api_key(db, "analyst", "analyst")
+    _, stranger = create_api_key(db, "analyst", "stranger")
+    _, admin = create_api_key(db, "admin", "admin")
+    return Keys(bearer(owner), owner_id, bearer(other), bearer(analyst), analyst_id, bearer(stranger), bearer(admin))
 
 
 def upload(test_client: TestClient, keys: Keys, *, csv: bytes | None = None, schema: dict | None = None,

@@ -6,10 +6,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from api_helpers import Keys, bearer, make_client
+from api_helpers import Keys, make_client, make_keys
 from fastapi.testclient import TestClient
-
-from privfit.api.auth import create_api_key
 
 
 @pytest.fixture
@@ -25,21 +23,11 @@ def idle_client(database_url: str, tmp_path: Path) -> Iterator[TestClient]:
         yield test_client
 
 
-def _keys(test_client: TestClient) -> Keys:
-    db = test_client.app.state.db
-    owner_id, owner = create_api_key(db, "owner", "owner")
-    _, other = create_api_key(db, "owner", "other")
-    analyst_id, analyst = create_api_key(db, "analyst", "analyst")
-    _, stranger = create_api_key(db, "analyst", "stranger")
-    _, admin = create_api_key(db, "admin", "admin")
-    return Keys(bearer(owner), owner_id, bearer(other), bearer(analyst), analyst_id, bearer(stranger), bearer(admin))
-
-
 @pytest.fixture
 def keys(client: TestClient) -> Keys:
-    return _keys(client)
+    return make_keys(client)
 
 
 @pytest.fixture
 def idle_keys(idle_client: TestClient) -> Keys:
-    return _keys(idle_client)
+    return make_keys(idle_client)

@@ -10,10 +10,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from api_helpers import Keys, bearer, fit_and_wait, make_client, upload
+from api_helpers import Keys, fit_and_wait, make_client, make_keys, upload
 from fastapi.testclient import TestClient
 
-from privfit.api.auth import create_api_key
 from privfit.privacy import PrivacyCost, get_grid
 from privfit.privacy.noise import current_sampler
 
@@ -23,16 +22,7 @@ def exact(database_url: str, tmp_path: Path) -> Iterator[tuple[TestClient, Keys]
     assert current_sampler() == "float"
     with make_client(database_url, tmp_path, noise_sampler="exact", enable_experimental_solvers=True) as client:
         assert current_sampler() == "exact"
-        db = client.app.state.db
-        owner_id, owner = create_api_key(db, "owner", "owner")
-        _, other = create_api_key(db, "owner", "other")
-        analyst_id, analyst = create_api_key(db, "analyst", "analyst")
-        _, stranger = create_api_key(db, "analyst", "stranger")
-        _, admin = create_api_key(db, "admin", "admin")
-        keys = Keys(
-            bearer(owner), owner_id, bearer(other), bearer(analyst), analyst_id, bearer(stranger), bearer(admin)
-        )
-        yield client, keys
+        yield client, make_keys(client)
     assert current_sampler() == "float"  # restored at shutdown: later tests in this process are unaffected
 
 

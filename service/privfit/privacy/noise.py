@@ -362,6 +362,28 @@ def gaussian_releases(
     )
 
 
+@contextlib.contextmanager
+def gaussian_stream(
+    rng: np.random.Generator,
+    *,
+    sigma: float,
+    l2_sensitivity: float,
+    shape: tuple[int, ...],
+    count: int,
+    bound: float,
+) -> Iterator[NoisyReleases | None]:
+    """:func:`gaussian_releases` for the block of an iterative solver, closed when the block ends (a cancelled
+    fit stops the stream's background draws); None when ``sigma`` is 0 (the noiseless path of tests)."""
+    if sigma <= 0.0:
+        yield None
+        return
+    releases = gaussian_releases(rng, sigma=sigma, l2_sensitivity=l2_sensitivity, shape=shape, count=count, bound=bound)
+    try:
+        yield releases
+    finally:
+        releases.close()
+
+
 def laplace_releases(
     rng: np.random.Generator,
     *,

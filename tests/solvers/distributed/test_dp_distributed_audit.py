@@ -13,6 +13,10 @@ pooled quantiles, both tails and both orders). Measured: the correct loop gives 
 variant that mixes the learner's own CLEAN iterate (spec P3, invariant I1 broken) gives ε_lb = 4.25 with that
 statistic (spec: 4.40): the audit detects it. The hinge is the smoothed hinge of width 0.01 (privfit's ``svm``
 model), which equals the hinge's −y at margin 0 and keeps the later gradients nearly constant, as the spec's.
+
+With the exact sampler (the instance resolved by the solver under it at ε = 1, δ = 1e-5: charged the pure-DP curve of
+p·ε₀ = 0.9968; discrete Laplace broadcasts; 10⁵ runs per world): first broadcast ε_lb 0.965, Σ_k k·w̃_k 0.36, the
+clean-iterate bug 3.84 — detected.
 """
 
 from __future__ import annotations
@@ -24,12 +28,21 @@ import pytest
 from numpy.typing import NDArray
 
 from privfit.privacy.audit import epsilon_lower_bound
-from privfit.solvers.distributed.solver import laplace_scales, local_update, run_rounds, step_sizes
+from privfit.privacy.noise import laplace_release, using_sampler
+from privfit.solvers import PublicMetadata, get_solver
+from privfit.solvers.distributed.solver import (
+    DPDistributedResolved,
+    laplace_scales,
+    local_update,
+    run_rounds,
+    step_sizes,
+)
 from privfit.solvers.losses import make_loss
 
 FloatArray = NDArray[np.float64]
 
 RUNS = 400_000
+EXACT_RUNS = 100_000
 ROUNDS = 20
 EPSILON = 1.0
 LOSS = make_loss("svm", h=0.01)  # smoothed hinge of width 0.01 ≈ the spec's hinge; φ'(0, y) = −y
@@ -45,12 +58,12 @@ class Independent:
         raise NotImplementedError
 
 
-def world(first_label: float, dimension: int = 1) -> tuple[FloatArray, FloatArray, NDArray[np.intp]]:
+def world(first_label: float, dimension: int = 1, runs: int = RUNS) -> tuple[FloatArray, FloatArray, NDArray[np.intp]]:
     """The 20 records (record 1 carries ``first_label``), x = (1/√n)·1, and every run's fixed order."""
     X = np.full((ROUNDS, dimension), 1.0 / math.sqrt(dimension))
     y = np.ones(ROUNDS)
     y[0] = first_label
-    order = np.broadcast_to(np.arange(ROUNDS).reshape(1, ROUNDS, 1), (RUNS, ROUNDS, 1))
+    order = np.broadcast_to(np.arange(ROUNDS).reshape(1, ROUNDS, 1), (runs, ROUNDS, 1))
     return X, y, order
 
 
@@ -125,3 +138,72 @@ def test_released_tail_average_in_an_adversarial_direction(dimension: int) -> No
         scores.append(broadcasts[:, ROUNDS // 2 - 1 :].mean(axis=1) @ direction)
     result = epsilon_lower_bound(scores[0], scores[1], delta=0.0)
     assert result.epsilon_lower_bound <= EPSILON, result
+
+
+# --- the exact sampler ---------------------------------------------------------------------------------------
+def exact_plan() -> DPDistributedResolved:
+    """The audit's instance resolved by the solver under the exact sampler (target ε = 1 at δ = 1e-5): it is charged
+    the pure-DP curve of p·ε₀ (privfit.privacy.noise), so the δ = 0 audit's claim is that pure ε."""
+    meta = PublicMetadata(n=ROUNDS, d=1, row_norm_bound=1.0)
+    params = {"model": "svm", "hinge_smoothing": 0.01, "fit_intercept": False, "n_learners": 1, "batch_size": 1,
+              "l2": 1.0, "radius": 1e6, "clip_norm": 1.0}  # fmt: skip
+    with using_sampler("exact"):
+        r = get_solver("dp_distributed").resolve(params, meta, target_epsilon=EPSILON, delta=1e-5)
+    assert isinstance(r, DPDistributedResolved) and r.sampler == "exact"
+    assert r.rounds_per_pass == ROUNDS and r.passes == 1 and r.lr_offset == 0 and r.clip_norm == 1.0
+    return r
+
+
+def exact_transcripts(r: DPDistributedResolved, first_label: float, seed: int, *, clean: bool = False) -> FloatArray:
+    """The broadcasts of ``EXACT_RUNS`` runs of the resolved plan, shape (runs, rounds): the solver's own loop
+    with the plan's schedule, L1 sensitivities and sampler or (``clean``) the bug of spec P3 (the learner mixes its
+    own clean iterate), each broadcast a discrete Laplace release of the noise layer."""
+    X, y, order = world(first_label, runs=EXACT_RUNS)
+    steps, scales = r.round_schedule()
+    sensitivities = r.l1_sensitivities()
+    rng = np.random.default_rng(seed)
+    out = np.empty((EXACT_RUNS, ROUNDS))
+    with using_sampler(r.sampler):
+        if not clean:
+
+            def record(k: int, iterates: FloatArray, broadcasts: FloatArray) -> None:
+                out[:, k - 1] = broadcasts[:, 0]
+
+            run_rounds(
+                X, y, order, mixing=Independent(), loss=LOSS, steps=steps, noise_scales=scales, l2=r.l2,
+                clip_norm=r.clip_norm, radius=r.radius, rng=rng, tail_start=1, observer=record,  # type: ignore[arg-type]
+                sensitivities=sensitivities,
+            )  # fmt: skip
+            return out
+        iterates = np.zeros((EXACT_RUNS, 1))
+        norms = np.ones((EXACT_RUNS, 1))
+        for k in range(ROUNDS):
+            batch_X = np.broadcast_to(X[k], (EXACT_RUNS, 1, 1))
+            batch_y = np.full((EXACT_RUNS, 1), y[k])
+            iterates = local_update(iterates, batch_X, batch_y, norms, loss=LOSS, step=float(steps[k]), l2=r.l2,
+                                    clip_norm=r.clip_norm, radius=r.radius)  # fmt: skip
+            out[:, k] = laplace_release(rng, iterates, scale=float(scales[k]), l1_sensitivity=float(sensitivities[k]),
+                                        bound=r.radius)[:, 0]  # fmt: skip
+    return out
+
+
+def test_the_audit_holds_with_the_exact_sampler() -> None:
+    """With the plan resolved and drawn by the exact sampler (discrete Laplace broadcasts, charged the pure-DP curve):
+    the first broadcast and Σ_k k·w̃_k stay below the pure claim (the first nearly attains it); the clean-iterate
+    bug is still detected by Σ_k k·w̃_k.
+    10⁵ runs per world (the loop makes one vectorised exact draw per round)."""
+    r = exact_plan()
+    claim = get_solver("dp_distributed").cost(r, PublicMetadata(n=ROUNDS, d=1, row_norm_bound=1.0)).pure_epsilon
+    assert claim is not None and claim == pytest.approx(r.passes * r.epsilon_per_pass) and claim <= EPSILON
+    on_d, on_d_prime = exact_transcripts(r, +1.0, seed=11), exact_transcripts(r, -1.0, seed=12)
+    first = epsilon_lower_bound(on_d[:, 0], on_d_prime[:, 0], delta=0.0)
+    assert 0.85 <= first.epsilon_lower_bound <= claim, first
+    weights = np.arange(1, ROUNDS + 1, dtype=np.float64)
+    weighted = epsilon_lower_bound(on_d @ weights, on_d_prime @ weights, delta=0.0)
+    assert weighted.epsilon_lower_bound <= claim, weighted
+    broken = epsilon_lower_bound(
+        exact_transcripts(r, +1.0, seed=13, clean=True) @ weights,
+        exact_transcripts(r, -1.0, seed=14, clean=True) @ weights,
+        delta=0.0,
+    )
+    assert broken.epsilon_lower_bound > 2.0 * claim, broken

@@ -178,7 +178,7 @@ import numpy as np
 from pydantic import Field
 
 from privfit.privacy import OrderGrid, PrivacyCost, PrivacyParameterError, gaussian_rdp, gaussian_sigma
-from privfit.privacy.noise import gaussian_releases
+from privfit.privacy.noise import gaussian_stream
 from privfit.solvers.base import (
     MAX_SCALE,
     MIN_SCALE,
@@ -547,14 +547,9 @@ def dp_gradient_descent(
     norms = design.norms if design is not None else row_norms(X)
     # The noisy sums are releases: exact lattice noise or float (privfit.privacy.noise); replace-one sensitivity 2C,
     # and every coordinate of a sum of n rows clipped to C is at most n·C (the public bound).
-    releases = (
-        gaussian_releases(
-            rng, sigma=sigma, l2_sensitivity=2.0 * clip_norm, shape=(runs, d), count=steps, bound=n * clip_norm
-        )
-        if sigma > 0.0
-        else None
-    )
-    try:
+    with gaussian_stream(
+        rng, sigma=sigma, l2_sensitivity=2.0 * clip_norm, shape=(runs, d), count=steps, bound=n * clip_norm
+    ) as releases:
         for t in range(steps):
             if reporter is not None:
                 reporter.check_stop(t)
@@ -575,9 +570,6 @@ def dp_gradient_descent(
                 average += theta
             if reporter is not None:
                 reporter.report(t + 1)
-    finally:
-        if releases is not None:
-            releases.close()
     if average is not None:
         return average / tail
     return theta

@@ -166,7 +166,7 @@ from privfit.privacy import (
     sampled_without_replacement_gaussian_rdp,
     without_replacement_noise_multiplier,
 )
-from privfit.privacy.noise import gaussian_releases
+from privfit.privacy.noise import gaussian_stream
 from privfit.solvers.base import (
     MAX_SCALE,
     MIN_SCALE,
@@ -530,12 +530,9 @@ def dp_sgd(
     norms = row_norms(X)
     # The noisy sums are releases (privfit.privacy.noise). The lattice is sized for sensitivity C, the smallest of
     # the three samplings' (add/remove C; replace-one 2C): conservative for all. |coordinate| ≤ n·C.
-    releases = (
-        gaussian_releases(rng, sigma=sigma, l2_sensitivity=clip_norm, shape=(runs, d), count=steps, bound=n * clip_norm)
-        if sigma > 0.0
-        else None
-    )
-    try:
+    with gaussian_stream(
+        rng, sigma=sigma, l2_sensitivity=clip_norm, shape=(runs, d), count=steps, bound=n * clip_norm
+    ) as releases:
         for t in range(steps):
             if reporter is not None:
                 reporter.check_stop(t)
@@ -558,9 +555,6 @@ def dp_sgd(
                 observer(t + 1, theta)
             if reporter is not None:
                 reporter.report(t + 1)
-    finally:
-        if releases is not None:
-            releases.close()
     if average is not None:
         return average / tail
     return theta

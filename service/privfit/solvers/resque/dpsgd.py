@@ -63,7 +63,7 @@ from numpy.typing import NDArray
 from pydantic import Field, ValidationInfo, field_validator
 
 from privfit.privacy import OrderGrid, PrivacyCost
-from privfit.privacy.noise import gaussian_releases
+from privfit.privacy.noise import gaussian_stream
 from privfit.solvers.base import (
     MAX_SCALE,
     MIN_SCALE,
@@ -280,12 +280,9 @@ def resque_dp_sgd(
     norms = row_norms(X)
     # The noisy sums are releases (privfit.privacy.noise); the lattice is sized for the add/remove sensitivity C
     # (conservative for replace-one 2C); |coordinate| ≤ n·C.
-    releases = (
-        gaussian_releases(rng, sigma=sigma, l2_sensitivity=clip_norm, shape=(runs, d), count=steps, bound=n * clip_norm)
-        if sigma > 0.0
-        else None
-    )
-    try:
+    with gaussian_stream(
+        rng, sigma=sigma, l2_sensitivity=clip_norm, shape=(runs, d), count=steps, bound=n * clip_norm
+    ) as releases:
         for t in range(steps):
             if reporter is not None:
                 reporter.check_stop(t)
@@ -310,9 +307,6 @@ def resque_dp_sgd(
                 average += theta
             if reporter is not None:
                 reporter.report(t + 1)
-    finally:
-        if releases is not None:
-            releases.close()
     return average / tail if average is not None else theta
 
 
