@@ -206,6 +206,10 @@ def settings_change(float_resolved: Any, exact_resolved: Any) -> str:
     changes = []
     for key in [k for k in before if k not in ("sampler", "epsilon") and before[k] != after.get(k)]:
         old, new = before[key], after.get(key)
+        if isinstance(old, float) and isinstance(new, float) and old != 0.0:
+            if abs(new / old - 1.0) >= 1e-6:  # not the last digits of a recomputed float
+                changes.append(f"{key} ×{new / old:.5g}")
+            continue
         if key == "candidates":
             old, new = [c.get("solver") for c in old], [c.get("solver") for c in new]
         text = f"{key} {old} → {new}".replace("'", "")
