@@ -36,7 +36,9 @@ exact noise, including the background thread's blocks — counted by wrapping th
 settings that differ under ``exact`` (dp_otb's prefix estimator, auto's candidates: then the two columns time
 different algorithms), the sampler
 the result's metadata names (``noise_sampler.name``), the test accuracy on ``adult.test`` (mean ± sd over the
-repeats) under each sampler, and the 1-minute load average when the row finished. Rows of ``dp_gd``, ``dp_sgd``,
+repeats) under each sampler, and the 1-minute load average when the row finished. ``--accuracy-seeds N`` then fits
+N more seeds per sampler (untimed) and prints each solver's mean accuracy under both and their difference in
+standard errors. Rows of ``dp_gd``, ``dp_sgd``,
 ``output_perturbation`` and ``objective_perturbation`` are marked met / not met against the 1.5 × goal; the others
 state their factor.
 Exact fits with 0 draws, or whose metadata does not say ``exact``, are flagged: that solver's noise does not go
@@ -48,6 +50,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import math
 import os
 import statistics
 import sys
@@ -129,6 +132,7 @@ class Row:
     load: float = 0.0
     skipped: str = ""
     settings: str = ""
+    more_accuracy: dict[str, list[float]] = dataclasses.field(default_factory=lambda: {s: [] for s in SAMPLERS})
 
     def median(self, sampler: str) -> float:
         return statistics.median(self.seconds[sampler])
@@ -196,6 +200,13 @@ def run_solver(name: str, train: Any, test: Any, meta: PublicMetadata, args: arg
                 row.metadata_names.add(named)
             progress(f"{name} {sampler} #{repeat}: {seconds:.3f} s, accuracy {100 * accuracy:.2f} %")
     row.load = os.getloadavg()[0]
+    for seed in range(args.repeats, args.repeats + args.accuracy_seeds):  # untimed, seeds the timing did not use
+        for sampler in SAMPLERS:
+            row.more_accuracy[sampler].append(
+                timed_fit(sampler, solver, resolved[sampler], train, test, meta, seed)[1]
+            )  # fmt: skip
+    if args.accuracy_seeds:
+        progress(f"{name}: accuracy over {args.accuracy_seeds} more seeds per sampler")
     return row
 
 
@@ -215,6 +226,19 @@ def settings_change(float_resolved: Any, exact_resolved: Any) -> str:
         text = f"{key} {old} → {new}".replace("'", "")
         changes.append(text if len(text) <= 80 else key)
     return f"exact settings: {'; '.join(changes)}" if changes else ""
+
+
+def accuracy_line(row: Row) -> str:
+    """mean ± sd per sampler and (exact − float) / its standard error: whether exact changes utility beyond the
+    spread of the noise (|z| of a few is chance; different settings under exact change it for other reasons)."""
+    floats, exacts = row.more_accuracy["float"], row.more_accuracy["exact"]
+    if len(floats) < 2:
+        return f"  {row.name:<24} needs ≥ 2 seeds"
+    error = math.sqrt(statistics.variance(floats) / len(floats) + statistics.variance(exacts) / len(exacts))
+    gap = statistics.fmean(exacts) - statistics.fmean(floats)
+    z = f"{gap / error:+.2f}" if error > 0 else ("0" if gap == 0 else "inf")
+    note = f"  ({row.settings})" if row.settings else ""
+    return f"  {row.name:<24} float {mean_sd(floats)} %, exact {mean_sd(exacts)} %, (exact − float)/SE = {z}{note}"
 
 
 def mean_sd(values: list[float]) -> str:
@@ -270,9 +294,13 @@ def main() -> None:
     parser.add_argument("--delta", type=float, default=1e-6)
     parser.add_argument("--solvers", nargs="+", metavar="NAME", help="solvers to run (default: every registered)")
     parser.add_argument("--data", type=Path, default=ADULT_DIR)
+    parser.add_argument(
+        "--accuracy-seeds", type=int, default=0, metavar="N",
+        help="also fit N more seeds per sampler, untimed, and compare the mean test accuracies",
+    )  # fmt: skip
     args = parser.parse_args()
-    if args.repeats < 1:
-        parser.error("--repeats must be ≥ 1")
+    if args.repeats < 1 or args.accuracy_seeds < 0:
+        parser.error("--repeats must be ≥ 1 and --accuracy-seeds ≥ 0")
     if not ((args.data / "adult.data").is_file() and (args.data / "adult.test").is_file()):
         print(f"UCI Adult not found under {args.data.resolve()} (expected adult.data and adult.test); skipping")
         return
@@ -322,6 +350,10 @@ def main() -> None:
             print(f"{row.name}: exact / float = {row.ratio:.2f} ({verdict(row)})")
         elif row.name in ("dp_otb", "dp_distributed"):
             print(f"{row.name}: exact / float = {row.ratio:.2f} (stated, no goal)")
+    if args.accuracy_seeds:
+        print(f"\nTest accuracy over {args.accuracy_seeds} more seeds per sampler (untimed; the same seeds for both):")
+        for row in timed_rows:
+            print(accuracy_line(row))
     load_end = os.getloadavg()
     print(f"load average at end: {load_end[0]:.2f} {load_end[1]:.2f} {load_end[2]:.2f} (1, 5, 15 min)")
     print(f"total run time: {time.perf_counter() - _START:.1f} s")
