@@ -15,8 +15,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from api_helpers import SMALL_SCHEMA, Keys, check_bad_params_refused, fit_and_wait, make_client, upload
-from conftest import _keys
+from api_helpers import SMALL_SCHEMA, Keys, check_bad_params_refused, fit_and_wait, make_client, make_keys, upload
 from fastapi.testclient import TestClient
 
 from privfit.privacy import PrivacyCost, get_grid
@@ -36,7 +35,7 @@ def exact_client(database_url: str, tmp_path: Path) -> Iterator[TestClient]:
 
 @pytest.fixture
 def exact_keys(exact_client: TestClient) -> Keys:
-    return _keys(exact_client)
+    return make_keys(exact_client)
 
 
 @pytest.mark.parametrize(("solver", "model"), [("objective_perturbation", "logistic"), ("dp_lazy_oco", "mean")])

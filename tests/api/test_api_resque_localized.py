@@ -11,8 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from api_helpers import Keys, fit_and_wait, make_client, small_csv, upload
-from conftest import _keys
+from api_helpers import Keys, fit_and_wait, make_client, make_keys, small_csv, upload
 from fastapi.testclient import TestClient
 
 from privfit.privacy import PrivacyCost, curve_from_json, get_grid
@@ -24,7 +23,7 @@ TINY = {"outer_iterations": 1, "line_search_probes": 1, "zeta": 0.5, "steps_per_
 @pytest.fixture
 def experimental(database_url: str, tmp_path: Path) -> Iterator[tuple[TestClient, Keys]]:
     with make_client(database_url, tmp_path, enable_experimental_solvers=True) as test_client:
-        yield test_client, _keys(test_client)
+        yield test_client, make_keys(test_client)
 
 
 def test_hidden_and_refused_unless_enabled(client, keys) -> None:
