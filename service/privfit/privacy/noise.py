@@ -243,6 +243,9 @@ class _BackgroundDraws:
         weakref.finalize(self, self._stop.set)
 
     def take(self, count: int) -> np.ndarray:
+        if self._buffer.size >= count:  # views: no copy while the current block lasts
+            out, self._buffer = self._buffer[:count], self._buffer[count:]
+            return out
         parts = [self._buffer]
         have = self._buffer.size
         while have < count:
