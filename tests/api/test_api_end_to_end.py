@@ -11,6 +11,7 @@ import pytest
 from api_helpers import upload, wait_for
 
 from privfit.datasets import adult_schema
+from privfit.privacy.noise import describe_sampler
 
 FIT = {"model": "logistic", "solver": "dp_gd", "privacy": {"epsilon": 0.5}}
 
@@ -29,7 +30,10 @@ def test_fit_lifecycle_budget_and_ledger(client, keys):
     assert len(result["coefficients"]) == 5 and result["feature_names"][0] == "x1"
     assert result["coefficients"][0] > 0 > result["coefficients"][1]  # y = sign(2·x1 − x2 + noise)
     # What is released besides θ is the resolved, data-independent settings — nothing computed from rows.
-    assert result["metadata"] == done["settings"] and result["metadata"]["sigma"] > 0
+    assert (
+        result["metadata"] == {**done["settings"], "noise_sampler": describe_sampler()}
+        and result["metadata"]["sigma"] > 0
+    )
 
     budget = client.get(f"/v1/datasets/{dataset_id}/budget", headers=keys.analyst).json()
     # the budget shows the filter's measure: the fit's share of ε_max, not its own ε (which composes sublinearly)
