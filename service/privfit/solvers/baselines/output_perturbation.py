@@ -69,7 +69,6 @@ from privfit.privacy import OrderGrid, PrivacyCost, gaussian_rdp, gaussian_sigma
 from privfit.privacy.noise import (
     SamplerName,
     current_sampler,
-    describe_sampler,
     gaussian_releases,
     laplace_cost,
     laplace_releases,
@@ -81,7 +80,6 @@ from privfit.solvers.base import (
     GLMResolved,
     PrivacyRequest,
     PublicMetadata,
-    Release,
     Solver,
     SolverParameterError,
     ball_capped,
@@ -283,7 +281,7 @@ class OutputPerturbation(Solver[OutputPerturbationParams, OutputPerturbationReso
     def _progress_steps(self, r: OutputPerturbationResolved) -> int:
         return r.minimiser_steps + 1
 
-    def _fit(self, run: FitRun, r: OutputPerturbationResolved) -> Release:
+    def _fit(self, run: FitRun, r: OutputPerturbationResolved) -> FloatArray:
         """N public steps towards (1), the certificate, the calibrated noise around θ̂ (or, if the certificate
         failed, around 0: the guard of the module docstring), the projection onto the R* ball; the noise from the
         resolved sampler, which the metadata names."""
@@ -293,7 +291,7 @@ class OutputPerturbation(Solver[OutputPerturbationParams, OutputPerturbationReso
         solution = solve_certified(run.X, run.y, problem, r, run.reporter)
         centre = solution.theta if solution.certified else np.zeros(run.X.shape[1])
         theta: FloatArray = perturb_output(centre, r, run.rng)[0]
-        return Release(theta, metadata={"noise_sampler": describe_sampler(r.sampler)})
+        return theta
 
     def _noise_norm(self, r: OutputPerturbationResolved, meta: PublicMetadata) -> float:
         """E‖v‖ of the output noise of (2), exactly (:func:`~privfit.solvers.baselines.perturbation.

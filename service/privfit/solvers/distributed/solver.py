@@ -125,10 +125,8 @@ from privfit.privacy import OrderGrid, PrivacyCost, laplace_scale, pure_epsilon_
 from privfit.privacy.noise import (
     SamplerName,
     current_sampler,
-    describe_sampler,
     laplace_cost,
     laplace_release,
-    using_sampler,
 )
 from privfit.solvers.base import (
     MAX_SCALE,
@@ -139,7 +137,6 @@ from privfit.solvers.base import (
     PrivacyRequest,
     ProgressReporter,
     PublicMetadata,
-    Release,
     Solver,
     SolverParameterError,
     ball_capped,
@@ -695,19 +692,17 @@ class DPDistributed(Solver[DPDistributedParams, DPDistributedResolved]):
     def _progress_steps(self, r: DPDistributedResolved) -> int:
         return r.rounds_per_pass * r.passes
 
-    def _fit(self, run: FitRun, r: DPDistributedResolved) -> Release:
-        """Run the corrected algorithm with ``r``; permutation and noise from ``run.rng`` (OS-seeded), the noise with
-        the resolved sampler, which the metadata names."""
+    def _fit(self, run: FitRun, r: DPDistributedResolved) -> FloatArray:
+        """Run the corrected algorithm with ``r``; permutation and noise from ``run.rng`` (OS-seeded). The noise
+        draws with the resolved sampler: :meth:`Solver.fit` runs this under it and names it in the metadata."""
         alphas, mus = r.round_schedule()
         batches = [assign_batches(r.n, r.n_learners, r.batch_size, run.rng) for _ in range(r.passes)]
-        with using_sampler(r.sampler):
-            theta = run_rounds(
-                run.X, run.y, batches,
-                mixing=r.mixing_schedule(), loss=make_loss(r.model, **r.loss_params), steps=alphas,
-                noise_scales=mus, l2=r.l2, clip_norm=r.clip_norm, radius=r.radius, rng=run.rng,
-                tail_start=r.tail_start, output=r.output, reporter=run.reporter, sensitivities=r.l1_sensitivities(),
-            )  # fmt: skip
-        return Release(theta, metadata={"noise_sampler": describe_sampler(r.sampler)})
+        return run_rounds(
+            run.X, run.y, batches,
+            mixing=r.mixing_schedule(), loss=make_loss(r.model, **r.loss_params), steps=alphas,
+            noise_scales=mus, l2=r.l2, clip_norm=r.clip_norm, radius=r.radius, rng=run.rng,
+            tail_start=r.tail_start, output=r.output, reporter=run.reporter, sensitivities=r.l1_sensitivities(),
+        )  # fmt: skip
 
     def _noise_norm(self, r: DPDistributedResolved, meta: PublicMetadata) -> float:
         r"""The Laplace noise left in the last round's mean broadcast, sqrt(E‖·‖²), capped at 2R.

@@ -90,7 +90,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ...privacy import OrderGrid, PrivacyCost, gaussian_sigma
 from ...privacy.mechanisms import gaussian_rdp
-from ...privacy.noise import SamplerName, current_sampler, describe_sampler, gaussian_release, using_sampler
+from ...privacy.noise import SamplerName, current_sampler, gaussian_release
 from ..base import (
     CLASSIFICATION_MODELS,
     FitResult,
@@ -447,13 +447,8 @@ class AutoSelection(Solver[AutoParams, AutoResolved]):
         return PROGRESS_UNITS * (len(r.candidates) + (r.mode == "selection"))
 
     def _fit(self, run: FitRun, r: AutoResolved) -> Release:
-        """Steps 1–4 of the module docstring with the resolved sampler, which the metadata names."""
-        with using_sampler(r.sampler):
-            release = self._select(run, r)
-        return Release(release.theta, metadata={"noise_sampler": describe_sampler(r.sampler)},
-                       selected=release.selected)  # fmt: skip
-
-    def _select(self, run: FitRun, r: AutoResolved) -> Release:
+        """Steps 1–4 of the module docstring; :meth:`Solver.fit` runs it with the resolved sampler and names it in
+        the metadata."""
         if r.mode == "selection":
             permutation = run.rng.permutation(run.meta.n)
             train, validation = permutation[: r.n_train], permutation[r.n_train :]
