@@ -111,6 +111,7 @@ from privfit.datasets import (
     parse_and_encode,
 )
 from privfit.privacy import make_generator
+from privfit.privacy.noise import configure_sampler
 from privfit.solvers import FitResult, PublicMetadata, SolverParameterError
 from privfit.solvers.recommendation import recommend
 from privfit.solvers.registry import get_solver, solver_names
@@ -812,7 +813,12 @@ def main() -> None:
     parser.add_argument("--split-seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true", help="1 seed, ε ∈ {1}, 3,000 rows per dataset")
     parser.add_argument("--markdown", action="store_true", help="print the tables in Markdown")
+    parser.add_argument(
+        "--sampler", choices=["float", "exact"], default="float",
+        help="the noise sampler of every privfit fit (privfit.privacy.noise; the service's default is exact)",
+    )  # fmt: skip
     args = parser.parse_args()
+    configure_sampler(args.sampler)
     epsilons = sorted(args.epsilons or (QUICK_EPSILONS if args.quick else DEFAULT_EPSILONS))
     seeds = args.seeds or (1 if args.quick else 3)
     max_rows = args.max_rows or (QUICK_MAX_ROWS if args.quick else None)
@@ -823,7 +829,7 @@ def main() -> None:
 
     print(
         f"privfit utility benchmark (issue 21): ε ∈ {{{', '.join(f'{e:g}' for e in epsilons)}}}, δ = {args.delta:g}, "
-        f"{seeds} seed(s), split seed {args.split_seed}, 80/20"
+        f"{seeds} seed(s), split seed {args.split_seed}, 80/20, noise sampler {args.sampler}"
         + (f", at most {max_rows} rows per dataset" if max_rows else "")
     )
     print(f"privfit solvers: {', '.join(names)}")
