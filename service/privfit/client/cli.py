@@ -35,7 +35,7 @@ from rich.text import Text
 
 from . import errors
 from ._client import Client
-from .models import ApiObject, Evaluation, Fit, Outlook
+from .models import ApiObject, Evaluation, Fit, LedgerEntry, Outlook
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 
@@ -168,8 +168,30 @@ def _dataset_fields(out: Output, dataset: Any) -> None:
         ("id", dataset.id), ("name", dataset.name), ("rows (n)", dataset.n),
         ("private validation rows", dataset.n_validation or None), ("encoded columns (d)", dataset.d),
         ("row norm bound", dataset.row_norm_bound), ("label bound", dataset.label_bound),
-        ("budget", _budget_text(dataset.schema.get("budget", {}))), ("created", dataset.created_at),
+        ("budget", _budget_text(dataset.schema.get("budget", {}))),
+        ("private preprocessing", _preprocessing_text(dataset.preprocessing)), ("created", dataset.created_at),
     ])  # fmt: skip
+    if dataset.preprocessing:
+        out.table("encodings derived by private preprocessing", ("column", "role", "derived encoding"), [
+            (column["name"], column["role"], _derived_text(column["derived"]))
+            for column in dataset.preprocessing.get("columns", [])
+        ])  # fmt: skip
+
+
+def _preprocessing_text(preprocessing: dict[str, Any] | None) -> str:
+    if not preprocessing:
+        return "none"
+    return (f"{preprocessing['share']:.3g} of the budget (committed ε = {preprocessing['committed_epsilon']:.4g}; "
+            f"its own ε = {preprocessing['epsilon']:.4g})")  # fmt: skip
+
+
+def _derived_text(derived: dict[str, Any] | None) -> str:
+    if derived is None:
+        return "declared (kept)"
+    if "clip" in derived:
+        a, b = derived["clip"]
+        return f"clip to [{a:.6g}, {b:.6g}]" + (", then log1p" if derived.get("log") else "")
+    return f"bounds [{derived['lower']:.6g}, {derived['upper']:.6g}]"
 
 
 def _budget_text(budget: dict[str, Any]) -> str:
@@ -530,11 +552,18 @@ def _ledger(client: Client, args: argparse.Namespace, out: Output) -> int:
     if out.as_json:
         out.json(entries)
     else:
-        rows = [(e.id, e.created_at, e.kind, e.job_id or f"evaluation {e.evaluation_id}", e.epsilon,
-                 e.committed_epsilon_after, e.description) for e in entries]  # fmt: skip
+        rows = [(e.id, e.created_at, e.kind, _ledger_subject(e), e.epsilon, e.committed_epsilon_after,
+                 e.description) for e in entries]  # fmt: skip
         out.table(f"ledger of {args.dataset}", ("#", "time", "kind", "fit", "ε", "committed ε after (filter)", "what"),
                   rows)  # fmt: skip
     return EXIT_OK
+
+
+def _ledger_subject(entry: LedgerEntry) -> str:
+    """What a ledger entry belongs to: a fit's id, an evaluation or the dataset's preprocessing."""
+    if entry.job_id:
+        return entry.job_id
+    return f"evaluation {entry.evaluation_id}" if entry.evaluation_id else "preprocessing"
 
 
 def first_clause(description: str) -> str:

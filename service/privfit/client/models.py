@@ -136,6 +136,9 @@ class Dataset(ApiObject):
     content_hash: str | None = None
     #: in an upload's answer only (its owner): per numeric column, the cells clipped to the declared bounds
     clipped_cells: dict[str, int] | None = None
+    #: private preprocessing at upload: its share and ε, and per measured column the released counts and the
+    #: encoding derived from them (None: opted out or nothing to measure)
+    preprocessing: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -186,6 +189,7 @@ class LedgerEntry(ApiObject):
     id: int = 0
     job_id: str | None = None
     evaluation_id: str | None = None
+    preprocessing_dataset_id: str | None = None
     kind: str = ""
     epsilon: float = 0.0
     optimal_order: float | None = None

@@ -21,7 +21,8 @@ JSON format (every object forbids unknown keys)::
       "budget":   {"epsilon": float > 0, "delta": float in (0, 1)},
       "csv":      {"header": bool, "columns": [str]?, "na_values": [str], "delimiter": str,
                    "comment": str?},                    # optional; defaults below
-      "validation_fraction": float in (0, 0.5]?         # optional: private validation rows (datasets/split.py)
+      "validation_fraction": float in (0, 0.5]?,        # optional: private validation rows (datasets/split.py)
+      "preprocessing": "none" | {"share": float in (0, 0.5]}?   # optional: private preprocessing (default on)
     }
 
 Encoding rules fixed by the schema (implemented in :mod:`privfit.datasets.encoding`):
@@ -77,6 +78,7 @@ __all__ = [
     "NumericFeature",
     "NumericLabel",
     "NumericTransform",
+    "Preprocessing",
     "Standardize",
     "label_classes",
 ]
@@ -445,6 +447,19 @@ class CsvOptions(_Model):
         return self
 
 
+DEFAULT_PREPROCESSING_SHARE = 0.05
+"""The share of a dataset's privacy budget spent on private preprocessing when the owner does not choose
+(:mod:`privfit.datasets.preprocessing`; chosen by ``benchmarks/utility.py --preprocessing``, docs/datasets.md)."""
+
+
+class Preprocessing(_Model):
+    """Private preprocessing at upload (:mod:`privfit.datasets.preprocessing`): ``share`` of the budget (as the
+    dataset's privacy filter measures it) is spent once on noisy histograms of the numeric columns that declare no
+    transform (and of a numeric label), from which public rules derive clip ranges and log1p transforms."""
+
+    share: float = Field(default=DEFAULT_PREPROCESSING_SHARE, gt=0, le=0.5)
+
+
 class DatasetSchema(_Model):
     """The public declaration of a dataset: label, ordered features, missing policy, budget, CSV layout, and an
     optional validation fraction (:mod:`privfit.datasets.split`).
@@ -459,6 +474,12 @@ class DatasetSchema(_Model):
     missing: Literal["reject", "impute"] = "reject"
     budget: Budget
     csv: CsvOptions = Field(default_factory=CsvOptions)
+    preprocessing: Literal["none"] | Preprocessing | None = Field(
+        None,
+        description='Private preprocessing at upload: absent or {"share": s} (default share '
+        f"{DEFAULT_PREPROCESSING_SHARE}) spends s of the budget on DP histograms of the numeric columns without a "
+        'declared transform and derives their clip range and log1p from them; "none" opts out.',
+    )
     validation_fraction: float | None = Field(
         None,
         gt=0,
@@ -568,6 +589,7 @@ class DatasetSchema(_Model):
         for feature in document["features"]:  # schemas without transforms hash as they did before transforms
             if feature.get("transform", "absent") is None:
                 del feature["transform"]
-        if document.get("validation_fraction", "absent") is None:  # likewise for schemas without a validation split
-            del document["validation_fraction"]
+        for optional in ("validation_fraction", "preprocessing"):  # likewise for schemas that do not declare them
+            if document.get(optional, "absent") is None:
+                del document[optional]
         return json.dumps(document, sort_keys=True, separators=(",", ":"), allow_nan=False)

@@ -41,6 +41,11 @@ NAMING_CONVENTION = {
 JOB_STATUSES = ("queued", "running", "succeeded", "failed", "cancelled")
 EVALUATION_STATUSES = ("running", "succeeded", "failed")
 LEDGER_KINDS = ("reservation", "charge", "release")
+ONE_SUBJECT = (
+    "(CASE WHEN job_id IS NULL THEN 0 ELSE 1 END + CASE WHEN evaluation_id IS NULL THEN 0 ELSE 1 END"
+    " + CASE WHEN preprocessing_dataset_id IS NULL THEN 0 ELSE 1 END) = 1"
+)
+"""A ledger entry belongs to exactly one fit, evaluation or dataset preprocessing."""
 ROLES = ("owner", "analyst", "admin")
 
 
@@ -91,6 +96,8 @@ class Dataset(Base):
     validation_fraction: Mapped[float | None] = mapped_column(Float)
     n_validation: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     validation_storage_key: Mapped[str | None] = mapped_column(String(200), index=True)
+    #: the released statistics of private preprocessing and the encoding derived from them (public), or NULL
+    preprocessing: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     #: the identity of the store holding the matrix (``DatasetStore.identity``: ``local:<uuid>`` of a data
     #: directory, or ``database``); a worker whose store differs refuses the fit before charging it. NULL for
     #: datasets registered before revision 0006 (not checked).
@@ -245,8 +252,9 @@ class Evaluation(Base):
 
 class LedgerEntry(Base):
     """One append-only ledger entry: a reservation, the charge that confirms it, or the release that voids it
-    (a cancelled queued job, or the refund of a job that never read a row). It belongs to a fit (``job_id``) or
-    to an evaluation (``evaluation_id``), never both.
+    (a cancelled queued job, or the refund of a job that never read a row). It belongs to exactly one of a fit
+    (``job_id``), an evaluation (``evaluation_id``) and a dataset's private preprocessing
+    (``preprocessing_dataset_id``).
 
     Each records its curve (on ``grid_name``; JSON null = +∞, no bound at that order), its approximate-DP δ,
     approximate-RDP slack and pure-ε bound (NULL = +∞; :mod:`privfit.privacy.cost`), the formula version, the ε
@@ -257,15 +265,18 @@ class LedgerEntry(Base):
     __tablename__ = "ledger_entries"
     __table_args__ = (
         CheckConstraint(f"kind IN {LEDGER_KINDS}", name="kind"),
-        CheckConstraint("(job_id IS NULL) <> (evaluation_id IS NULL)", name="one_subject"),
+        CheckConstraint(ONE_SUBJECT, name="one_subject"),
         UniqueConstraint("job_id", "kind", name="uq_ledger_job_kind"),
         UniqueConstraint("evaluation_id", "kind", name="uq_ledger_evaluation_kind"),
+        UniqueConstraint("preprocessing_dataset_id", "kind", name="uq_ledger_preprocessing_kind"),
     )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     dataset_id: Mapped[str] = mapped_column(ForeignKey("datasets.id"), index=True)
     job_id: Mapped[str | None] = mapped_column(ForeignKey("jobs.id"), index=True)
     evaluation_id: Mapped[str | None] = mapped_column(ForeignKey("evaluations.id"), index=True)
+    #: set on the entries of a dataset's private preprocessing (:mod:`privfit.datasets.preprocessing`)
+    preprocessing_dataset_id: Mapped[str | None] = mapped_column(ForeignKey("datasets.id"), index=True)
     kind: Mapped[str] = mapped_column(String(16))
     rdp: Mapped[list[float | None]]
     extra_delta: Mapped[float] = mapped_column(Float, default=0.0)

@@ -290,15 +290,17 @@ def _entry(
     description: str,
     *,
     evaluation_id: str | None = None,
+    preprocessing_dataset_id: str | None = None,
     flush: bool = True,
 ) -> LedgerEntry:
-    """Append one entry of ``job_id`` or, with ``job_id=None``, of ``evaluation_id`` (``flush=False``: the caller
-    adds and flushes it)."""
+    """Append one entry of ``job_id`` or, with ``job_id=None``, of ``evaluation_id`` or of the dataset's
+    preprocessing (``preprocessing_dataset_id``) (``flush=False``: the caller adds and flushes it)."""
     own = cost.epsilon(budget.delta_max)
     committed = budget_filter(budget).measure(_committed(budget))
     budget.version += 1
     entry = LedgerEntry(
-        dataset_id=budget.dataset_id, job_id=job_id, evaluation_id=evaluation_id, kind=kind,
+        dataset_id=budget.dataset_id, job_id=job_id, evaluation_id=evaluation_id,
+        preprocessing_dataset_id=preprocessing_dataset_id, kind=kind,
         rdp=curve_to_json(cost.rdp), extra_delta=cost.extra_delta, approx_delta=cost.approx_delta,
         pure_epsilon=pure_epsilon_to_json(cost.pure_epsilon), grid_name=budget.grid_name,
         formula_version=FORMULA_VERSION, epsilon=own.epsilon, optimal_order=own.optimal_order,
@@ -381,9 +383,36 @@ def charge_evaluation(
     reads its rows right after this transaction commits, so there is no queued phase to release. The pair keeps
     every sum of the ledger valid (committed = reservations not released; charged = charges not released).
     ``UNIQUE(evaluation_id, kind)`` makes a second charge of the evaluation impossible."""
+    return _admit_and_charge(session, dataset_id, cost, description, "evaluation started",
+                             evaluation_id=evaluation_id)  # fmt: skip
+
+
+def _admit_and_charge(
+    session: Session,
+    dataset_id: str,
+    cost: PrivacyCost,
+    reserved: str,
+    charged: str,
+    *,
+    evaluation_id: str | None = None,
+    preprocessing_dataset_id: str | None = None,
+) -> LedgerEntry:
+    """Admit ``cost`` by the dataset's filter and write the reservation (``reserved`` as its description) and the
+    charge (``charged``) of a subject that reads rows right after this transaction: an evaluation or a dataset's
+    preprocessing."""
     budget = _admit(session, dataset_id, cost)
-    _entry(session, budget, None, "reservation", cost, description, evaluation_id=evaluation_id)
-    return _entry(session, budget, None, "charge", cost, "evaluation started", evaluation_id=evaluation_id)
+    for kind, description in (("reservation", reserved), ("charge", charged)):
+        entry = _entry(session, budget, None, kind, cost, description, evaluation_id=evaluation_id,
+                       preprocessing_dataset_id=preprocessing_dataset_id)  # fmt: skip
+    return entry
+
+
+def charge_preprocessing(session: Session, dataset_id: str, cost: PrivacyCost, description: str) -> LedgerEntry:
+    """Admit the private preprocessing of a dataset (:mod:`privfit.datasets.preprocessing`) by its filter, like a
+    fit, and write its reservation and charge at once, in the transaction that registers the dataset: its
+    statistics are released (and its rows read) only once that transaction commits. ``UNIQUE
+    (preprocessing_dataset_id, kind)`` makes a second charge impossible; it is never released."""
+    return _admit_and_charge(session, dataset_id, cost, description, description, preprocessing_dataset_id=dataset_id)
 
 
 def _job_entries(session: Session, job_id: str) -> dict[str, LedgerEntry]:

@@ -41,6 +41,7 @@ from privfit.datasets.lifecycle import (
     refuse_duplicate,
     release_key,
 )
+from privfit.datasets.preprocessing import PreprocessingOutcome, preprocess
 from privfit.datasets.schema import counting_clipped_cells
 from privfit.datasets.split import ValidationSplitError, split_validation
 from privfit.datasets.store import DatasetStore
@@ -48,8 +49,8 @@ from privfit.db import ApiKey, Database, Dataset, DatasetGrant, Job, LedgerEntry
 from privfit.db.models import utcnow
 from privfit.faults import crash_point
 from privfit.jobs import cancel
-from privfit.ledger import create_budget, status
-from privfit.privacy import OrderGrid, get_grid, secure_generator
+from privfit.ledger import charge_preprocessing, create_budget, status
+from privfit.privacy import OrderGrid, PrivacyFilter, get_grid, secure_generator
 from privfit.settings import Settings
 
 from ..auth import Principal, current_principal, require_role, visible_dataset
@@ -76,6 +77,14 @@ class DatasetOut(BaseModel):
     created_at: UtcDateTime
     owner_key_id: str
     content_hash: str | None = Field(None, description="Shown to the owner and admins only.")
+    preprocessing: dict[str, Any] | None = Field(
+        None,
+        description="Private preprocessing at upload (public, charged to the budget as its own ledger entry): the "
+        "mechanism, the share of the budget and the ε it took, and per measured numeric column its public grid "
+        "(edges), its released noisy counts and the encoding derived from them (a feature's transform, a label's "
+        "bounds; null: the declared encoding kept). Null when the schema opted out or had no column to measure. "
+        "The dataset's `schema` is the declared schema with the derived encodings filled in.",
+    )
     clipped_cells: dict[str, int] | None = Field(
         None,
         description="In the upload's answer only (to its owner, who holds the rows): per numeric column, the cells "
@@ -157,8 +166,12 @@ class BudgetOut(BaseModel):
 
 class LedgerEntryOut(BaseModel):
     id: int
-    job_id: str | None = Field(description="The fit this entry belongs to (null for an evaluation's entry).")
-    evaluation_id: str | None = Field(description="The evaluation this entry belongs to (null for a fit's entry).")
+    job_id: str | None = Field(description="The fit this entry belongs to (null for an evaluation's or a "
+                               "preprocessing's entry).")  # fmt: skip
+    evaluation_id: str | None = Field(description="The evaluation this entry belongs to (null otherwise).")
+    preprocessing_dataset_id: str | None = Field(
+        None, description="Set on the entries of the dataset's private preprocessing at upload (null otherwise)."
+    )
     kind: str = Field(description="reservation | charge | release")
     epsilon: Unbounded
     optimal_order: Unbounded
@@ -194,6 +207,7 @@ def _out(dataset: Dataset, principal: Principal) -> DatasetOut:
         id=dataset.id, name=dataset.name, n=dataset.n, n_validation=dataset.n_validation,
         validation_fraction=dataset.validation_fraction, d=dataset.d, feature_names=dataset.feature_names,
         row_norm_bound=dataset.row_norm_bound, label_bound=dataset.label_bound, schema_=dataset.schema_json,
+        preprocessing=dataset.preprocessing,
         created_at=dataset.created_at, owner_key_id=dataset.owner_key_id,
         content_hash=dataset.content_hash if privileged else None,
     )  # fmt: skip
@@ -300,14 +314,20 @@ def upload_dataset(
     if too_large is not None:
         raise Problem(422, "Invalid schema", f"schema.budget.{too_large}", field="schema.budget.delta")
     validation, content_hash = None, encoded.content_hash  # the hash of all the rows, split or not
+    privacy_filter = PrivacyFilter.for_budget(
+        declared.budget.epsilon, declared.budget.delta, grid, declared.budget.approximate_delta
+    )
+    preprocessing = preprocess(encoded, privacy_filter, secure_generator())  # charged in _register, shown after
+    if preprocessing is not None:
+        encoded = preprocessing.encoded
     if declared.validation_fraction is not None:
         try:  # a secret, uniformly random split of the rows (OS entropy), never stored or shown on its own
             encoded, validation = split_validation(encoded, declared.validation_fraction, secure_generator())
         except ValidationSplitError as error:
             raise Problem(422, "Invalid schema", str(error), field="schema.validation_fraction") from None
     dataset = _store_and_register(
-        request.app.state.db, request.app.state.store, principal, name or _default_name(file.filename), declared,
-        encoded, validation, content_hash, grid, allow_duplicate,
+        request.app.state.db, request.app.state.store, principal, name or _default_name(file.filename),
+        encoded, validation, content_hash, grid, allow_duplicate, preprocessing,
     )  # fmt: skip
     return _out(dataset, principal).model_copy(update={"clipped_cells": clipped})
 
@@ -317,12 +337,12 @@ def _store_and_register(
     store: DatasetStore,
     principal: Principal,
     name: str,
-    declared: DatasetSchema,
     encoded: EncodedDataset,
     validation: EncodedDataset | None,
     content_hash: str,
     grid: OrderGrid,
     allow_duplicate: bool,
+    preprocessing: PreprocessingOutcome | None,
 ) -> Dataset:
     """The back half of an upload, crash-consistent (module docstring; runs in the threadpool):
 
@@ -330,17 +350,23 @@ def _store_and_register(
        (under the keys' locks; a live dataset of the same owner with the same content is refused with 409 unless
        ``allow_duplicate``);
     2. the matrix (and the validation matrix) is stored;
-    3. the dataset and its budget are inserted in the transaction that removes the pending upload.
+    3. the dataset and its budget (and the charge of its private preprocessing) are inserted in the transaction
+       that removes the pending upload.
+
+    ``encoded`` is by the dataset's schema (the declared one with any derived encodings); ``content_hash`` is the
+    hash of all its rows as declared, which identifies the content when the stored keys are random (a split's rows
+    or a preprocessing's noise).
 
     A failure after 1 drops the pending upload and purges the data unless something else references it.
     """
     storage_key = store.key_of(encoded)
     validation_key = None if validation is None else store.key_of(validation)
-    split_hash = None if validation is None else content_hash  # a split's keys are random: match the content
+    random_keys = validation is not None or preprocessing is not None
+    match_hash = content_hash if random_keys else None  # random keys: match the content instead
     dataset_id = str(uuid.uuid4())
     try:
         begin_upload(db, dataset_id, storage_key, owner_key_id=principal.key_id, allow_duplicate=allow_duplicate,
-                     validation_key=validation_key, content_hash=split_hash)  # fmt: skip
+                     validation_key=validation_key, content_hash=match_hash)  # fmt: skip
         try:
             crash_point("upload:pending")  # test-only fault injection (privfit.faults)
             store.put(encoded, storage_key)  # storage_key == store.key_of(encoded)
@@ -348,8 +374,9 @@ def _store_and_register(
                 crash_point("upload:training-stored")
                 store.put(validation, validation_key)
             crash_point("upload:stored")
-            return _register(db, dataset_id, principal, name, declared, encoded, validation, content_hash,
-                             storage_key, validation_key, store.identity, grid, allow_duplicate)  # fmt: skip
+            return _register(db, dataset_id, principal, name, encoded, validation, content_hash, match_hash,
+                             storage_key, validation_key, store.identity, grid, allow_duplicate,
+                             preprocessing)  # fmt: skip
         except BaseException:
             try:
                 abandon_upload(db, store, dataset_id, storage_key, validation_key)  # no orphan data
@@ -370,42 +397,47 @@ def _register(
     dataset_id: str,
     principal: Principal,
     name: str,
-    declared: DatasetSchema,
     encoded: EncodedDataset,
     validation: EncodedDataset | None,
     content_hash: str,
+    match_hash: str | None,
     storage_key: str,
     validation_key: str | None,
     store_id: str,
     grid: OrderGrid,
     allow_duplicate: bool,
+    preprocessing: PreprocessingOutcome | None,
 ) -> Dataset:
     """Insert the dataset's public metadata and its budget, and remove its pending upload, in one transaction.
 
     503 (retry) if the pending upload is gone — the orphan sweep judged it abandoned, so its data may be purged;
     :class:`DuplicateDatasetError` if an identical upload of the same owner registered meanwhile."""
+    schema = encoded.schema
     with db.write() as session:
-        split_hash = None if validation is None else content_hash
-        if not finish_upload(session, dataset_id, storage_key, validation_key, split_hash):
+        if not finish_upload(session, dataset_id, storage_key, validation_key, match_hash):
             raise HTTPException(
                 503,
                 "the upload took longer than PRIVFIT_UPLOAD_GRACE_SECONDS and its stored data was swept; upload again",
                 headers={"Retry-After": "1"},
             )  # problem+json (problems.py)
         if not allow_duplicate:
-            refuse_duplicate(session, principal.key_id, storage_key, split_hash)  # under the locks (finish_upload)
+            refuse_duplicate(session, principal.key_id, storage_key, match_hash)  # under the locks (finish_upload)
         dataset = Dataset(
             id=dataset_id, owner_key_id=principal.key_id, name=name,
-            schema_json=json.loads(declared.canonical_json()), feature_names=list(encoded.feature_names),
+            schema_json=json.loads(schema.canonical_json()), feature_names=list(encoded.feature_names),
             n=encoded.n, d=encoded.d, row_norm_bound=encoded.row_norm_bound, label_bound=encoded.label_bound,
             content_hash=content_hash, storage_key=storage_key, store_id=store_id,
-            validation_fraction=declared.validation_fraction, n_validation=0 if validation is None else validation.n,
+            validation_fraction=schema.validation_fraction, n_validation=0 if validation is None else validation.n,
             validation_storage_key=validation_key,
         )  # fmt: skip
         session.add(dataset)
         session.flush()
-        create_budget(session, dataset_id, declared.budget.epsilon, declared.budget.delta, grid,
-                      declared.budget.approximate_delta)  # fmt: skip
+        create_budget(session, dataset_id, schema.budget.epsilon, schema.budget.delta, grid,
+                      schema.budget.approximate_delta)  # fmt: skip
+        if preprocessing is not None:
+            session.flush()
+            entry = charge_preprocessing(session, dataset_id, preprocessing.cost, "private preprocessing at upload")
+            dataset.preprocessing = preprocessing.public(entry.epsilon, entry.committed_epsilon_after)
     return dataset
 
 
@@ -645,6 +677,7 @@ def ledger(
                 "id": row.id,
                 "job_id": row.job_id,
                 "evaluation_id": row.evaluation_id,
+                "preprocessing_dataset_id": row.preprocessing_dataset_id,
                 "kind": row.kind,
                 "epsilon": row.epsilon,
                 "optimal_order": row.optimal_order,

@@ -344,6 +344,31 @@ async function fetchOrShowMissing(path, token) {
  * active) and, for owners and analysts, the estimate / run form.
  * @param {string} datasetId
  */
+function derivedText(derived) {
+  if (!derived) return "declared encoding kept";
+  if (derived.clip) {
+    return `clip to [${fmtNumber(derived.clip[0])}, ${fmtNumber(derived.clip[1])}]${derived.log ? ", then log1p" : ""}`;
+  }
+  return `bounds [${fmtNumber(derived.lower)}, ${fmtNumber(derived.upper)}]`;
+}
+
+function preprocessingPanel(preprocessing) {
+  // Private preprocessing at upload (public statistics, charged to the budget): what was derived per column.
+  if (!preprocessing) return null;
+  return el("section", { class: "panel", "data-testid": "preprocessing-panel" },
+    el("div", { class: "panel-head" }, el("h2", { text: "Private preprocessing" }),
+      el("span", { class: "muted small", "data-testid": "preprocessing-summary",
+        text: `${fmtNumber(preprocessing.share)} of the budget (committed ε ${fmtNumber(preprocessing.committed_epsilon)}) ` +
+          "on noisy histograms of the numeric columns; the encodings below were derived from them" })),
+    el("div", { class: "table-wrap" },
+      el("table", { class: "table", "data-testid": "preprocessing-table" },
+        el("thead", {}, el("tr", {}, ["Column", "Role", "Derived encoding"].map((h) => el("th", { text: h })))),
+        el("tbody", {}, preprocessing.columns.map((column) => el("tr", { "data-testid": "preprocessing-row" },
+          el("td", { class: "mono", text: column.name }),
+          el("td", { class: "muted small", text: column.role }),
+          el("td", { text: derivedText(column.derived) })))))));
+}
+
 async function renderDataset(datasetId) {
   const token = generation;
   const id = encodeURIComponent(datasetId);
@@ -387,6 +412,7 @@ async function renderDataset(datasetId) {
         el("span", { class: "muted small",
           text: "(ε, δ)-DP for every sequence of admitted fits, adaptive or concurrent, by the dataset's privacy filter" })),
       budgetSlot),
+    preprocessingPanel(dataset.preprocessing),
     el("div", { class: "grid-2" },
       el("section", { class: "panel" },
         el("div", { class: "panel-head" }, el("h2", { text: "Budget burn-down" }),
@@ -751,7 +777,8 @@ function ledgerTable(entries, epsilonMax, visibleFits) {
               text: shortId(entry.job_id) })
             : el("span", { class: "mono muted", "data-testid": "ledger-fit-id", title: `fit ${entry.job_id} (requested by another key)`,
               text: shortId(entry.job_id) })
-          : el("span", { class: "muted small", text: entry.evaluation_id ? `evaluation ${shortId(entry.evaluation_id)}` : "—" })),
+          : el("span", { class: "muted small", text: entry.evaluation_id ? `evaluation ${shortId(entry.evaluation_id)}`
+            : entry.preprocessing_dataset_id ? "preprocessing" : "—" })),
         el("td", { class: "numcell" }, num(entry.epsilon, "ledger-epsilon")),
         el("td", { class: "numcell" }, num(entry.committed_epsilon_after === null ? null
           : Math.max(0, epsilonMax - entry.committed_epsilon_after), "ledger-remaining")))))),

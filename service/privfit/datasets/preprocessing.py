@@ -1,0 +1,259 @@
+r"""Private preprocessing at upload: DP histograms of the numeric columns, then public rules for their encoding.
+
+A data owner who is not a DP expert declares codebook-wide bounds (ages 0–120, amounts 0 to a generous cap) and no
+transforms. Encoded by those bounds, the data fills a small part of [−1, 1]: little signal against noise scaled to
+the bounds. With the owner's consent (on by default; ``"preprocessing": "none"`` opts out) a public share of the
+budget is spent once, before any fit, on
+
+1. **the release** (:mod:`privfit.privacy.histogram`): one noisy histogram per *candidate* column — every numeric
+   feature that declares no ``transform`` and a numeric label — on a public grid of :data:`BINS` bins uniform in
+   sign(x)·log1p(|x|) over its declared bounds, with exact discrete Gaussian noise calibrated so the release uses
+   the declared share of the dataset's privacy filter; charged through the filter like a fit
+   (:func:`privfit.ledger.charge_preprocessing`) and then public metadata of the dataset;
+2. **public rules** (:func:`derive_range`, functions of the released counts, the public grid and n only, hence
+   post-processing): the clip range [a, b] that holds all but a :data:`TAIL` share of the column's surviving mass
+   at each end, and for a non-negative, right-skewed column ``log1p`` (:func:`is_right_skewed`);
+3. **the derived encoding**: the declared schema with those transforms filled in (a feature's ``transform:
+   {"clip": [a, b], "log": …}``; a numeric label's bounds narrowed to [a, b]) becomes the dataset's schema, so
+   fits, ``/predict``, evaluations and exported coefficients all use it. Owner-declared transforms keep precedence.
+
+**Rules in detail.** With noisy counts c̃_k and noise scale σ = √S: counts below τ = :data:`THRESHOLD_SIGMAS`·σ are
+set to 0 (a bin that holds nothing shows noise only; P(N_Z(0, S) ≥ 3.5σ) < 2.4·10⁻⁴ per bin). If the surviving mass
+M is below :data:`MIN_SURVIVING` · n the histogram says too little and the column keeps its declared encoding.
+Otherwise k_lo is the first bin where the surviving cumulative mass reaches TAIL·M, k_hi the last from the right;
+[a, b] = [e_{k_lo}, e_{k_hi + 1}] (bin edges, so a whole bin is kept). A column with a ≥ 0 is modelled as log1p
+when log1p(b) − log1p(a) ≥ 1 (the range spans a factor e in 1 + x) and its median bin's centre m (in the grid's
+own scale) satisfies b − m ≥ :data:`SKEW_RATIO` · (m − a): the upper tail is several times longer than the lower.
+
+The encoding of a numeric column from the stored matrix: the declared encoding is the affine map of the value
+clipped to [L, U] onto [−1, 1], so the clipped value is recovered as L + (x + 1)(U − L)/2 (to within an ulp of
+U − L) and encoded again with the derived transform; the public answer shows every derived transform.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from privfit.privacy import PrivacyCost, PrivacyFilter
+from privfit.privacy.histogram import (
+    NoisyHistograms,
+    histogram_cost,
+    release_histograms,
+    symlog_edges,
+    variance_for_share,
+)
+
+from .encoding import EncodedDataset, compute_content_hash
+from .schema import DEFAULT_PREPROCESSING_SHARE, DatasetSchema, NumericFeature, NumericLabel, Preprocessing
+
+__all__ = [
+    "BINS",
+    "MECHANISM",
+    "PreprocessingOutcome",
+    "derive_range",
+    "is_right_skewed",
+    "preprocess",
+    "preprocessing_share",
+]
+
+BINS = 32
+"""Bins of each column's public grid."""
+THRESHOLD_SIGMAS = 3.5
+"""Noisy counts below this many noise scales are treated as empty bins."""
+MIN_SURVIVING = 0.5
+"""A column keeps its declared encoding unless the surviving counts hold at least this share of n."""
+TAIL = 0.01
+"""The share of the surviving mass left beyond the clip range at each end."""
+SKEW_RATIO = 3.0
+"""Upper tail / lower tail length (about the median bin) from which a non-negative column is modelled as log1p."""
+MECHANISM = "noisy histograms on a public symlog grid, discrete Gaussian noise (Canonne, Kamath & Steinke 2020)"
+
+
+@dataclass(frozen=True)
+class _Column:
+    """A candidate column: its name, its role, its declared bounds and where it sits in the encoded data."""
+
+    name: str
+    role: str  # "feature" or "label"
+    lower: float
+    upper: float
+    index: int  # the column of X (features); -1 for the label
+    edges: np.ndarray
+
+
+@dataclass(frozen=True)
+class PreprocessingOutcome:
+    """What one preprocessing run produced: the re-encoded data, the derived schema, the charge and the public
+    statistics (:meth:`public`)."""
+
+    encoded: EncodedDataset
+    schema: DatasetSchema
+    cost: PrivacyCost
+    share: float
+    histograms: NoisyHistograms
+    columns: tuple[str, ...]
+    roles: tuple[str, ...]
+    derived: tuple[dict[str, Any] | None, ...]
+
+    def public(self, epsilon: float, committed_epsilon: float) -> dict[str, Any]:
+        """The released statistics and what was derived from them, as JSON (public metadata of the dataset).
+        ``epsilon`` is the release's own ε at the dataset's δ; ``committed_epsilon`` its share × ε_max."""
+        return {
+            "mechanism": MECHANISM,
+            "share": self.share,
+            "epsilon": epsilon,
+            "committed_epsilon": committed_epsilon,
+            "noise_variance": self.histograms.variance,
+            "bins": BINS,
+            "columns": [
+                {"name": name, "role": role, "edges": [float(e) for e in edges], "noisy_counts": counts.tolist(),
+                 "derived": derived}
+                for name, role, edges, counts, derived in zip(
+                    self.columns, self.roles, self.histograms.edges, self.histograms.counts, self.derived, strict=True
+                )
+            ],
+        }  # fmt: skip
+
+
+def preprocessing_share(schema: DatasetSchema) -> float | None:
+    """The share of the budget the declared schema spends on preprocessing (None: opted out)."""
+    if schema.preprocessing == "none":
+        return None
+    if isinstance(schema.preprocessing, Preprocessing):
+        return schema.preprocessing.share
+    return DEFAULT_PREPROCESSING_SHARE
+
+
+def _candidates(schema: DatasetSchema) -> list[_Column]:
+    """The columns preprocessing measures, in declared order (features, then the label): public."""
+    out: list[_Column] = []
+    offset = 0
+    for feature in schema.features:
+        if isinstance(feature, NumericFeature):
+            if feature.transform is None:
+                edges = symlog_edges(feature.lower, feature.upper, BINS)
+                if edges is not None:
+                    out.append(_Column(feature.name, "feature", feature.lower, feature.upper, offset, edges))
+            offset += 1
+        elif feature.type == "categorical":
+            offset += len(feature.levels)
+    if isinstance(schema.label, NumericLabel):
+        edges = symlog_edges(schema.label.lower, schema.label.upper, BINS)
+        if edges is not None:
+            out.append(_Column(schema.label.name, "label", schema.label.lower, schema.label.upper, -1, edges))
+    return out
+
+
+def _declared_values(encoded: np.ndarray, lower: float, upper: float) -> np.ndarray:
+    """The clipped values behind a column encoded by its declared bounds (module docstring)."""
+    return np.clip(lower + (np.asarray(encoded, dtype=np.float64) + 1.0) * ((upper - lower) / 2.0), lower, upper)
+
+
+def _bin_centre(edges: np.ndarray, k: int) -> float:
+    """The centre of bin k in the grid's own scale (sign·log1p), mapped back."""
+    t = (np.sign(edges[k : k + 2]) * np.log1p(np.abs(edges[k : k + 2]))).mean()
+    return float(np.sign(t) * np.expm1(abs(t)))
+
+
+def is_right_skewed(a: float, median: float, b: float) -> bool:
+    """The public log1p rule of the module docstring for a non-negative range [a, b] with median bin centre m."""
+    if a < 0 or not a <= median <= b:
+        return False
+    return math.log1p(b) - math.log1p(a) >= 1.0 and b - median >= SKEW_RATIO * (median - a)
+
+
+def derive_range(noisy: np.ndarray, edges: np.ndarray, sigma: float, n: int, role: str) -> dict[str, Any] | None:
+    """The derived encoding of one column from its released counts (public rules, module docstring): a
+    ``{"clip": [a, b], "log": bool}`` transform for a feature, ``{"lower": a, "upper": b}`` for a label, or None
+    (keep the declared encoding)."""
+    counts = np.where(noisy >= THRESHOLD_SIGMAS * sigma, noisy, 0).astype(np.float64)
+    mass = float(counts.sum())
+    if mass < MIN_SURVIVING * n:
+        return None
+    cumulative = np.cumsum(counts)
+    k_lo = int(np.searchsorted(cumulative, TAIL * mass, side="left"))
+    k_hi = int(counts.size - 1 - np.searchsorted(np.cumsum(counts[::-1]), TAIL * mass, side="left"))
+    k_med = int(np.searchsorted(cumulative, 0.5 * mass, side="left"))
+    a, b = float(edges[k_lo]), float(edges[k_hi + 1])
+    if role == "label":
+        return None if (a, b) == (float(edges[0]), float(edges[-1])) else {"lower": a, "upper": b}
+    log = is_right_skewed(a, _bin_centre(edges, k_med), b)
+    if (a, b) == (float(edges[0]), float(edges[-1])) and not log:
+        return None
+    return {"clip": [a, b], "log": log}
+
+
+def _derived_schema(
+    schema: DatasetSchema, columns: list[_Column], derived: list[dict[str, Any] | None]
+) -> DatasetSchema:
+    document = schema.model_dump(mode="json")
+    by_name = {column.name: rule for column, rule in zip(columns, derived, strict=True) if rule is not None}
+    for feature in document["features"]:
+        rule = by_name.get(feature["name"])
+        if rule is not None and feature["type"] == "numeric":
+            feature["transform"] = {"clip": rule["clip"], "log": rule["log"]}
+    label_rule = by_name.get(document["label"]["name"])
+    if label_rule is not None and document["label"]["type"] == "numeric":
+        document["label"]["lower"], document["label"]["upper"] = label_rule["lower"], label_rule["upper"]
+    return DatasetSchema.model_validate(document)
+
+
+def _reencode(encoded: EncodedDataset, schema: DatasetSchema, columns: list[_Column]) -> EncodedDataset:
+    """``encoded`` (by the declared schema) encoded by the derived ``schema`` instead, in the ``columns`` that
+    have a derived rule (module docstring)."""
+    X = np.array(encoded.X, dtype=np.float64, copy=True)
+    y = np.array(encoded.y, dtype=np.float64, copy=True)
+    features = {f.name: f for f in schema.features if isinstance(f, NumericFeature)}
+    for column in columns:
+        if column.role == "feature":
+            raw = _declared_values(X[:, column.index], column.lower, column.upper)
+            X[:, column.index] = features[column.name].scale(raw)
+        elif isinstance(schema.label, NumericLabel):
+            y = schema.label.scale(_declared_values(y, column.lower, column.upper))
+    X.setflags(write=False)
+    y.setflags(write=False)
+    return dataclasses.replace(encoded, X=X, y=y, schema=schema, content_hash=compute_content_hash(X, y, schema))
+
+
+def preprocess(
+    encoded: EncodedDataset, privacy_filter: PrivacyFilter, rng: np.random.Generator, share: float | None = None
+) -> PreprocessingOutcome | None:
+    """Run private preprocessing on ``encoded`` (encoded by its declared schema) at ``share`` of the budget
+    ``privacy_filter`` measures (default: the schema's own setting), or return None when there is nothing to do:
+    the owner opted out, no numeric column lacks a declared transform, or the share is too small for the exact
+    sampler's range. ``rng`` is OS-seeded for private data. The caller charges ``outcome.cost`` to the ledger
+    before the outcome's data or statistics are used or shown."""
+    share = preprocessing_share(encoded.schema) if share is None else share
+    columns = _candidates(encoded.schema)
+    if share is None or not columns:
+        return None
+    variance = variance_for_share(len(columns), privacy_filter, share)
+    if variance is None:
+        return None
+    values = [
+        _declared_values(encoded.X[:, c.index] if c.role == "feature" else encoded.y, c.lower, c.upper) for c in columns
+    ]
+    histograms = release_histograms(values, [c.edges for c in columns], variance, rng)
+    sigma = math.sqrt(variance)
+    derived = [
+        derive_range(counts, c.edges, sigma, encoded.n, c.role)
+        for c, counts in zip(columns, histograms.counts, strict=True)
+    ]
+    schema = _derived_schema(encoded.schema, columns, derived)
+    cost = PrivacyCost(histogram_cost(len(columns), variance, privacy_filter.grid.orders), privacy_filter.grid)
+    changed = [c for c, rule in zip(columns, derived, strict=True) if rule is not None]
+    return PreprocessingOutcome(
+        encoded=_reencode(encoded, schema, changed) if changed else encoded,
+        schema=schema,
+        cost=cost,
+        share=share,
+        histograms=histograms,
+        columns=tuple(c.name for c in columns),
+        roles=tuple(c.role for c in columns),
+        derived=tuple(derived),
+    )
