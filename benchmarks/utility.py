@@ -1,18 +1,28 @@
-"""Utility of every privfit solver at its DEFAULTS on five public datasets (issue 21's acceptance instrument).
+"""Utility of every privfit solver at its DEFAULTS on five public datasets and a synthetic one (issue 21's
+acceptance instrument; issue 34's non-expert schemas).
 
-    .venv/bin/python benchmarks/utility.py [--datasets adult telco_churn hr_attrition power_plant wine_white]
-        [--epsilons 0.1 0.5 1 2 5 50] [--seeds 3] [--delta 1e-6] [--solvers dp_gd ...] [--max-rows N]
-        [--split-seed 0] [--quick] [--markdown]
+    .venv/bin/python benchmarks/utility.py
+        [--datasets adult telco_churn hr_attrition power_plant wine_white synthetic_skewed]
+        [--schemas expert|naive] [--epsilons 0.1 0.5 1 2 5 50] [--seeds 3] [--delta 1e-6] [--solvers dp_gd ...]
+        [--max-rows N] [--split-seed 0] [--quick] [--markdown]
 
 Needs ``pip install -e ".[bench]"`` (scikit-learn, diffprivlib; diffprivlib's rows are skipped with a printed
 reason when it cannot be imported). Reports; judges nothing (no thresholds, exit 0).
 
 **Datasets.** UCI Adult (``../shared/data/adult/adult.data`` only, split like the others; ``adult.test`` is not
-used; schema ``examples/adult-schema.json``) and the four
-development datasets of ``../shared/data/dev/`` (its README: files, labels, sha256), each with the schema its
-owner would write (``examples/dev/<name>-schema.json``; bounds from codebooks, see ``examples/dev/README.md``).
-A dataset whose file is absent is skipped with a message. A binary label is fitted with the ``logistic`` model,
-a numeric label with ``linear``.
+used), the four development datasets of ``../shared/data/dev/`` (its README: files, labels, sha256), and
+``synthetic_skewed``: 20,000 public rows generated in-process by ``benchmarks/synthetic.py`` (seed 0; no file;
+log-normal and Pareto amounts and counts, two normal columns, a 4-level categorical, a ~10 % positive binary
+label logistic in the LOG of the skewed columns). A dataset whose file is absent is skipped with a message. A
+binary label is fitted with the ``logistic`` model, a numeric label with ``linear``.
+
+**Schemas** (``--schemas``; :func:`dataset_schema` is the one map (dataset, kind) → schema). ``expert`` (default):
+the schema a DP-aware owner writes — ``examples/adult-schema.json``, ``examples/dev/<name>-schema.json`` (bounds
+from codebooks, a few clip/log transforms; see ``examples/dev/README.md``), ``synthetic.EXPERT_SCHEMA`` (clip
+ranges and log1p from the generating process). ``naive``: the same columns, label, levels, missing policy and
+CSV options with the codebook-wide round bounds of an owner without DP knowledge and no transforms (issue 34) —
+``examples/adult-naive-schema.json``, ``examples/dev/<name>-naive-schema.json`` (README's "Non-expert schemas"),
+``synthetic.NAIVE_SCHEMA``.
 
 **Protocol** (the data README's "protocol for utility numbers"), per dataset:
 
@@ -25,7 +35,8 @@ a numeric label with ``linear``.
 2. Encode. The training part is encoded as an upload would be: ``privfit.datasets.parse_and_encode`` on its CSV
    bytes (header line + training lines) with the dataset's schema. The test part goes the way of
    ``POST /v1/fits/{id}/predict``: its records become JSON-like rows (column → cell text, label removed) encoded
-   with ``privfit.datasets.encode_rows`` and the same schema (transforms included).
+   with ``privfit.datasets.encode_rows`` and the same schema (transforms included). This script fits on the
+   declared encoding; ``benchmarks/preprocessing.py`` measures the same splits after private preprocessing.
 3. privfit. Every registered solver whose ``models`` include the dataset's model (or those named by
    ``--solvers``), at its DEFAULTS, for each ε of the grid (default {0.1, 0.5, 1, 2, 5, 50}) at δ (default
    1e-6) and each seed 0..S−1 (default S = 3): ``resolved = solver.resolve({"model": m}, meta, target_epsilon=ε,
@@ -89,6 +100,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import synthetic
 from common import (
     ADULT_DIR,
     EXPECTED_SOLVERS,
@@ -138,20 +150,40 @@ def progress(message: str) -> None:
 # ---------------------------------------------------------------------------------------------------------
 
 
+SCHEMA_KINDS: tuple[str, ...] = ("expert", "naive")
+SYNTHETIC_SEED = 0  # the seed of benchmarks/synthetic.py's rows (the split has its own, --split-seed)
+
+
 @dataclasses.dataclass(frozen=True)
 class DatasetSpec:
+    """A dataset: its CSV file, or (``csv_path`` None) a generator of its CSV bytes. Its schema is not here:
+    :func:`dataset_schema` maps (name, schema kind) to it."""
+
     name: str
-    csv_path: Path
-    schema_path: Path
+    csv_path: Path | None
     title: str
+    generate: Callable[[], bytes] | None = None
+
+    def absent(self) -> str | None:
+        """Why the dataset cannot be loaded (its file is not found), or None."""
+        if self.csv_path is None or self.csv_path.is_file():
+            return None
+        return f"{self.csv_path.resolve()} not found"
+
+    def read_bytes(self) -> bytes:
+        if self.csv_path is not None:
+            return self.csv_path.read_bytes()
+        assert self.generate is not None
+        return self.generate()
 
 
+#: the file-backed datasets (other benchmarks iterate these and read ``csv_path``)
 DATASETS: dict[str, DatasetSpec] = {
     spec.name: spec
     for spec in (
-        DatasetSpec("adult", ADULT_DIR / "adult.data", REPO / "examples" / "adult-schema.json", "UCI Adult"),
+        DatasetSpec("adult", ADULT_DIR / "adult.data", "UCI Adult"),
         *(
-            DatasetSpec(name, DEV_DIR / f"{name}.csv", REPO / "examples" / "dev" / f"{name}-schema.json", title)
+            DatasetSpec(name, DEV_DIR / f"{name}.csv", title)
             for name, title in (
                 ("telco_churn", "Telco customer churn"),
                 ("hr_attrition", "HR attrition"),
@@ -161,6 +193,32 @@ DATASETS: dict[str, DatasetSpec] = {
         ),
     )
 }
+SYNTHETIC = DatasetSpec(
+    synthetic.NAME,
+    None,
+    f"Synthetic skewed (benchmarks/synthetic.py, seed {SYNTHETIC_SEED})",
+    functools.partial(synthetic.synthetic_csv, SYNTHETIC_SEED),
+)
+#: this benchmark's datasets: the files and the generated one
+BENCHMARK_DATASETS: dict[str, DatasetSpec] = {**DATASETS, SYNTHETIC.name: SYNTHETIC}
+
+
+def dataset_schema(name: str, kind: str) -> tuple[DatasetSchema, str]:
+    """THE map (dataset, schema kind) → (schema, where it is declared), for every dataset of this benchmark.
+
+    ``expert``: ``examples/adult-schema.json``, ``examples/dev/<name>-schema.json``, ``synthetic.EXPERT_SCHEMA``;
+    ``naive``: ``examples/adult-naive-schema.json``, ``examples/dev/<name>-naive-schema.json``,
+    ``synthetic.NAIVE_SCHEMA`` (codebook-wide bounds, no transforms)."""
+    if kind not in SCHEMA_KINDS:
+        raise ValueError(f"unknown schema kind {kind!r}; one of {', '.join(SCHEMA_KINDS)}")
+    if name == synthetic.NAME:
+        document = synthetic.EXPERT_SCHEMA if kind == "expert" else synthetic.NAIVE_SCHEMA
+        return DatasetSchema.model_validate(document), f"benchmarks/synthetic.py {kind.upper()}_SCHEMA"
+    if name not in DATASETS:
+        raise ValueError(f"unknown dataset {name!r}")
+    directory = REPO / "examples" if name == "adult" else REPO / "examples" / "dev"
+    path = directory / f"{name}{'-naive' if kind == 'naive' else ''}-schema.json"
+    return DatasetSchema.model_validate_json(path.read_text()), str(path.relative_to(REPO))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -168,12 +226,19 @@ class Split:
     """One dataset after the protocol's steps 1–2."""
 
     spec: DatasetSpec
-    schema: DatasetSchema
+    schema: DatasetSchema  # what encodes the test rows and decodes predictions
     model: str
     train: EncodedDataset
     test_x: np.ndarray
     test_truth: list[str] | np.ndarray  # label cells (binary) or label values (numeric) of the test records
     rows_in_file: int
+    schema_kind: str = "expert"
+    schema_source: str = ""  # where the declared schema comes from (dataset_schema)
+    test_rows: list[dict[str, str]] = dataclasses.field(default_factory=list)  # the test records as /predict rows
+
+    def encoded_by(self, schema: DatasetSchema, train: EncodedDataset) -> Split:
+        """This split with ``train`` (e.g. after private preprocessing) and the test rows encoded by ``schema``."""
+        return dataclasses.replace(self, schema=schema, train=train, test_x=encode_rows(self.test_rows, schema).X)
 
     @property
     def binary(self) -> bool:
@@ -221,9 +286,10 @@ def split_indices(labels: Sequence[str], positive: str | None, seed: int) -> tup
     return np.flatnonzero(~mask), np.flatnonzero(mask)
 
 
-def load_split(spec: DatasetSpec, split_seed: int, max_rows: int | None) -> Split:
-    schema = DatasetSchema.model_validate_json(spec.schema_path.read_text())
-    header, lines, parsed, columns = file_records(spec.csv_path.read_bytes(), schema)
+def load_split(spec: DatasetSpec, split_seed: int, max_rows: int | None, schemas: str = "expert") -> Split:
+    """The protocol's steps 1–2 for one dataset, with its schema of kind ``schemas`` (``expert`` or ``naive``)."""
+    schema, source = dataset_schema(spec.name, schemas)
+    header, lines, parsed, columns = file_records(spec.read_bytes(), schema)
     rows_in_file = len(lines)
     label_name = schema.label.name
     label_at = columns.index(label_name)
@@ -247,7 +313,8 @@ def load_split(spec: DatasetSpec, split_seed: int, max_rows: int | None) -> Spli
     truth: list[str] | np.ndarray = (
         [labels[i].strip() for i in test_idx] if binary else np.array([float(labels[i]) for i in test_idx])
     )
-    return Split(spec, schema, "logistic" if binary else "linear", train, test_x, truth, rows_in_file)
+    model = "logistic" if binary else "linear"
+    return Split(spec, schema, model, train, test_x, truth, rows_in_file, schemas, source, rows)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -804,7 +871,11 @@ def run_dataset(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--datasets", nargs="+", choices=list(DATASETS), default=list(DATASETS))
+    parser.add_argument("--datasets", nargs="+", choices=list(BENCHMARK_DATASETS), default=list(BENCHMARK_DATASETS))
+    parser.add_argument(
+        "--schemas", choices=SCHEMA_KINDS, default="expert",
+        help="expert: examples/…-schema.json; naive: examples/…-naive-schema.json (codebook-wide, no transforms)",
+    )  # fmt: skip
     parser.add_argument("--epsilons", nargs="+", type=float, default=None)
     parser.add_argument("--seeds", type=int, default=None, help="noise seeds per cell (default 3; --quick: 1)")
     parser.add_argument("--delta", type=float, default=1e-6)
@@ -829,7 +900,7 @@ def main() -> None:
 
     print(
         f"privfit utility benchmark (issue 21): ε ∈ {{{', '.join(f'{e:g}' for e in epsilons)}}}, δ = {args.delta:g}, "
-        f"{seeds} seed(s), split seed {args.split_seed}, 80/20, noise sampler {args.sampler}"
+        f"{seeds} seed(s), split seed {args.split_seed}, 80/20, noise sampler {args.sampler}, {args.schemas} schemas"
         + (f", at most {max_rows} rows per dataset" if max_rows else "")
     )
     print(f"privfit solvers: {', '.join(names)}")
@@ -840,18 +911,20 @@ def main() -> None:
     recommended: dict[bool, list[list[str]]] = {True: [], False: []}
     automatic: dict[bool, list[list[str]]] = {True: [], False: []}
     for name in args.datasets:
-        spec = DATASETS[name]
+        spec = BENCHMARK_DATASETS[name]
         heading = f"\n{'###' if md else '=='} {spec.title} (`{spec.name}`)"
-        if not spec.csv_path.is_file():
-            print(f"{heading}\n\nskipped: {spec.csv_path.resolve()} not found")
+        absent = spec.absent()
+        if absent:
+            print(f"{heading}\n\nskipped: {absent}")
             continue
         started = time.perf_counter()
-        split = load_split(spec, args.split_seed, max_rows)
+        split = load_split(spec, args.split_seed, max_rows, args.schemas)
         train = split.train
         print(heading + "\n")
         print(
-            f"{split.rows_in_file} records in the file; train n = {train.n}, test {len(split.test_truth)}, "
-            f"d = {train.d}, row-norm bound {train.row_norm_bound:.4f}, model `{split.model}`"
+            f"{split.rows_in_file} records in the {'file' if spec.csv_path else 'generated CSV'}; train n = "
+            f"{train.n}, test {len(split.test_truth)}, d = {train.d}, row-norm bound {train.row_norm_bound:.4f}, "
+            f"model `{split.model}`; {split.schema_kind} schema `{split.schema_source}`"
         )
         progress(f"{spec.name}: n = {train.n}, d = {train.d}")
         rows, reference, floor, skipped = run_dataset(split, names, epsilons, seeds, args.delta, dp_classes, warmed)

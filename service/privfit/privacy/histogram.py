@@ -137,6 +137,8 @@ def release_histograms(
     not depend on the counts."""
     if len(columns) != len(edges) or not columns:
         raise PrivacyParameterError("columns", "need one grid per column and at least one column")
+    if isinstance(variance, bool) or not isinstance(variance, int | np.integer) or variance < 1:
+        raise PrivacyParameterError("variance", f"must be an integer ≥ 1 (the cost assumes it), got {variance!r}")
     exact = [histogram_counts(values, grid) for values, grid in zip(columns, edges, strict=True)]
     sizes = [c.size for c in exact]
     noise = discrete_gaussian(rng, int(variance), int(sum(sizes)))
