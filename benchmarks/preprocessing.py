@@ -189,7 +189,7 @@ def private_cells(
         else:
             seen, already = split.encoded_by(outcome.schema, outcome.encoded), outcome.cost
             derived_notes.append(", ".join(
-                f"{name}:{_short(rule)}" for name, rule in zip(outcome.columns, outcome.derived, strict=True)
+                f"{name}:{_short(rule)}" for name, rule in zip(outcome.names, outcome.derived, strict=True)
             ))  # fmt: skip
         meta = PublicMetadata.from_dataset(seen.train)
         for method in methods:

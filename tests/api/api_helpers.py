@@ -25,6 +25,9 @@ SMALL_SCHEMA: dict[str, Any] = {
     ],
     "missing": "reject",
     "budget": {"epsilon": 2.0, "delta": 1e-6},
+    # No private preprocessing: x1, x2 already fill their bounds, and the tests that use this schema read budgets
+    # and ledgers that start empty. tests/api/test_api_preprocessing.py tests the default (on).
+    "preprocessing": "none",
 }
 
 
@@ -91,17 +94,14 @@ def make_keys(test_client: TestClient) -> Keys:
 
 def upload(test_client: TestClient, keys: Keys, *, csv: bytes | None = None, schema: dict | None = None,
            epsilon: float = 2.0, grant: bool = True, allow_duplicate: bool = True,
-           label: str = "binary", preprocessing: str | dict | None = "none") -> str:  # fmt: skip
+           label: str = "binary") -> str:  # fmt: skip
     """Upload (the small dataset by default, with a ``label`` kind from :func:`label_kind`) as the owner and grant it
     to the analyst; its id. Tests upload the same content many times, so ``allow_duplicate`` is on unless a test
-    checks the duplicate refusal. Private preprocessing is off (``"none"``) unless the test asks for it or its
-    ``schema`` declares it: the budget then starts empty (``tests/api/test_api_preprocessing.py`` tests it)."""
+    checks the duplicate refusal."""
     if csv is None and schema is None and label == "numeric":
         csv, schema = small_csv(label="numeric"), NUMERIC_LABEL_SCHEMA
     declared = json.loads(json.dumps(schema or SMALL_SCHEMA))
     declared["budget"]["epsilon"] = epsilon
-    if preprocessing is not None and "preprocessing" not in declared:
-        declared["preprocessing"] = preprocessing
     response = test_client.post(
         "/v1/datasets", headers=keys.owner, files={"file": ("data.csv", csv or small_csv(), "text/csv")},
         data={"schema": json.dumps(declared), "name": "small", "allow_duplicate": str(allow_duplicate).lower()},

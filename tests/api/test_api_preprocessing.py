@@ -44,7 +44,7 @@ def wide_csv(n: int = 4000, seed: int = 0) -> bytes:
 
 def _upload(client, keys, schema: dict[str, Any] | None = None, **options: Any) -> str:
     return upload(client, keys, csv=options.pop("csv", None) or wide_csv(), schema=schema or WIDE_SCHEMA,
-                  epsilon=EPSILON_MAX, preprocessing=None, **options)  # fmt: skip
+                  epsilon=EPSILON_MAX, **options)  # fmt: skip
 
 
 def _with(**changes: Any) -> dict[str, Any]:
@@ -57,13 +57,16 @@ def test_upload_runs_private_preprocessing_by_default(client, keys):
     dataset_id = _upload(client, keys)
     dataset = client.get(f"/v1/datasets/{dataset_id}", headers=keys.owner).json()
     pre = dataset["preprocessing"]
+    declared_bounds = {f["name"]: (f["lower"], f["upper"]) for f in WIDE_SCHEMA["features"] if f["type"] == "numeric"}
     assert pre["share"] == 0.05 and pre["bins"] == 32 and "discrete Gaussian" in pre["mechanism"]
     # committed ε = ε_max × the share the filter measures: the release was calibrated to at most 5 %
     assert 0.049 * EPSILON_MAX <= pre["committed_epsilon"] <= 0.05 * EPSILON_MAX * (1 + 1e-9)
     assert pre["epsilon"] > pre["committed_epsilon"]  # its own (ε, δ) statement is larger (sublinear composition)
     assert [c["name"] for c in pre["columns"]] == ["income", "age"]  # "score" declares a transform: kept
     for column in pre["columns"]:
-        assert column["role"] == "feature" and len(column["edges"]) == 33 and len(column["noisy_counts"]) == 32
+        assert column["role"] == "feature" and len(column["noisy_counts"]) == 32
+        lower, upper = declared_bounds[column["name"]]
+        assert column["grid"] == {"scale": "symlog", "lower": lower, "upper": upper, "bins": 32}
         assert all(isinstance(count, int) for count in column["noisy_counts"])
     income, age = (c["derived"] for c in pre["columns"])
     assert income["log"] is True and income["clip"][0] >= 0 and income["clip"][1] < 2_000_000
@@ -173,7 +176,7 @@ def test_what_an_analyst_sees_of_the_release_beyond_the_noisy_statistics_does_no
     for key in ("share", "epsilon", "committed_epsilon", "noise_variance", "bins", "mechanism"):
         assert a["preprocessing"][key] == b["preprocessing"][key], key
     for column_a, column_b in zip(a["preprocessing"]["columns"], b["preprocessing"]["columns"], strict=True):
-        assert column_a["edges"] == column_b["edges"] and column_a["noisy_counts"] != column_b["noisy_counts"]
+        assert column_a["grid"] == column_b["grid"] and column_a["noisy_counts"] != column_b["noisy_counts"]
     assert [(e["kind"], e["rdp"], e["epsilon"]) for e in ledger_a] == [
         (e["kind"], e["rdp"], e["epsilon"]) for e in ledger_b
     ]

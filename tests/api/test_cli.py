@@ -72,7 +72,9 @@ def test_the_docs_cli_example_runs_verbatim(database_url: str, tmp_path: Path):
     assert "admissible" in stdout
     assert re.search(r"│ 1\s+│ [-0-9.]+\s+│ (yes|no)", stdout), stdout  # the second prediction row
     assert dataset["name"] == "loans" and dataset["n"] == 3000
-    assert fit["status"] == "succeeded" and budget["committed_epsilon"] == pytest.approx(fit["cost"]["filter_epsilon"])
+    preprocessing = dataset["preprocessing"]["committed_epsilon"]  # the upload's private preprocessing (default on)
+    assert fit["status"] == "succeeded" and preprocessing > 0
+    assert budget["committed_epsilon"] == pytest.approx(preprocessing + fit["cost"]["filter_epsilon"])
 
 
 @pytest.fixture(scope="module")

@@ -172,7 +172,7 @@ def test_preprocess_derives_transforms_for_undeclared_columns_and_reencodes_like
     assert outcome is not None
 
     # the release: one histogram per candidate (numeric features without a transform), at the default share
-    assert outcome.columns == ("age", "amount") and outcome.roles == ("feature", "feature")
+    assert outcome.names == ("age", "amount") and outcome.roles == ("feature", "feature")
     assert outcome.share == 0.05
     assert outcome.histograms.variance == variance_for_share(2, PRIVACY_FILTER, 0.05)
     assert PRIVACY_FILTER.measure(outcome.cost).share <= outcome.share
@@ -226,7 +226,7 @@ def test_preprocess_narrows_a_numeric_label_and_respects_declared_transforms():
     encoded = parse_and_encode(to_csv(columns), schema)
     outcome = preprocess(encoded, PRIVACY_FILTER, make_generator(22, data_is_public=True))
     assert outcome is not None
-    assert outcome.columns == ("amount", "price") and outcome.roles == ("feature", "label")
+    assert outcome.names == ("amount", "price") and outcome.roles == ("feature", "label")
     assert PRIVACY_FILTER.measure(outcome.cost).share <= outcome.share
 
     amount_rule, label_rule = outcome.derived

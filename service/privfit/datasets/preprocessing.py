@@ -44,7 +44,7 @@ from privfit.privacy.histogram import (
     NoisyHistograms,
     histogram_cost,
     release_histograms,
-    symlog_edges,
+    symlog_grids,
     variance_for_share,
 )
 
@@ -84,6 +84,11 @@ class _Column:
     upper: float
     index: int  # the column of X (features); -1 for the label
     edges: np.ndarray
+    scale: str  # the grid's scale: "symlog" or "uniform" (privfit.privacy.histogram.symlog_grids)
+
+    def grid(self) -> dict[str, Any]:
+        """The public grid, as shown: its edges follow from these four numbers (:func:`symlog_grids`)."""
+        return {"scale": self.scale, "lower": self.lower, "upper": self.upper, "bins": int(self.edges.size - 1)}
 
 
 @dataclass(frozen=True)
@@ -96,9 +101,18 @@ class PreprocessingOutcome:
     cost: PrivacyCost
     share: float
     histograms: NoisyHistograms
-    columns: tuple[str, ...]
-    roles: tuple[str, ...]
+    columns: tuple[_Column, ...]
     derived: tuple[dict[str, Any] | None, ...]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The measured columns' names, in order (features in declared order, then a numeric label)."""
+        return tuple(column.name for column in self.columns)
+
+    @property
+    def roles(self) -> tuple[str, ...]:
+        """Each measured column's role: ``"feature"`` or ``"label"``."""
+        return tuple(column.role for column in self.columns)
 
     def public(self, epsilon: float, committed_epsilon: float) -> dict[str, Any]:
         """The released statistics and what was derived from them, as JSON (public metadata of the dataset).
@@ -111,11 +125,9 @@ class PreprocessingOutcome:
             "noise_variance": self.histograms.variance,
             "bins": BINS,
             "columns": [
-                {"name": name, "role": role, "edges": [float(e) for e in edges], "noisy_counts": counts.tolist(),
+                {"name": column.name, "role": column.role, "grid": column.grid(), "noisy_counts": counts.tolist(),
                  "derived": derived}
-                for name, role, edges, counts, derived in zip(
-                    self.columns, self.roles, self.histograms.edges, self.histograms.counts, self.derived, strict=True
-                )
+                for column, counts, derived in zip(self.columns, self.histograms.counts, self.derived, strict=True)
             ],
         }  # fmt: skip
 
@@ -130,27 +142,32 @@ def preprocessing_share(schema: DatasetSchema) -> float | None:
 
 
 def _candidates(schema: DatasetSchema) -> list[_Column]:
-    """The columns preprocessing measures, in declared order (features, then the label): public."""
-    out: list[_Column] = []
+    """The columns preprocessing measures, in declared order (features, then the label), each with its public
+    grid; a column whose range is too narrow for a grid is left out. Public."""
+    found: list[tuple[str, str, float, float, int]] = []
     offset = 0
     for feature in schema.features:
         if isinstance(feature, NumericFeature):
             if feature.transform is None:
-                edges = symlog_edges(feature.lower, feature.upper, BINS)
-                if edges is not None:
-                    out.append(_Column(feature.name, "feature", feature.lower, feature.upper, offset, edges))
+                found.append((feature.name, "feature", feature.lower, feature.upper, offset))
             offset += 1
         elif feature.type == "categorical":
             offset += len(feature.levels)
     if isinstance(schema.label, NumericLabel):
-        edges = symlog_edges(schema.label.lower, schema.label.upper, BINS)
-        if edges is not None:
-            out.append(_Column(schema.label.name, "label", schema.label.lower, schema.label.upper, -1, edges))
-    return out
+        found.append((schema.label.name, "label", schema.label.lower, schema.label.upper, -1))
+    if not found:
+        return []
+    grids, scales = symlog_grids(np.array([f[2] for f in found]), np.array([f[3] for f in found]), BINS)
+    return [
+        _Column(name, role, lower, upper, index, edges, scale)
+        for (name, role, lower, upper, index), edges, scale in zip(found, grids, scales, strict=True)
+        if scale
+    ]
 
 
-def _declared_values(encoded: np.ndarray, lower: float, upper: float) -> np.ndarray:
-    """The clipped values behind a column encoded by its declared bounds (module docstring)."""
+def _declared_values(encoded: np.ndarray, lower: float | np.ndarray, upper: float | np.ndarray) -> np.ndarray:
+    """The clipped values behind columns encoded by their declared bounds (module docstring); ``lower`` and
+    ``upper`` broadcast over the last axis."""
     return np.clip(lower + (np.asarray(encoded, dtype=np.float64) + 1.0) * ((upper - lower) / 2.0), lower, upper)
 
 
@@ -191,16 +208,19 @@ def derive_range(noisy: np.ndarray, edges: np.ndarray, sigma: float, n: int, rol
 def _derived_schema(
     schema: DatasetSchema, columns: list[_Column], derived: list[dict[str, Any] | None]
 ) -> DatasetSchema:
-    document = schema.model_dump(mode="json")
-    by_name = {column.name: rule for column, rule in zip(columns, derived, strict=True) if rule is not None}
-    for feature in document["features"]:
-        rule = by_name.get(feature["name"])
-        if rule is not None and feature["type"] == "numeric":
-            feature["transform"] = {"clip": rule["clip"], "log": rule["log"]}
-    label_rule = by_name.get(document["label"]["name"])
-    if label_rule is not None and document["label"]["type"] == "numeric":
-        document["label"]["lower"], document["label"]["upper"] = label_rule["lower"], label_rule["upper"]
-    return DatasetSchema.model_validate(document)
+    """The declared schema with each derived rule filled in (a feature's transform, a label's bounds). Only the
+    changed columns are validated again: the schema's own checks (names, levels, fills) do not involve them."""
+    rules = {column.name: rule for column, rule in zip(columns, derived, strict=True) if rule is not None}
+    features = [
+        NumericFeature.model_validate({**feature.model_dump(), "transform": {"clip": rules[feature.name]["clip"],
+                                                                             "log": rules[feature.name]["log"]}})
+        if isinstance(feature, NumericFeature) and feature.name in rules else feature
+        for feature in schema.features
+    ]  # fmt: skip
+    label = schema.label
+    if isinstance(label, NumericLabel) and label.name in rules:
+        label = NumericLabel.model_validate({**label.model_dump(), **rules[label.name]})
+    return schema.model_copy(update={"features": features, "label": label})
 
 
 def _reencode(encoded: EncodedDataset, schema: DatasetSchema, columns: list[_Column]) -> EncodedDataset:
@@ -235,10 +255,16 @@ def preprocess(
     variance = variance_for_share(len(columns), privacy_filter, share)
     if variance is None:
         return None
-    values = [
-        _declared_values(encoded.X[:, c.index] if c.role == "feature" else encoded.y, c.lower, c.upper) for c in columns
-    ]
-    histograms = release_histograms(values, [c.edges for c in columns], variance, rng)
+    features = [c for c in columns if c.role == "feature"]
+    values = _declared_values(
+        encoded.X[:, [c.index for c in features]],
+        np.array([c.lower for c in features]),
+        np.array([c.upper for c in features]),
+    )
+    if len(features) < len(columns):  # the numeric label, last
+        label = columns[-1]
+        values = np.column_stack([values, _declared_values(encoded.y, label.lower, label.upper)])
+    histograms = release_histograms(values, np.stack([c.edges for c in columns]), variance, rng)
     sigma = math.sqrt(variance)
     derived = [
         derive_range(counts, c.edges, sigma, encoded.n, c.role)
@@ -253,7 +279,6 @@ def preprocess(
         cost=cost,
         share=share,
         histograms=histograms,
-        columns=tuple(c.name for c in columns),
-        roles=tuple(c.role for c in columns),
+        columns=tuple(columns),
         derived=tuple(derived),
     )

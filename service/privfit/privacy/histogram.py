@@ -28,6 +28,7 @@ at S = 1; the smallest integer S whose share is ≤ the requested share is taken
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,39 +43,52 @@ __all__ = [
     "NoisyHistograms",
     "histogram_cost",
     "histogram_counts",
+    "histogram_matrix",
     "release_histograms",
     "symlog_edges",
+    "symlog_grids",
     "variance_for_share",
 ]
 
 
-def _symlog(x: float) -> float:
-    return math.copysign(math.log1p(abs(x)), x)
+def _symlog(x: np.ndarray) -> np.ndarray:
+    return np.asarray(np.sign(x) * np.log1p(np.abs(x)), dtype=np.float64)
 
 
 def _symexp(t: np.ndarray) -> np.ndarray:
     return np.asarray(np.sign(t) * np.expm1(np.abs(t)), dtype=np.float64)
 
 
-def symlog_edges(lower: float, upper: float, bins: int) -> np.ndarray | None:
-    """The public grid of a column with bounds [lower, upper]: ``bins + 1`` edges, uniform in
-    t(x) = sign(x)·log1p(|x|) and mapped back, with the first and last edge exactly ``lower`` and ``upper``.
+def symlog_grids(lower: np.ndarray, upper: np.ndarray, bins: int) -> tuple[np.ndarray, np.ndarray]:
+    """The public grids of p columns with bounds ``lower[j] < upper[j]``: a (p, ``bins`` + 1) array whose row j
+    is uniform in t(x) = sign(x)·log1p(|x|) over [t(lower_j), t(upper_j)] mapped back, with the first and last
+    edge exactly the bounds, and each row's scale (``"symlog"``). t is close to the identity for |x| ≲ 1 and to a
+    logarithm for |x| ≫ 1, so one rule serves a score on [0, 1] (nearly uniform bins) and an amount on [0, 10⁶]
+    (bins of equal ratio). A row whose edges are not strictly increasing in floating point falls back to uniform
+    edges (``"uniform"``), and is NaN (``""``) if even those are not (a range too narrow for ``bins`` distinct
+    floats). A function of the public bounds only."""
+    lower = np.asarray(lower, dtype=np.float64).reshape(-1)
+    upper = np.asarray(upper, dtype=np.float64).reshape(-1)
+    if bins < 1 or lower.shape != upper.shape or not np.all(lower < upper):
+        raise PrivacyParameterError("bins", f"need bins ≥ 1 and lower < upper in every column, got bins = {bins}")
+    edges = _symexp(np.linspace(_symlog(lower), _symlog(upper), bins + 1, axis=1))
+    edges[:, 0], edges[:, -1] = lower, upper
+    scales = np.full(lower.size, "symlog", dtype=object)
+    bad = np.flatnonzero(~np.all(np.diff(edges, axis=1) > 0, axis=1))
+    if bad.size:
+        uniform = np.linspace(lower[bad], upper[bad], bins + 1, axis=1)
+        uniform[:, 0], uniform[:, -1] = lower[bad], upper[bad]
+        none = ~np.all(np.diff(uniform, axis=1) > 0, axis=1)
+        uniform[none] = np.nan
+        edges[bad] = uniform
+        scales[bad] = np.where(none, "", "uniform")
+    return edges, scales
 
-    t is close to the identity for |x| ≲ 1 and to a logarithm for |x| ≫ 1, so one rule serves a score on [0, 1]
-    (nearly uniform bins) and an amount on [0, 10⁶] (bins of equal ratio). Falls back to uniform edges if the
-    mapped edges are not strictly increasing in floating point; None if even those are not (a range too narrow
-    for ``bins`` distinct floats). A function of the public bounds only.
-    """
-    if bins < 1 or not lower < upper:
-        raise PrivacyParameterError("bins", f"need bins ≥ 1 and lower < upper, got {bins}, [{lower}, {upper}]")
-    edges = _symexp(np.linspace(_symlog(lower), _symlog(upper), bins + 1))
-    edges[0], edges[-1] = lower, upper
-    if not np.all(np.diff(edges) > 0):
-        edges = np.linspace(lower, upper, bins + 1)
-        edges[0], edges[-1] = lower, upper
-        if not np.all(np.diff(edges) > 0):
-            return None
-    return edges
+
+def symlog_edges(lower: float, upper: float, bins: int) -> np.ndarray | None:
+    """The grid of one column (:func:`symlog_grids`), or None when it has none."""
+    edges = symlog_grids(np.array([lower]), np.array([upper]), bins)[0][0]
+    return None if np.isnan(edges).any() else edges
 
 
 def histogram_counts(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
@@ -82,6 +96,38 @@ def histogram_counts(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
     [e_k, e_{k+1}) (the last bin closed): bin(x) = #{interior edges ≤ x}, a fixed function of one cell."""
     index = np.searchsorted(edges[1:-1], np.asarray(values, dtype=np.float64), side="right")
     return np.bincount(index, minlength=edges.size - 1).astype(np.int64)
+
+
+_BLOCK_CELLS = 1 << 21
+"""Cells binned at once by :func:`histogram_matrix` (bounds its temporaries to a few tens of MiB)."""
+
+
+def histogram_matrix(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """The counts of every column of ``values`` (n, p) on its grid (row j of ``edges``, (p, B + 1)): a (p, B)
+    int64 array equal to :func:`histogram_counts` column by column, computed for all columns at once. Each cell's
+    bin is first estimated in the grid's t-scale, then moved until e_k ≤ x < e_{k+1} (the last bin closed)."""
+    values = np.asarray(values, dtype=np.float64)
+    columns, bins = edges.shape[0], edges.shape[1] - 1
+    counts = np.zeros(columns * bins, dtype=np.int64)
+    if values.shape[0] == 0:
+        return counts.reshape(columns, bins)
+    start, span = _symlog(edges[:, 0]), _symlog(edges[:, -1]) - _symlog(edges[:, 0])
+    which = np.arange(columns)
+    offsets = which * bins
+    step = max(1, _BLOCK_CELLS // max(1, columns))
+    for at in range(0, values.shape[0], step):
+        block = values[at : at + step]
+        with np.errstate(invalid="ignore"):
+            guess = np.floor((_symlog(block) - start) / span * bins)
+        index = np.clip(np.nan_to_num(guess), 0, bins - 1).astype(np.int64)
+        for _ in range(bins + 1):  # each pass moves every cell one bin towards its own; B passes always suffice
+            down = (index > 0) & (block < edges[which, index])
+            up = (index < bins - 1) & (block >= edges[which, np.minimum(index + 1, bins)])
+            if not (down.any() or up.any()):
+                break
+            index += up.astype(np.int64) - down.astype(np.int64)
+        counts += np.bincount((index + offsets).ravel(), minlength=columns * bins)
+    return counts.reshape(columns, bins)
 
 
 def histogram_cost(columns: int, variance: int, grid_orders: np.ndarray) -> np.ndarray:
@@ -130,20 +176,31 @@ class NoisyHistograms:
 
 
 def release_histograms(
-    columns: list[np.ndarray], edges: list[np.ndarray], variance: int, rng: np.random.Generator
+    columns: Sequence[np.ndarray] | np.ndarray,
+    edges: Sequence[np.ndarray] | np.ndarray,
+    variance: int,
+    rng: np.random.Generator,
 ) -> NoisyHistograms:
-    """Count each column on its grid and add N_Z(0, S) to every count (module docstring). ``rng`` is the
-    caller's generator (OS-seeded for private data). All noise is drawn in one call, so the running time does
-    not depend on the counts."""
-    if len(columns) != len(edges) or not columns:
+    """Count each column on its grid and add N_Z(0, S) to every count (module docstring). ``columns`` is a list of
+    p value arrays or an (n, p) matrix; ``edges`` a list of p grids or a (p, B + 1) array. ``rng`` is the
+    caller's generator (OS-seeded for private data). All noise is drawn in one call, column by column, so the
+    running time does not depend on the counts."""
+    matrix = isinstance(columns, np.ndarray) and columns.ndim == 2
+    count = columns.shape[1] if matrix else len(columns)  # type: ignore[union-attr]
+    if count != len(edges) or count == 0:
         raise PrivacyParameterError("columns", "need one grid per column and at least one column")
     if isinstance(variance, bool) or not isinstance(variance, int | np.integer) or variance < 1:
         raise PrivacyParameterError("variance", f"must be an integer ≥ 1 (the cost assumes it), got {variance!r}")
-    exact = [histogram_counts(values, grid) for values, grid in zip(columns, edges, strict=True)]
-    sizes = [c.size for c in exact]
-    noise = discrete_gaussian(rng, int(variance), int(sum(sizes)))
+    grids = [np.asarray(grid, dtype=np.float64) for grid in edges]
+    if len({grid.size for grid in grids}) == 1:
+        values = columns if matrix else np.column_stack([np.asarray(c, dtype=np.float64) for c in columns])
+        exact = list(histogram_matrix(np.asarray(values), np.stack(grids)))
+    else:
+        cells = [columns[:, j] for j in range(count)] if matrix else list(columns)  # type: ignore[call-overload]
+        exact = [histogram_counts(values, grid) for values, grid in zip(cells, grids, strict=True)]
+    noise = discrete_gaussian(rng, int(variance), int(sum(c.size for c in exact)))
     noisy, start = [], 0
     for counts in exact:
         noisy.append(counts + noise[start : start + counts.size])
         start += counts.size
-    return NoisyHistograms(tuple(np.asarray(e) for e in edges), tuple(noisy), int(variance))
+    return NoisyHistograms(tuple(grids), tuple(noisy), int(variance))
