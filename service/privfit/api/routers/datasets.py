@@ -82,8 +82,8 @@ class DatasetOut(BaseModel):
         description="Private preprocessing at upload (public, charged to the budget as its own ledger entry): the "
         "mechanism, the share of the budget and the ε it took, and per measured numeric column its public grid "
         "(scale, bounds, bins), its released noisy counts and the encoding derived from them (a feature's "
-        "transform, a label's bounds; null: the declared encoding kept). Null when the schema opted out or had no column to measure. "
-        "The dataset's `schema` is the declared schema with the derived encodings filled in.",
+        "transform, a label's bounds; null: the declared encoding kept). Null when the schema opted out or had no "
+        "column to measure. The dataset's `schema` is the declared schema with the derived encodings filled in.",
     )
     clipped_cells: dict[str, int] | None = Field(
         None,
