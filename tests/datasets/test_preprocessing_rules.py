@@ -47,11 +47,14 @@ def assert_tail_rule(counts: np.ndarray, edges: np.ndarray, a: float, b: float) 
 def test_hand_example_clip_and_label_range():
     """Bins [k, k+1), k = 0..6; M = 1000, TAIL·M = 10. From the left the cumulative mass is 1, 1, 11: it first
     reaches 10 in bin 2, so a = 2 (the single count in bin 0, 0.1%, is cut); from the right likewise b = 5.
-    log1p(5) − log1p(2) = log 2 < 1: no log."""
+    log1p(5) − log1p(2) = log 2 < 1: no log. A label's [2, 5] is widened by LABEL_MARGIN = ¼ of its width, 0.75,
+    on each side: [1.25, 5.75]."""
     edges = np.arange(8.0)
     counts = np.array([1, 0, 10, 978, 10, 0, 1])
     assert derive_range(counts, edges, TINY_SIGMA, 1000, "feature") == {"clip": [2.0, 5.0], "log": False}
-    assert derive_range(counts, edges, TINY_SIGMA, 1000, "label") == {"lower": 2.0, "upper": 5.0}
+    assert derive_range(counts, edges, TINY_SIGMA, 1000, "label") == {"lower": 1.25, "upper": 5.75}
+    wide = np.array([300, 0, 10, 378, 10, 0, 300])  # the margin stops at the declared bounds [0, 7]
+    assert derive_range(wide, edges, TINY_SIGMA, 1000, "label") is None
 
 
 def test_symmetric_column_gets_its_clip_range_and_no_log():
@@ -84,7 +87,10 @@ def test_label_gets_lower_and_upper_only():
     counts = histogram_counts(values, edges)
     rule = derive_range(counts, edges, TINY_SIGMA, values.size, "label")
     assert rule is not None and set(rule) == {"lower", "upper"}
-    assert_tail_rule(counts, edges, rule["lower"], rule["upper"])
+    feature = derive_range(counts, edges, TINY_SIGMA, values.size, "feature")
+    assert feature is not None
+    a, b = feature["clip"]  # the tail rule's range, then the label's margin of a quarter of its width each side
+    assert (rule["lower"], rule["upper"]) == (max(0.0, a - (b - a) / 4), min(120.0, b + (b - a) / 4))
 
 
 def test_too_little_surviving_mass_keeps_the_declared_encoding():

@@ -21,7 +21,8 @@ budget is spent once, before any fit, on
 set to 0 (a bin that holds nothing shows noise only; P(N_Z(0, S) ≥ 3.5σ) < 2.4·10⁻⁴ per bin). If the surviving mass
 M is below :data:`MIN_SURVIVING` · n the histogram says too little and the column keeps its declared encoding.
 Otherwise k_lo is the first bin where the surviving cumulative mass reaches TAIL·M, k_hi the last from the right;
-[a, b] = [e_{k_lo}, e_{k_hi + 1}] (bin edges, so a whole bin is kept). A column with a ≥ 0 is modelled as log1p
+[a, b] = [e_{k_lo}, e_{k_hi + 1}] (bin edges, so a whole bin is kept); a numeric label's range is then widened by
+:data:`LABEL_MARGIN` of its width on each side, within the declared bounds. A column with a ≥ 0 is modelled as log1p
 when log1p(b) − log1p(a) ≥ 1 (the range spans a factor e in 1 + x) and its median bin's centre m (in the grid's
 own scale) satisfies b − m ≥ :data:`SKEW_RATIO` · (m − a): the upper tail is several times longer than the lower.
 
@@ -69,6 +70,9 @@ MIN_SURVIVING = 0.5
 """A column keeps its declared encoding unless the surviving counts hold at least this share of n."""
 TAIL = 0.01
 """The share of the surviving mass left beyond the clip range at each end."""
+LABEL_MARGIN = 0.25
+"""A numeric label's derived range is widened by this share of its width on each side (within the declared
+bounds): a label clipped too narrowly caps every prediction, a cost features do not have."""
 SKEW_RATIO = 3.0
 """Upper tail / lower tail length (about the median bin) from which a non-negative column is modelled as log1p."""
 MECHANISM = "noisy histograms on a public symlog grid, discrete Gaussian noise (Canonne, Kamath & Steinke 2020)"
@@ -198,6 +202,8 @@ def derive_range(noisy: np.ndarray, edges: np.ndarray, sigma: float, n: int, rol
     k_med = int(np.searchsorted(cumulative, 0.5 * mass, side="left"))
     a, b = float(edges[k_lo]), float(edges[k_hi + 1])
     if role == "label":
+        margin = LABEL_MARGIN * (b - a)
+        a, b = max(float(edges[0]), a - margin), min(float(edges[-1]), b + margin)
         return None if (a, b) == (float(edges[0]), float(edges[-1])) else {"lower": a, "upper": b}
     log = is_right_skewed(a, _bin_centre(edges, k_med), b)
     if (a, b) == (float(edges[0]), float(edges[-1])) and not log:
