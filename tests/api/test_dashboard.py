@@ -451,3 +451,26 @@ def test_an_auto_fit_page_names_the_selected_candidate(live: Live, driver: WebDr
     driver.get(f"{live.base}/ui#/fits/{fit['id']}")
     assert visible(driver, "selected-candidate").text == "SELECTED: DP_GD"  # the badge's CSS upper-cases it
     assert_no_console_errors(driver)
+
+
+def test_a_preprocessed_dataset_shows_its_derived_encodings_and_its_ledger_entry(live: Live, driver: WebDriver):
+    """An upload with the default private preprocessing: the dataset page lists each measured column with the
+    encoding derived from its noisy histogram, as the API has it, and the ledger names the preprocessing entry."""
+    from test_api_preprocessing import WIDE_SCHEMA, wide_csv
+
+    answer = httpx.post(f"{live.base}/v1/datasets", headers=bearer(live.owner), timeout=60,
+                        files={"file": ("wide.csv", wide_csv(2000))},
+                        data={"schema": json.dumps(WIDE_SCHEMA), "name": "preprocessed"})  # fmt: skip
+    assert answer.status_code == 201, answer.text
+    dataset = answer.json()
+    login(driver, live.base, live.owner)
+    driver.get(f"{live.base}/ui#/datasets/{dataset['id']}")
+    summary = visible(driver, "preprocessing-summary").text
+    assert "5 % of the budget" in summary and "committed ε" in summary, summary
+    rows = driver.find_elements(*by_testid("preprocessing-row"))
+    assert [row.find_element(By.CSS_SELECTOR, "td").text for row in rows] == ["income", "age"]
+    income = dataset["preprocessing"]["columns"][0]["derived"]
+    assert rows[0].text.endswith("then log1p") == income["log"] and "clip to [" in rows[0].text
+    kinds = wait(driver, lambda d: [e.text for e in d.find_elements(*by_testid("ledger-row"))], "no ledger rows")
+    assert any("preprocessing" in kind for kind in kinds), kinds
+    assert_no_console_errors(driver)

@@ -108,6 +108,10 @@ def test_owner_uploads_a_dataset_built_column_by_column(live: Live, driver: WebD
     _type(driver.find_elements(*by_testid("builder-feature-name"))[2], "color")
     Select(driver.find_elements(*by_testid("builder-feature-type"))[2]).select_by_value("categorical")
     _type(visible(driver, "builder-feature-levels"), "red, green, blue")
+    Select(visible(driver, "builder-preprocessing")).select_by_value("share")  # private preprocessing: a share…
+    _type(visible(driver, "builder-preprocessing-share"), "0.2")
+    assert json.loads(visible(driver, "upload-schema").get_attribute("value"))["preprocessing"] == {"share": 0.2}
+    Select(visible(driver, "builder-preprocessing")).select_by_value("none")  # …or none, as SMALL_SCHEMA declares
 
     # "Validate" names the wrong field the way the API spells it, and uploading is refused before sending
     visible(driver, "schema-validate").click()
@@ -233,6 +237,11 @@ SCHEMA_CASES: dict[str, tuple[Callable[[dict[str, Any]], None], str | None]] = {
         "schema.label.levels",
     ),
     "validation-fraction": (_set("validation_fraction", 0.7), "schema.validation_fraction"),
+    "valid-preprocessing-share": (_set("preprocessing", {"share": 0.2}), None),
+    "valid-preprocessing-default": (lambda s: s.pop("preprocessing"), None),
+    "preprocessing-share-too-big": (_set("preprocessing", {"share": 0.6}), "schema.preprocessing.share"),
+    "preprocessing-unknown-key": (_set("preprocessing", {"fraction": 0.1}), "schema.preprocessing.fraction"),
+    "preprocessing-word": (_set("preprocessing", "auto"), "schema.preprocessing"),
     "header-false-without-columns": (_set("csv", {"header": False}), "schema.csv.columns"),
     "name-with-space": (_set("features.0.name", "x1 "), "schema.features.0.name"),
     "log-on-negative-range": (_set("features.0.transform", {"log": True}), "schema.features.0.transform.log"),

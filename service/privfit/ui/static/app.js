@@ -358,7 +358,7 @@ function preprocessingPanel(preprocessing) {
   return el("section", { class: "panel", "data-testid": "preprocessing-panel" },
     el("div", { class: "panel-head" }, el("h2", { text: "Private preprocessing" }),
       el("span", { class: "muted small", "data-testid": "preprocessing-summary",
-        text: `${fmtNumber(preprocessing.share)} of the budget (committed ε ${fmtNumber(preprocessing.committed_epsilon)}) ` +
+        text: `${+(preprocessing.share * 100).toPrecision(3)} % of the budget (committed ε ${fmtNumber(preprocessing.committed_epsilon)}) ` +
           "on noisy histograms of the numeric columns; the encodings below were derived from them" })),
     el("div", { class: "table-wrap" },
       el("table", { class: "table", "data-testid": "preprocessing-table" },

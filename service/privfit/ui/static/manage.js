@@ -195,13 +195,30 @@ function schemaBuilder(textarea, onChange) {
       ["reject", "impute"].map((m) => el("option", { value: m, text: m })));
     missing.value = state.missing === "impute" ? "impute" : "reject";
     missing.addEventListener("change", () => { state.missing = missing.value; write(); });
+    // Private preprocessing at upload (docs/datasets.md): the default share, a share of the owner's, or none.
+    const preprocessing = el("select", { "data-testid": "builder-preprocessing", "aria-label": "private preprocessing" },
+      [["default", "on (5 % of the budget)"], ["share", "on, with the share below"], ["none", "none"]]
+        .map(([value, text]) => el("option", { value, text })));
+    const declared = state.preprocessing;
+    preprocessing.value = declared === "none" ? "none" : declared && typeof declared === "object" ? "share" : "default";
+    preprocessing.addEventListener("change", () => {
+      if (preprocessing.value === "none") state.preprocessing = "none";
+      else if (preprocessing.value === "share") state.preprocessing = { share: 0.05 };
+      else delete state.preprocessing;
+      write();
+      draw();
+    });
+    const share = state.preprocessing && typeof state.preprocessing === "object"
+      ? field("Preprocessing share", state.preprocessing, "share", { type: "number", testid: "builder-preprocessing-share", width: "narrow" })
+      : null;
     replace(root, label, features, el("div", { class: "builder-actions" }, add),
       el("div", { class: "builder-row builder-budget" },
         el("span", { class: "builder-role", text: "budget" }),
         field("ε max", state.budget, "epsilon", { type: "number", testid: "builder-epsilon", width: "narrow" }),
         field("δ", state.budget, "delta", { type: "number", testid: "builder-delta", width: "narrow" }),
         el("label", { class: "builder-field" }, el("span", { text: "Missing values" }), missing),
-        field("Validation fraction (optional)", state, "validation_fraction", { type: "number", testid: "builder-validation", width: "narrow" })));
+        field("Validation fraction (optional)", state, "validation_fraction", { type: "number", testid: "builder-validation", width: "narrow" }),
+        el("label", { class: "builder-field" }, el("span", { text: "Private preprocessing" }), preprocessing), share));
   }
 
   /** Read the textarea into the state and redraw (a JSON that is not an object leaves the builder unavailable). */

@@ -8,7 +8,8 @@
 
 /** The keys each object of a schema may have (every object of the API's model forbids unknown keys). */
 const ALLOWED = {
-  schema: ["label", "features", "missing", "budget", "csv", "validation_fraction"],
+  schema: ["label", "features", "missing", "budget", "csv", "validation_fraction", "preprocessing"],
+  preprocessing: ["share"],
   binary: ["name", "type", "positive", "negative"],
   categoricalLabel: ["name", "type", "levels"],
   numericLabel: ["name", "type", "lower", "upper"],
@@ -167,6 +168,18 @@ export function validateSchema(schema) {
   const fraction = schema.validation_fraction;
   if (fraction !== undefined && fraction !== null && (!isNumber(fraction) || fraction <= 0 || fraction > 0.5)) {
     report("schema.validation_fraction", "must be a number with 0 < f ≤ 0.5");
+  }
+  const preprocessing = schema.preprocessing;  // absent or null: the default share; "none": opted out
+  if (preprocessing !== undefined && preprocessing !== null && preprocessing !== "none") {
+    if (!isObject(preprocessing)) {
+      report("schema.preprocessing", 'must be "none" or an object {"share": s} with 0 < s ≤ 0.5');
+    } else {
+      unknownKeys(preprocessing, ALLOWED.preprocessing, "schema.preprocessing", report);
+      const share = preprocessing.share;
+      if (share !== undefined && (!isNumber(share) || share <= 0 || share > 0.5)) {
+        report("schema.preprocessing.share", "must be a number with 0 < share ≤ 0.5");
+      }
+    }
   }
   return problems;
 }
