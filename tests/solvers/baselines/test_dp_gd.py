@@ -298,7 +298,8 @@ def test_default_steps_and_momentum_follow_the_public_noise_level(epsilon: float
     if level >= 0.15:  # early stopping: T = max(16, ⌈30/ρ⌉), continuous with T = 200 at ρ = 0.15
         expected: tuple[int, str] = (max(16, math.ceil(30.0 / level)), "none")
     else:
-        expected = (200, "none") if level >= 0.03 else (200, "nesterov") if level >= 0.005 else (300, "nesterov")
+        long_run = (min(1000, max(200, math.ceil(25.0 / level))), "none")
+        expected = long_run if level >= 0.0125 else (200, "nesterov") if level >= 0.005 else (300, "nesterov")
     assert (resolved.steps, resolved.momentum) == expected == default_schedule(level)
     flipped = "none" if resolved.momentum == "nesterov" else "nesterov"
     other = SOLVER.plan({"model": "logistic", "momentum": flipped}, meta, target_epsilon=epsilon, delta=1e-6)
@@ -334,10 +335,12 @@ def test_the_schedule_bands_cover_every_noise_level() -> None:
     across the early-stopping boundary: fewer steps the noisier the run, down to 16."""
     assert default_schedule(10.0) == (16, "none") and default_schedule(1.0) == (30, "none")
     assert default_schedule(0.15) == (200, "none") == default_schedule(0.149)
+    assert default_schedule(0.05) == (500, "none") and default_schedule(0.02) == (1000, "none")
+    assert default_schedule(0.0125) == (1000, "none")
     assert default_schedule(0.01) == (200, "nesterov") and default_schedule(0.001) == (300, "nesterov")
-    levels = np.geomspace(0.15, 5.0, 200)
+    levels = np.geomspace(0.0125, 5.0, 400)
     steps = [default_schedule(float(level))[0] for level in levels]
-    assert all(a >= b for a, b in itertools.pairwise(steps)) and steps[0] == 200 and steps[-1] == 16
+    assert all(a >= b for a, b in itertools.pairwise(steps)) and steps[0] == 1000 and steps[-1] == 16
 
 
 def test_nesterov_reaches_the_optimum_where_plain_steps_stop_short() -> None:
