@@ -23,23 +23,12 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 
 from alembic import op
+from privfit.db.migrate import recreate_sqlite_ledger_triggers
 
 revision: str = "0007"
 down_revision: str | None = "0006"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
-
-_SQLITE_TRIGGERS = {  # as revision 0001 created them
-    "ledger_entries_no_update": "BEFORE UPDATE ON ledger_entries",
-    "ledger_entries_no_delete": "BEFORE DELETE ON ledger_entries",
-}
-
-
-def _recreate_sqlite_triggers() -> None:
-    if op.get_bind().dialect.name == "sqlite":
-        for name, when in _SQLITE_TRIGGERS.items():
-            op.execute(f"DROP TRIGGER IF EXISTS {name}")
-            op.execute(f"CREATE TRIGGER {name} {when} BEGIN SELECT RAISE(ABORT, 'ledger_entries is append-only'); END")
 
 
 def upgrade() -> None:
@@ -88,7 +77,7 @@ def upgrade() -> None:
         )
         batch.create_unique_constraint("uq_ledger_evaluation_kind", ["evaluation_id", "kind"])
         batch.create_check_constraint("one_subject", "(job_id IS NULL) <> (evaluation_id IS NULL)")
-    _recreate_sqlite_triggers()
+    recreate_sqlite_ledger_triggers()
 
 
 def downgrade() -> None:
@@ -104,7 +93,7 @@ def downgrade() -> None:
         batch.drop_index("ix_ledger_entries_evaluation_id")
         batch.drop_column("evaluation_id")
         batch.alter_column("job_id", existing_type=sa.String(length=36), nullable=False)
-    _recreate_sqlite_triggers()
+    recreate_sqlite_ledger_triggers()
     op.drop_index(op.f("ix_evaluations_job_id"), table_name="evaluations")
     op.drop_index(op.f("ix_evaluations_dataset_id"), table_name="evaluations")
     op.drop_index(op.f("ix_evaluations_api_key_id"), table_name="evaluations")

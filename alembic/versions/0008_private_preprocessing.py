@@ -19,27 +19,17 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 
 from alembic import op
+from privfit.db.migrate import recreate_sqlite_ledger_triggers
 
 revision: str = "0008"
 down_revision: str | None = "0007"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
-_SQLITE_TRIGGERS = {  # as revision 0001 created them
-    "ledger_entries_no_update": "BEFORE UPDATE ON ledger_entries",
-    "ledger_entries_no_delete": "BEFORE DELETE ON ledger_entries",
-}
 _ONE_SUBJECT = (
     "(CASE WHEN job_id IS NULL THEN 0 ELSE 1 END + CASE WHEN evaluation_id IS NULL THEN 0 ELSE 1 END"
     " + CASE WHEN preprocessing_dataset_id IS NULL THEN 0 ELSE 1 END) = 1"
 )
-
-
-def _recreate_sqlite_triggers() -> None:
-    if op.get_bind().dialect.name == "sqlite":
-        for name, when in _SQLITE_TRIGGERS.items():
-            op.execute(f"DROP TRIGGER IF EXISTS {name}")
-            op.execute(f"CREATE TRIGGER {name} {when} BEGIN SELECT RAISE(ABORT, 'ledger_entries is append-only'); END")
 
 
 def upgrade() -> None:
@@ -54,7 +44,7 @@ def upgrade() -> None:
         batch.create_unique_constraint("uq_ledger_preprocessing_kind", ["preprocessing_dataset_id", "kind"])
         batch.drop_constraint("one_subject", type_="check")
         batch.create_check_constraint("one_subject", _ONE_SUBJECT)
-    _recreate_sqlite_triggers()
+    recreate_sqlite_ledger_triggers()
 
 
 def downgrade() -> None:
@@ -69,6 +59,6 @@ def downgrade() -> None:
         batch.drop_constraint("fk_ledger_entries_preprocessing_dataset_id_datasets", type_="foreignkey")
         batch.drop_index("ix_ledger_entries_preprocessing_dataset_id")
         batch.drop_column("preprocessing_dataset_id")
-    _recreate_sqlite_triggers()
+    recreate_sqlite_ledger_triggers()
     with op.batch_alter_table("datasets") as batch:
         batch.drop_column("preprocessing")

@@ -43,3 +43,21 @@ def downgrade(url: str, revision: str) -> None:
 def check(url: str) -> None:
     """Raise if the models and the migrated schema differ (``alembic check``)."""
     command.check(alembic_config(url))
+
+
+LEDGER_TRIGGERS = {  # the append-only triggers of revision 0001 on SQLite: name → when
+    "ledger_entries_no_update": "BEFORE UPDATE ON ledger_entries",
+    "ledger_entries_no_delete": "BEFORE DELETE ON ledger_entries",
+}
+
+
+def recreate_sqlite_ledger_triggers() -> None:
+    """Inside a migration: create the ledger's append-only triggers again on SQLite, with the names and bodies of
+    revision 0001 (a batch-mode rebuild of ``ledger_entries`` drops them; PostgreSQL alters the table in place and
+    keeps its trigger)."""
+    from alembic import op
+
+    if op.get_bind().dialect.name == "sqlite":
+        for name, when in LEDGER_TRIGGERS.items():
+            op.execute(f"DROP TRIGGER IF EXISTS {name}")
+            op.execute(f"CREATE TRIGGER {name} {when} BEGIN SELECT RAISE(ABORT, 'ledger_entries is append-only'); END")
