@@ -286,3 +286,20 @@ def test_zero_inflated_amount_is_reencoded_within_the_documented_recovery_error(
     rows = encode_rows(feature_rows(columns), outcome.schema)
     error = float(np.max(np.abs(rows.X - outcome.encoded.X)))
     assert error <= tolerance
+
+
+def test_too_few_rows_for_the_noise_release_nothing_and_charge_nothing():
+    """n < 4 · 3.5 · √S: no bin holding a quarter of the rows could stand out of the noise, so preprocess returns
+    None (nothing released, nothing to charge) — decided from n, the columns and the budget only."""
+    from privfit.datasets.preprocessing import MIN_ROWS_IN_NOISE_SCALES, THRESHOLD_SIGMAS
+
+    columns = synthetic(40)
+    variance = variance_for_share(2, PRIVACY_FILTER, 0.05)
+    assert variance is not None
+    needed = MIN_ROWS_IN_NOISE_SCALES * THRESHOLD_SIGMAS * math.sqrt(variance)
+    small = {name: values[: int(needed) - 1] for name, values in columns.items()}
+    enough = {name: values[: int(needed) + 1] for name, values in columns.items()}
+    schema = DatasetSchema.model_validate(schema_document(BINARY))
+    rng = make_generator(41, data_is_public=True)
+    assert preprocess(parse_and_encode(to_csv(small), schema), PRIVACY_FILTER, rng) is None
+    assert preprocess(parse_and_encode(to_csv(enough), schema), PRIVACY_FILTER, rng) is not None

@@ -68,6 +68,9 @@ THRESHOLD_SIGMAS = 3.5
 """Noisy counts below this many noise scales are treated as empty bins."""
 MIN_SURVIVING = 0.5
 """A column keeps its declared encoding unless the surviving counts hold at least this share of n."""
+MIN_ROWS_IN_NOISE_SCALES = 4.0
+"""No release (and no charge) unless n ≥ this × THRESHOLD_SIGMAS × √S: with fewer rows, even a bin holding a quarter
+of them would not stand out of the noise, so the release could derive nothing (a public rule: n, p, the budget)."""
 TAIL = 0.01
 """The share of the surviving mass left beyond the clip range at each end."""
 LABEL_MARGIN = 0.25
@@ -251,16 +254,17 @@ def preprocess(
 ) -> PreprocessingOutcome | None:
     """Run private preprocessing on ``encoded`` (encoded by its declared schema) at ``share`` of the budget
     ``privacy_filter`` measures (default: the schema's own setting), or return None when there is nothing to do:
-    the owner opted out, no numeric column lacks a declared transform, or the share is too small for the exact
-    sampler's range. ``rng`` is OS-seeded for private data. The caller charges ``outcome.cost`` to the ledger
-    before the outcome's data or statistics are used or shown."""
+    the owner opted out, no numeric column lacks a declared transform, the share is too small for the exact
+    sampler's range, or n is too small for the noise (:data:`MIN_ROWS_IN_NOISE_SCALES`; public, nothing charged).
+    ``rng`` is OS-seeded for private data. The caller charges ``outcome.cost`` to the ledger before the outcome's
+    data or statistics are used or shown."""
     share = preprocessing_share(encoded.schema) if share is None else share
     columns = _candidates(encoded.schema)
     if share is None or not columns:
         return None
     variance = variance_for_share(len(columns), privacy_filter, share)
-    if variance is None:
-        return None
+    if variance is None or encoded.n < MIN_ROWS_IN_NOISE_SCALES * THRESHOLD_SIGMAS * math.sqrt(variance):
+        return None  # too little data for this noise: no bin could hold a quarter of the rows and show it
     features = [c for c in columns if c.role == "feature"]
     values = _declared_values(
         encoded.X[:, [c.index for c in features]],
