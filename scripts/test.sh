@@ -8,4 +8,4 @@ bash scripts/setup-venv.sh test
 bash scripts/install-browser.sh   # Debian's chromium + chromedriver for the dashboard's browser tests
 .venv/bin/ruff check service tests benchmarks alembic docker examples
 .venv/bin/mypy   # [tool.mypy] in pyproject.toml: strict on privfit.privacy, privfit.ledger, privfit.solvers
-exec .venv/bin/python -m pytest "$@"
+exec .venv/bin/python -m pytest --durations=30 "$@"   # the 30 slowest tests, for keeping the suite near 15 min
