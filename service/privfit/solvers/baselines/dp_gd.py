@@ -79,7 +79,7 @@ data) Nesterov's 200 steps stayed best (Adult 84.62–84.70 against 84.17–84.5
 against 77.24–77.37). The constant 25 sat between the best T of each dataset at each ρ (15 and 40 measured too:
 15 favoured Telco at ρ ≥ 0.15, 40 HR at ρ ≈ 0.1). The step size was measured again on the same cells (non-expert
 and expert schemas with preprocessing, ε ∈ {0.5, 1, 2, 5}, the rule's T and momentum): η ∈ {½, 1, 2, 4}/β; 1/β had
-the best AUC, or one within 0.003 of it, in every cell but HR at ε = 2 (non-expert: 0.818 against 0.820 at ½/β),
+the best AUC, or one within 0.003 of it, in every cell but Telco at ε = 1 (non-expert: 0.849 against 0.853 at ½/β),
 while 2/β and 4/β lost up to 1.6 / 2.9 accuracy points on Telco (81.50 % against 79.91 / 78.59 at ε = 1): η = 1/β
 stays.
 
