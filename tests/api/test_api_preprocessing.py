@@ -68,9 +68,12 @@ def test_upload_runs_private_preprocessing_by_default(client, keys):
         lower, upper = declared_bounds[column["name"]]
         assert column["grid"] == {"scale": "symlog", "lower": lower, "upper": upper, "bins": 32}
         assert all(isinstance(count, int) for count in column["noisy_counts"])
+    # The API's noise is OS-seeded, so only what no single noise-only bin can change is asserted: such a bin
+    # survives the 3.5σ threshold with probability < 2.4e-4 and may stretch a range to a declared bound, but the
+    # bulk (incomes ≈ 22,000 · e^{±2.3}, ages 18–90 around 45) stays inside and the log1p decisions hold.
     income, age = (c["derived"] for c in pre["columns"])
-    assert income["log"] is True and income["clip"][0] >= 0 and income["clip"][1] < 2_000_000
-    assert age["log"] is False and 5 <= age["clip"][0] < age["clip"][1] <= 110
+    assert income["log"] is True and income["clip"][0] <= 3_000 and 150_000 <= income["clip"][1] <= 10_000_000
+    assert age["log"] is False and 0 <= age["clip"][0] <= 25 and 70 <= age["clip"][1] <= 120
     features = {f["name"]: f for f in dataset["schema"]["features"]}
     assert features["income"]["transform"]["clip"] == income["clip"] and features["income"]["transform"]["log"]
     assert features["score"]["transform"] == {"clip": [-0.5, 0.5], "log": False, "standardize": None}

@@ -303,3 +303,30 @@ def test_too_few_rows_for_the_noise_release_nothing_and_charge_nothing():
     rng = make_generator(41, data_is_public=True)
     assert preprocess(parse_and_encode(to_csv(small), schema), PRIVACY_FILTER, rng) is None
     assert preprocess(parse_and_encode(to_csv(enough), schema), PRIVACY_FILTER, rng) is not None
+
+
+def test_a_regression_widens_each_feature_range_by_a_tenth_of_its_width_on_each_side():
+    """margin = REGRESSION_FEATURE_MARGIN for features when the label is numeric (preprocess decides it from the
+    public label type): the tail rule's [2, 5] of the hand example becomes [1.7, 5.3]; a range at the bounds stays."""
+    from privfit.datasets.preprocessing import REGRESSION_FEATURE_MARGIN
+
+    edges = np.arange(8.0)
+    counts = np.array([1, 0, 10, 978, 10, 0, 1])
+    widened = derive_range(counts, edges, TINY_SIGMA, 1000, "feature", margin=REGRESSION_FEATURE_MARGIN)
+    assert widened == {"clip": [pytest.approx(1.7), pytest.approx(5.3)], "log": False}
+    at_bounds = np.array([300, 0, 10, 378, 10, 0, 300])
+    assert derive_range(at_bounds, edges, TINY_SIGMA, 1000, "feature", margin=REGRESSION_FEATURE_MARGIN) is None
+    columns = synthetic(50)
+    columns["y"] = np.round(np.clip(np.exp(np.random.default_rng(9).normal(9.0, 1.0, N)), 0.0, 1e6), 2).tolist()
+    document = schema_document({"name": "y", "type": "numeric", "lower": 0.0, "upper": 1e6})
+    regression = parse_and_encode(to_csv(columns), DatasetSchema.model_validate(document))
+    outcome = preprocess(regression, PRIVACY_FILTER, make_generator(51, data_is_public=True))
+    assert outcome is not None and outcome.names[0] == "age"
+    sigma = outcome.histograms.sigma
+    counts, edges = outcome.histograms.counts[0], outcome.histograms.edges[0]
+    plain = derive_range(counts, edges, sigma, regression.n, "feature")
+    assert plain is not None
+    c, d = plain["clip"]
+    a, b = outcome.derived[0]["clip"]  # the same released counts, widened
+    assert a == pytest.approx(max(0.0, c - (d - c) / 10)) and b == pytest.approx(min(120.0, d + (d - c) / 10))
+    assert (a, b) != (c, d)

@@ -22,7 +22,11 @@ set to 0 (a bin that holds nothing shows noise only; P(N_Z(0, S) ≥ 3.5σ) < 2.
 M is below :data:`MIN_SURVIVING` · n the histogram says too little and the column keeps its declared encoding.
 Otherwise k_lo is the first bin where the surviving cumulative mass reaches TAIL·M, k_hi the last from the right;
 [a, b] = [e_{k_lo}, e_{k_hi + 1}] (bin edges, so a whole bin is kept); a numeric label's range is then widened by
-:data:`LABEL_MARGIN` of its width on each side, within the declared bounds. A column with a ≥ 0 is modelled as log1p
+:data:`LABEL_MARGIN` of its width on each side, within the declared bounds, and with a numeric label each feature's
+range by :data:`REGRESSION_FEATURE_MARGIN` (measured on the power plant and wine data, non-expert and expert schemas,
+ε ∈ {0.5, 1, 2}: RMSE 4.88 → 4.60 MW on the power plant's expert schema at ε = 1, wine within ±0.004; the same margin
+on the classification datasets cost up to 0.4 points on HR and 0.011 AUC on the synthetic data, so it is not applied
+there). A column with a ≥ 0 is modelled as log1p
 when log1p(b) − log1p(a) ≥ 1 (the range spans a factor e in 1 + x) and its median bin's centre m (in the grid's
 own scale) satisfies b − m ≥ :data:`SKEW_RATIO` · (m − a): the upper tail is several times longer than the lower.
 
@@ -76,6 +80,10 @@ TAIL = 0.01
 LABEL_MARGIN = 0.25
 """A numeric label's derived range is widened by this share of its width on each side (within the declared
 bounds): a label clipped too narrowly caps every prediction, a cost features do not have."""
+REGRESSION_FEATURE_MARGIN = 0.1
+"""With a numeric label, each feature's derived range is widened by this share of its width on each side (within
+the declared bounds): a linear regression's prediction moves with every feature's tail, so clipping the tails
+biases the predictions of the rows there; a classifier's does not need them (measured: module docstring)."""
 SKEW_RATIO = 3.0
 """Upper tail / lower tail length (about the median bin) from which a non-negative column is modelled as log1p."""
 MECHANISM = "noisy histograms on a public symlog grid, discrete Gaussian noise (Canonne, Kamath & Steinke 2020)"
@@ -191,10 +199,13 @@ def is_right_skewed(a: float, median: float, b: float) -> bool:
     return math.log1p(b) - math.log1p(a) >= 1.0 and b - median >= SKEW_RATIO * (median - a)
 
 
-def derive_range(noisy: np.ndarray, edges: np.ndarray, sigma: float, n: int, role: str) -> dict[str, Any] | None:
+def derive_range(
+    noisy: np.ndarray, edges: np.ndarray, sigma: float, n: int, role: str, *, margin: float = 0.0
+) -> dict[str, Any] | None:
     """The derived encoding of one column from its released counts (public rules, module docstring): a
-    ``{"clip": [a, b], "log": bool}`` transform for a feature, ``{"lower": a, "upper": b}`` for a label, or None
-    (keep the declared encoding)."""
+    ``{"clip": [a, b], "log": bool}`` transform for a feature (its range widened by ``margin`` of its width on each
+    side, within the bounds, after the log1p decision), ``{"lower": a, "upper": b}`` for a label, or None (keep the
+    declared encoding)."""
     counts = np.where(noisy >= THRESHOLD_SIGMAS * sigma, noisy, 0).astype(np.float64)
     mass = float(counts.sum())
     if mass < MIN_SURVIVING * n:
@@ -209,6 +220,9 @@ def derive_range(noisy: np.ndarray, edges: np.ndarray, sigma: float, n: int, rol
         a, b = max(float(edges[0]), a - margin), min(float(edges[-1]), b + margin)
         return None if (a, b) == (float(edges[0]), float(edges[-1])) else {"lower": a, "upper": b}
     log = is_right_skewed(a, _bin_centre(edges, k_med), b)
+    width = margin * (b - a)
+    a, b = max(float(edges[0]), a - width), min(float(edges[-1]), b + width)
+    log = log and a >= 0
     if (a, b) == (float(edges[0]), float(edges[-1])) and not log:
         return None
     return {"clip": [a, b], "log": log}
@@ -276,8 +290,9 @@ def preprocess(
         values = np.column_stack([values, _declared_values(encoded.y, label.lower, label.upper)])
     histograms = release_histograms(values, np.stack([c.edges for c in columns]), variance, rng)
     sigma = math.sqrt(variance)
+    margin = REGRESSION_FEATURE_MARGIN if isinstance(encoded.schema.label, NumericLabel) else 0.0
     derived = [
-        derive_range(counts, c.edges, sigma, encoded.n, c.role)
+        derive_range(counts, c.edges, sigma, encoded.n, c.role, margin=margin)
         for c, counts in zip(columns, histograms.counts, strict=True)
     ]
     schema = _derived_schema(encoded.schema, columns, derived)
