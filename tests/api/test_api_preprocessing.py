@@ -73,7 +73,7 @@ def test_upload_runs_private_preprocessing_by_default(client, keys):
     # bulk (incomes ≈ 22,000 · e^{±2.3}, ages 18–90 around 45) stays inside and the log1p decisions hold.
     income, age = (c["derived"] for c in pre["columns"])
     assert income["log"] is True and income["clip"][0] <= 10_000 and 100_000 <= income["clip"][1] <= 10_000_000
-    assert age["log"] is False and 0 <= age["clip"][0] <= 25 and 70 <= age["clip"][1] <= 120
+    assert age["log"] is False and 0 <= age["clip"][0] <= 32 and 60 <= age["clip"][1] <= 120
     features = {f["name"]: f for f in dataset["schema"]["features"]}
     assert features["income"]["transform"]["clip"] == income["clip"] and features["income"]["transform"]["log"]
     assert features["score"]["transform"] == {"clip": [-0.5, 0.5], "log": False, "standardize": None}
