@@ -27,7 +27,7 @@ for ``logistic`` at every n·ε (the measured runner-up where n·ε ≥ 10,000: 
 **Issue 34** (2026-11-28, ``benchmarks/preprocessing.py``): on a default server (exact noise, private
 preprocessing at upload, ``dp_gd``'s re-derived schedule) the rule's ``dp_gd`` is within 1 point and 0.02 AUC of
 non-private logistic regression at a total ε = 1 on Adult, Telco, HR and a synthetic skewed dataset with non-expert
-schemas, and above diffprivlib on average at every ε ∈ {0.5, 1, 2, 5}; ``linear`` within 1.06 × ridge's RMSE.
+schemas, and above diffprivlib on average at every ε ∈ {0.5, 1, 2, 5}; ``linear`` within 1.02 × ridge's RMSE.
 
 Other models have a single natural choice, given in the table: ``resque_dpsgd`` for the non-smooth absolute and
 quantile losses, ``dp_lazy_oco`` for its mean and linear-loss models.
