@@ -222,7 +222,7 @@ def test_audit_of_the_release_on_neighbouring_datasets(variant):
     monotone in h_b − h_a, so thresholds on h_b − h_a are the optimal tests (Neyman–Pearson). With bin a
     released exactly, h_a alone tells D from D′."""
     claimed = claimed_epsilon(AUDIT_VARIANCE)
-    assert 1.0 < claimed < 2.0
+    assert 2.0 > claimed > 1.0  # a moderate claim: the audit can resolve it from 10⁵ releases
     variance = AUDIT_VARIANCE // 16 if variant == "sixteenth variance" else AUDIT_VARIANCE
     noised = (1,) if variant == "one bin without noise" else (0, 1)
     rng = make_generator(20, data_is_public=True)
