@@ -184,3 +184,21 @@ def test_what_an_analyst_sees_of_the_release_beyond_the_noisy_statistics_does_no
         (e["kind"], e["rdp"], e["epsilon"]) for e in ledger_b
     ]
     assert set(a) == set(b)
+
+
+def test_a_machine_short_of_memory_during_preprocessing_is_a_503_with_nothing_written(client, keys, monkeypatch):
+    """preprocess re-encodes a copy of the matrix: a MemoryError there is a retryable 503, never a 500, and nothing
+    (dataset, budget, ledger entry, stored data) is written."""
+    import privfit.api.routers.datasets as router
+
+    def short_of_memory(*args: Any, **kwargs: Any) -> None:
+        raise MemoryError
+
+    monkeypatch.setattr(router, "preprocess", short_of_memory)
+    response = client.post(
+        "/v1/datasets", headers=keys.owner, files={"file": ("data.csv", wide_csv(200), "text/csv")},
+        data={"schema": json.dumps(WIDE_SCHEMA), "name": "short"},
+    )  # fmt: skip
+    assert response.status_code == 503 and response.headers["Retry-After"] == "30", response.text
+    assert client.get("/v1/datasets", headers=keys.owner).json() == []
+    assert not any(path.is_file() for path in client.app.state.settings.data_dir.rglob("*"))

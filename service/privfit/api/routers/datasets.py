@@ -308,8 +308,7 @@ def upload_dataset(
     except DatasetTooLargeError as error:
         raise Problem(413, "Dataset too large", error.message, setting=error.setting, limit=error.limit) from None
     except MemoryError:  # the caps make this unlikely; when the machine is short anyway, it is a retryable state
-        raise HTTPException(503, "the server has not enough memory for this upload now; retry later",
-                            headers={"Retry-After": "30"}) from None  # fmt: skip
+        raise _short_of_memory() from None
     too_large = declared.budget.delta_too_large_for(encoded.n)
     if too_large is not None:
         raise Problem(422, "Invalid schema", f"schema.budget.{too_large}", field="schema.budget.delta")
@@ -317,7 +316,10 @@ def upload_dataset(
     privacy_filter = PrivacyFilter.for_budget(
         declared.budget.epsilon, declared.budget.delta, grid, declared.budget.approximate_delta
     )
-    preprocessing = preprocess(encoded, privacy_filter, secure_generator())  # charged in _register, shown after
+    try:  # charged in _register, shown only after
+        preprocessing = preprocess(encoded, privacy_filter, secure_generator())
+    except MemoryError:  # its re-encoded copy of the matrix: as for the encoding above
+        raise _short_of_memory() from None
     if preprocessing is not None:
         encoded = preprocessing.encoded
     if declared.validation_fraction is not None:
@@ -330,6 +332,11 @@ def upload_dataset(
         encoded, validation, content_hash, grid, allow_duplicate, preprocessing,
     )  # fmt: skip
     return _out(dataset, principal).model_copy(update={"clipped_cells": clipped})
+
+
+def _short_of_memory() -> HTTPException:
+    return HTTPException(503, "the server has not enough memory for this upload now; retry later",
+                         headers={"Retry-After": "30"})  # fmt: skip
 
 
 def _store_and_register(
