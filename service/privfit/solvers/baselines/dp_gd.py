@@ -129,9 +129,9 @@ training mean scoring 0.883) and won on the power plant (6.26 MW at T = 200 agai
 0.5 / 1 / 2 / 5: power plant 7.50 / 5.11 / 4.86 / 4.78 / 4.75 MW (was 10.17 / 8.33 / 7.19 / 5.86 / 5.46), wine
 0.852 / 0.787 / 0.761 / 0.754 / 0.751 (was 1.443 / 1.218 / 0.959 / 0.967 / 0.835). Re-measured for issue 34 with
 private preprocessing (non-expert and expert schemas, ε ∈ {0.5, 1, 2, 5}, 3 seeds) against 300 and 2000 averaged
-steps, 1000 last-iterate steps and Nesterov's 200: the default was the best or within 3 % of it in every cell but
-the non-expert power plant at ε = 0.5 (4.81 MW against 4.71 for 300 steps); 2000 steps were within ±1 % of it,
-Nesterov 2–44 % worse. Kept.
+steps, 1000 last-iterate steps and Nesterov's 200: the default was the best or within 2.2 % of it in every cell
+(the farthest: the non-expert power plant at ε = 0.5, 4.81 MW against 4.71 for 300 steps); 2000 steps were within
+±1 % of it, Nesterov 1–44 % worse. Kept.
 
 **Multiclass** (a categorical label with k ≥ 3 classes; issue 22 §3). ``model: "logistic"`` on such a label fits
 the multinomial logistic model (:class:`~privfit.solvers.losses.MultinomialLogisticLoss`): θ = vec(Θ), Θ ∈ R^{k×d'}
