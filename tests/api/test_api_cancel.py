@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from api_helpers import Keys, bearer, make_client, upload, wait_for, wait_until_running
+from api_helpers import Keys, bearer, make_client, small_csv, upload, wait_for, wait_until_running
 from fastapi.testclient import TestClient
 from process_helpers import PRIVFIT, environment, process
 
@@ -64,7 +64,9 @@ def _assert_cancelled_without_result(client: TestClient, keys: Keys, done: dict[
 
 def test_cancel_stops_a_running_fit_at_its_next_step(slow_beat) -> None:
     client, keys = slow_beat
-    dataset_id = upload(client, keys)
+    # 40,000 rows: each step takes 10× the 4,000-row default's time, so on a quiet machine the first heartbeat
+    # (5 s) still reports under half of the 100,000 steps (on 4,000 rows a quiet machine had run 54 % by then)
+    dataset_id = upload(client, keys, csv=small_csv(40_000))
     created = client.post("/v1/fits", headers=keys.analyst, json={"dataset_id": dataset_id, **LONG_FIT})
     assert created.status_code == 202, created.text
     fit_id = created.json()["id"]
