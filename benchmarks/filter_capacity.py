@@ -82,7 +82,7 @@ def union_rule(epsilon: float, delta: float, *, orders: int, pure: bool, approxi
     budgets = [(i, epsilon - conversion_offset(float(grid[i]), share)) for i in indices]
 
     def admits(cost: PrivacyCost) -> bool:
-        if not base.delta_used(cost) <= base.approximate_delta:
+        if not base.delta_fits(cost):  # (a1) and (a2)
             return False
         if pure and cost.pure_epsilon <= epsilon:
             return True

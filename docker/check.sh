@@ -6,10 +6,11 @@
 #      checks of docker/check_compose.py (every PRIVFIT_* value accepted by privfit's Settings, start order...);
 #   3. the image's start commands from that venv, in an empty working directory, with the image's environment
 #      (docker/Dockerfile ENV, paths moved under a temp dir) on SQLite and PRIVFIT_QUEUE=none: `privfit migrate`,
-#      then docker/start-api.sh (uvicorn, 2 processes as the image's default); waits for /healthz and /readyz
-#      to answer 200 through docker/healthcheck.py (the image's HEALTHCHECK), that the dashboard's assets are served
-#      from the installed package, checks every log line is JSON and
-#      the access log went through it, then SIGTERM and checks the server and its worker processes exited.
+#      then docker/start-api.sh (gunicorn and 2 uvicorn workers, the image's default); waits for /healthz and
+#      /readyz to answer 200 through docker/healthcheck.py (the image's HEALTHCHECK) and for the supervisor's "all 2
+#      API processes ready" line, that the dashboard's assets are served from the installed package, checks every
+#      log line is JSON and the access log and gunicorn's own lines went through it, then SIGTERM and checks the
+#      server exited 0 after a graceful shutdown and its worker processes exited.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 repo=$PWD
@@ -66,7 +67,7 @@ step "privfit migrate: $(tail -1 "$work/migrate.log")"
 sh "$work/src/docker/start-api.sh" --host 127.0.0.1 --port "$port" >"$work/api.log" 2>&1 &
 server=$!
 wait_for() {
-  local url=$1 deadline=$(($(date +%s) + 90))
+  local url=$1 deadline=$(($(date +%s) + 240))   # generous: CI's machine may be loaded (issue 35)
   until "$python" "$work/src/docker/healthcheck.py" "$url" 2>/dev/null; do
     if ! kill -0 "$server" 2>/dev/null || [ "$(date +%s)" -gt "$deadline" ]; then
       echo "docker/check.sh: $url did not answer 200; server log:" >&2
@@ -79,6 +80,16 @@ wait_for() {
 }
 wait_for "http://127.0.0.1:$port/healthz"
 wait_for "http://127.0.0.1:$port/readyz"
+deadline=$(($(date +%s) + 240))
+until grep -q '"all 2 API processes ready' "$work/api.log"; do
+  if ! kill -0 "$server" 2>/dev/null || [ "$(date +%s)" -gt "$deadline" ]; then
+    echo "docker/check.sh: the supervisor never logged that both API processes are ready; server log:" >&2
+    tail -40 "$work/api.log" >&2
+    exit 1
+  fi
+  sleep 0.5
+done
+step "$(grep -o '"all 2 API processes ready[^"]*' "$work/api.log" | head -1 | tr -d '"')"
 # the dashboard's assets ship inside the installed (not editable) package
 "$python" - "http://127.0.0.1:$port" <<'EOF'
 import sys
@@ -89,13 +100,16 @@ for path, marker in (("/ui/", b"<html"), ("/ui/static/app.js", b"import")):
         assert response.status == 200 and marker in body, f"{path}: {response.status}, {body[:80]!r}"
 EOF
 step "the dashboard's assets are served from the installed package"
-children=$(pgrep -P "$server" | tr '\n' ' ' || true)  # uvicorn's workers and multiprocessing's resource tracker
+children=$(pgrep -P "$server" | tr '\n' ' ' || true)  # gunicorn's workers
 "$python" - "$work/api.log" <<'EOF'
 import json, sys
 lines = [line for line in open(sys.argv[1]) if line.strip()]
 entries = [json.loads(line) for line in lines]  # raises on any line that is not one JSON object
 access = [e for e in entries if e["logger"] == "uvicorn.access" and e.get("path") == "/readyz" and e["status"] == 200]
 assert access, "no JSON access-log line for GET /readyz"
+assert any(e["logger"] == "gunicorn.error" for e in entries), "gunicorn's own lines are not in privfit's format"
+ready = [e for e in entries if e["message"].startswith("API process") and "startup_seconds" in e]
+assert len(ready) == 2, f"{len(ready)} 'API process ... ready' lines with their start-up time, not 2"
 print(f"docker/check.sh: {len(entries)} log lines, all JSON; access log e.g. {json.dumps(access[0])}")
 EOF
 

@@ -17,14 +17,12 @@ from privfit.settings import Settings, get_settings
 
 
 def _serve(args: argparse.Namespace) -> int:
-    """``uvicorn`` with ``--workers`` processes (default ``PRIVFIT_API_WORKERS``, 2; one for an in-memory SQLite
-    database, which processes cannot share). With several processes, the start-up work that must happen once or
-    that must fail the command runs here first: SQLite's migrations (not N processes racing), and the check that
-    this process's dataset store holds the live datasets — uvicorn's supervisor stops when a worker fails to
-    start, but exits 0, so a misconfiguration found only in the workers would look like a clean exit."""
-    import uvicorn
-
-    from privfit.logs import uvicorn_log_config
+    """The API in ``--workers`` processes (default ``PRIVFIT_API_WORKERS``, 2; one for an in-memory SQLite database,
+    which processes cannot share): one uvicorn process, or gunicorn supervising uvicorn workers
+    (:mod:`privfit.api.serving`: start, readiness and stop). With several processes, the start-up work that must
+    happen once or that must fail the command runs here first, before the workers are forked: SQLite's migrations
+    (not N processes racing), and the check that this process's dataset store holds the live datasets."""
+    from privfit.api.serving import serve
 
     settings = get_settings()
     workers = args.workers or settings.api_workers
@@ -32,11 +30,7 @@ def _serve(args: argparse.Namespace) -> int:
         workers = 1
     if workers > 1 and not _startup_checks(settings):
         return 1
-    uvicorn.run(
-        "privfit.api.app:create_app", factory=True, host=args.host, port=args.port, workers=workers,
-        log_level=args.log_level, log_config=uvicorn_log_config(settings.log_format, args.log_level),
-    )  # fmt: skip
-    return 0
+    return serve(settings, host=args.host, port=args.port, workers=workers, log_level=args.log_level)
 
 
 def _in_memory_sqlite(url: str) -> bool:
@@ -92,6 +86,7 @@ def _worker(args: argparse.Namespace) -> int:
         db, store, size=args.concurrency or settings.workers,
         lease_seconds=settings.lease_seconds, heartbeat_seconds=settings.heartbeat_seconds,
         poll_seconds=settings.poll_seconds, cancel_poll_seconds=settings.cancel_poll_seconds,
+        max_attempts=settings.fit_max_attempts,
     )  # fmt: skip
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
@@ -99,7 +94,7 @@ def _worker(args: argparse.Namespace) -> int:
     pool.start()
     print(f"privfit worker {pool.name}: {pool.size} threads on {db.engine.url.render_as_string()}", flush=True)
     stop.wait()
-    pool.stop()
+    pool.stop(settings.stop_grace_seconds)  # running fits go back to the queue (daemon threads past the grace)
     db.dispose()
     return 0
 

@@ -87,6 +87,22 @@ class Settings(BaseSettings):
         description="Largest encoded matrix of an upload, n·(d + 1)·8 bytes; checked as rows stream in, before the "
         "memory is allocated (413).",
     )
+    max_cell_bytes: int = Field(
+        64 * 1024,
+        ge=64,
+        description="Longest cell of an upload in bytes: a CSV field as written (quotes included), a string value of "
+        "a used Parquet column. A CSV is checked in one pass over its bytes before it is parsed; a Parquet file from "
+        "its statistics and dictionary page headers, then each dictionary's values before any is turned into "
+        "text (422 naming the column and the line or row).",
+    )
+    max_parquet_page_bytes: int = Field(
+        8 * 1024**2,
+        ge=64 * 1024,
+        description="Largest footer of a Parquet upload, and largest dictionary page (uncompressed) of a used column "
+        "and sum of the dictionary pages of a row group's text columns: Arrow holds them whole, so they are checked "
+        "from the file's trailer and page headers before anything is decompressed (413). Data pages are bounded by "
+        "the row group rule (docs/datasets.md, Parquet files).",
+    )
     max_concurrent_uploads: int = Field(
         2,
         ge=1,
@@ -96,6 +112,21 @@ class Settings(BaseSettings):
     lease_seconds: float = Field(60.0, gt=0, description="A running job whose lease is older is a lost job.")
     heartbeat_seconds: float = Field(5.0, gt=0, description="How often a worker renews its lease and progress.")
     poll_seconds: float = Field(0.5, gt=0, description="How often idle workers look for queued jobs.")
+    stop_grace_seconds: float = Field(
+        30.0,
+        gt=0,
+        le=3600,
+        description="On SIGTERM a process stops taking requests and jobs; running fits stop at their next step and "
+        "go back to the queue with their charge (run again from the start later, docs/privacy.md), and the process "
+        "exits 0 within this many seconds (give a supervisor's stop timeout a few seconds more).",
+    )
+    fit_max_attempts: int = Field(
+        3,
+        ge=1,
+        le=10,
+        description="Runs of one fit in all: a fit whose worker died or was stopped after reading rows is run again "
+        "from the start with the same charge, at most this many times, then fails with its charge kept.",
+    )
     cancel_poll_seconds: float = Field(
         0.2,
         gt=0,
@@ -144,9 +175,17 @@ class Settings(BaseSettings):
         2,
         ge=1,
         le=64,
-        description="Processes of `privfit serve` (uvicorn workers), on SQLite as on PostgreSQL (an in-memory "
-        "SQLite database runs one). Every admission is one transaction under the database's lock on the budget, "
-        "so processes cannot overspend a budget together.",
+        description="Processes of `privfit serve` (uvicorn workers under gunicorn when more than one), on SQLite as "
+        "on PostgreSQL (an in-memory SQLite database runs one). Every admission is one transaction under the "
+        "database's lock on the budget, so processes cannot overspend a budget together.",
+    )
+    worker_boot_timeout_seconds: float = Field(
+        120.0,
+        gt=0,
+        le=3600,
+        description="With several API processes (gunicorn): a process that has not finished its start-up, or not "
+        "sent its heartbeat (every half of this, from its event loop, which is never blocked), for this long is "
+        "killed (logged 'WORKER TIMEOUT') and replaced. Generous: a loaded machine starts processes slowly.",
     )
     api_threads: int = Field(
         8,

@@ -115,7 +115,13 @@ def upload(test_client: TestClient, keys: Keys, *, csv: bytes | None = None, sch
     return dataset_id
 
 
-def wait_for(test_client: TestClient, fit_id: str, headers: dict[str, str], timeout: float = 60.0) -> dict:
+#: How long a test waits for a fit to reach a state (a wait bound, never a speed requirement: generous for a busy
+#: machine; the wait ends as soon as the state is reached).
+FIT_WAIT_SECONDS = 300.0
+
+
+def wait_for(test_client: TestClient, fit_id: str, headers: dict[str, str], timeout: float = FIT_WAIT_SECONDS) -> dict:
+    """Poll the fit until it is succeeded, failed or cancelled; its body then. Fails after ``timeout`` s."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         body = test_client.get(f"/v1/fits/{fit_id}", headers=headers).json()
@@ -135,7 +141,12 @@ def fit_and_wait(test_client: TestClient, keys: Keys, request: dict[str, Any]) -
 
 
 def wait_until_running(
-    test_client: TestClient, fit_id: str, headers: dict[str, str], timeout: float = 30.0, *, with_progress: bool = True
+    test_client: TestClient,
+    fit_id: str,
+    headers: dict[str, str],
+    timeout: float = FIT_WAIT_SECONDS,
+    *,
+    with_progress: bool = True,
 ) -> dict:
     """Poll until the fit is running (with some progress > 0 if ``with_progress``); its body then. Fails after
     ``timeout`` s."""

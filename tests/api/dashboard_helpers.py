@@ -35,7 +35,11 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 REPO = Path(__file__).resolve().parents[2]
 SCREENSHOTS = Path(os.environ.get("PRIVFIT_TEST_ARTIFACTS", REPO / "test-artifacts")) / "screenshots"
-WAIT = 20.0
+#: How long a browser or a poll waits for what it expects (a wait bound, generous for a busy machine: every wait ends
+#: as soon as its condition holds).
+WAIT = 120.0
+#: How long a test waits for a fit to finish.
+FIT_WAIT = 300.0
 
 #: The one kind of SEVERE console entry a test may cause on purpose: Chromium logs every 4xx answer of a fetch as
 #: "<url> - Failed to load resource: the server responded with a status of 4xx". Those are the API's problem+json
@@ -67,7 +71,7 @@ class Live:
         return response.json()
 
 
-def wait_fit(base: str, key: str, fit_id: str, timeout: float = 60) -> dict[str, Any]:
+def wait_fit(base: str, key: str, fit_id: str, timeout: float = FIT_WAIT) -> dict[str, Any]:
     """Poll a fit until it is no longer queued or running; its JSON."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -75,7 +79,7 @@ def wait_fit(base: str, key: str, fit_id: str, timeout: float = 60) -> dict[str,
         if body["status"] not in ("queued", "running"):
             return body
         time.sleep(0.1)
-    raise AssertionError(f"fit {fit_id} did not finish: {body}")
+    raise AssertionError(f"fit {fit_id} did not finish in {timeout:.0f} s: {body}")
 
 
 def start_live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:

@@ -10,7 +10,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,35 +40,83 @@ def environment(database_url: str, tmp_path: Path, **extra: str) -> dict[str, st
     return env
 
 
+#: how long a test waits for a started server to answer: generous, since a loaded machine (issue 35: load 17-31 on
+#: 2 cores) starts a process in tens of seconds; a server that exits is reported at once, not after this
+READY_TIMEOUT = 240.0
+
+
 @contextmanager
 def process(args: list[str], env: dict[str, str], log: Path, cwd: Path | None = None) -> Iterator[subprocess.Popen]:
+    """``args`` in a new session (its own process group), output to ``log``; on exit the whole group is killed —
+    also children that outlived the process (a supervisor's workers)."""
     with log.open("wb") as output:
         proc = subprocess.Popen(args, env=env, stdout=output, stderr=subprocess.STDOUT, start_new_session=True, cwd=cwd)
         try:
             yield proc
         finally:
-            if proc.poll() is None:
+            with suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(10)
 
 
+def wait_ready(proc: subprocess.Popen, base: str, log: Path, timeout: float = READY_TIMEOUT) -> None:
+    """Wait until ``base``'s ``/readyz`` answers 200 (it answers only once the app's start-up finished); fails with
+    the end of ``log`` if ``proc`` exits first or ``timeout`` seconds pass."""
+    deadline = time.monotonic() + timeout
+    while proc.poll() is None and time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{base}/readyz", timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    state = f"exited with {proc.returncode}" if proc.poll() is not None else f"not ready after {timeout:.0f} s"
+    raise AssertionError(f"server did not start ({state}): {log.read_text(errors='replace')[-3000:]}")
+
+
+def wait_for_line(proc: subprocess.Popen, log: Path, text: str, timeout: float = READY_TIMEOUT) -> None:
+    """Wait until ``log`` holds ``text`` (e.g. the supervisor's ``all 2 API processes ready``); fails with the end of
+    ``log`` if ``proc`` exits first or ``timeout`` seconds pass."""
+    deadline = time.monotonic() + timeout
+    while text not in log.read_text(errors="replace"):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise AssertionError(f"no {text!r} in the log: {log.read_text(errors='replace')[-3000:]}")
+        time.sleep(0.1)
+
+
 @contextmanager
-def serving(command: list[str], env: dict[str, str], tmp_path: Path, port: int, *, timeout: float = 30,
+def cpu_load(processes: int) -> Iterator[list[subprocess.Popen]]:
+    """``processes`` busy-looping Python processes (a loaded machine) until the block ends."""
+    busy = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(processes)]
+    try:
+        yield busy
+    finally:
+        for proc in busy:
+            proc.kill()
+            proc.wait(10)
+
+
+def refuses(port: int) -> bool:
+    """Whether a TCP connection to 127.0.0.1:``port`` is refused (nothing listens there any more)."""
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
+    except ConnectionRefusedError:
+        return True
+    except OSError:  # e.g. a timeout: something holds the port but does not accept
+        return False
+    return False
+
+
+@contextmanager
+def serving(command: list[str], env: dict[str, str], tmp_path: Path, port: int, *, timeout: float = READY_TIMEOUT,
             cwd: Path | None = None) -> Iterator[str]:  # fmt: skip
     """Run ``command`` (a server listening on ``port``) until the block ends; its URL once ``/readyz`` answers 200
-    (the log, ``tmp_path/serve.log``, is shown if it never does within ``timeout`` seconds)."""
-    with process(command, env, tmp_path / "serve.log", cwd=cwd):
+    (:func:`wait_ready`; the log is ``tmp_path/serve.log``)."""
+    log = tmp_path / "serve.log"
+    with process(command, env, log, cwd=cwd) as proc:
         base = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{base}/readyz", timeout=1).status_code == 200:
-                    yield base
-                    return
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.1)
-        raise AssertionError(f"server did not start: {(tmp_path / 'serve.log').read_text()[-2000:]}")
+        wait_ready(proc, base, log, timeout)
+        yield base
 
 
 @contextmanager
@@ -123,27 +171,71 @@ def sqlite_server(tmp_path: Path, **extra: str) -> Iterator[LiveServer]:
         yield LiveServer(base, url, tmp_path, owner, admin)
 
 
-def listening_pid(base: str) -> int:
-    """The pid of the process that listens on ``base``'s port (``privfit serve`` runs uvicorn in-process), from
-    /proc (Linux): the LISTEN socket's inode in /proc/net/tcp{,6}, then the process holding it."""
-    port = int(base.rsplit(":", 1)[1])
+def _tcp_inodes(port: int, state: str, remote_port: int | None = None) -> set[str]:
+    """Inodes of the TCP sockets of local ``port`` in ``state`` (hex, e.g. ``0A`` LISTEN, ``01`` ESTABLISHED), and
+    of remote ``remote_port`` if given, from /proc/net/tcp{,6} (Linux)."""
     inodes = set()
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         for line in Path(table).read_text().splitlines()[1:]:
             fields = line.split()
-            if int(fields[1].split(":")[1], 16) == port and fields[3] == "0A":  # LISTEN
+            if (
+                int(fields[1].split(":")[1], 16) == port
+                and fields[3] == state
+                and (remote_port is None or int(fields[2].split(":")[1], 16) == remote_port)
+            ):
                 inodes.add(fields[9])
+    return inodes
+
+
+def _socket_holders(inodes: set[str]) -> list[int]:
+    """The pids of the processes that hold a socket of ``inodes`` (from their /proc/<pid>/fd), in /proc's order."""
+    holders = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
         try:
-            for fd in (proc / "fd").iterdir():
-                target = str(fd.readlink())
-                if target.startswith("socket:[") and target[8:-1] in inodes:
-                    return int(proc.name)
+            targets = (str(fd.readlink()) for fd in (proc / "fd").iterdir())
+            if any(target.startswith("socket:[") and target[8:-1] in inodes for target in targets):
+                holders.append(int(proc.name))
         except OSError:
             continue
-    raise RuntimeError(f"no process listens on port {port}")
+    return holders
+
+
+def listening_pid(base: str) -> int:
+    """The pid of the process that listens on ``base``'s port (``privfit serve`` with one process runs uvicorn
+    in-process), from /proc (Linux): the LISTEN socket's inode in /proc/net/tcp{,6}, then the process holding it."""
+    port = int(base.rsplit(":", 1)[1])
+    holders = _socket_holders(_tcp_inodes(port, "0A"))
+    if not holders:
+        raise RuntimeError(f"no process listens on port {port}")
+    return holders[0]
+
+
+def connection_owner(server_port: int, client_port: int) -> int | None:
+    """The pid of the process holding the server side of the open TCP connection from ``client_port`` to
+    ``server_port`` on this machine (which API process accepted it), or None."""
+    holders = _socket_holders(_tcp_inodes(server_port, "01", client_port))
+    return holders[0] if holders else None
+
+
+def children(pid: int) -> set[int]:
+    """The pids of the live children of ``pid`` (/proc/<pid>/task/*/children, Linux)."""
+    found: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            found.update(int(child) for child in (task / "children").read_text().split())
+        except OSError:
+            continue
+    return found
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` is a running process (a zombie, dead but not yet reaped by its parent, is not)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
 
 
 def status_kib(pid: int, field: str) -> int:

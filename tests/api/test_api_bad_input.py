@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from api_helpers import SMALL_SCHEMA, small_csv, upload
+from api_helpers import SMALL_SCHEMA, small_csv, upload, wait_for
 
 from privfit.datasets.store import LocalDatasetStore
 from privfit.db import Dataset, Job, LedgerEntry
@@ -222,3 +222,106 @@ def test_a_schema_is_checked_without_uploading(client, keys):
     assert client.post("/v1/datasets/schema-check", headers=keys.analyst, content="{}").status_code == 403
     with client.app.state.db.read() as session:
         assert session.query(Dataset).count() == 0
+
+
+# --------------------------------------------------------------------------------------------------
+# text rules (issue 35): hidden characters in names, NFC levels, the Idempotency-Key
+# --------------------------------------------------------------------------------------------------
+
+RLO = "\u202e"  # RIGHT-TO-LEFT OVERRIDE: "report\u202efdp.exe" displays as "reportexe.pdf"
+
+
+@pytest.mark.parametrize("key", ["", " ", "\t", "x" * 201, "caf\u00e9".encode()])  # UTF-8 bytes: read as Latin-1
+def test_an_empty_or_malformed_idempotency_key_is_a_422_naming_the_header(idle_client, idle_keys, key):
+    """Issue 35: an empty Idempotency-Key was used as a key (every client sending it shared one). Empty, blank (HTTP
+    strips it to empty), over 200 characters or not printable ASCII: a 422 naming the header; nothing is written."""
+    dataset_id = upload(idle_client, idle_keys)
+    headers = {**idle_keys.analyst, "Idempotency-Key": key}
+    request = {"dataset_id": dataset_id, "privacy": {"epsilon": 0.5}}
+    for response in (
+        idle_client.post("/v1/fits", headers=headers, json=request),
+        idle_client.post("/v1/fits/00000000-0000-4000-8000-000000000000/evaluate", headers=headers,
+                         json={"privacy": {"epsilon": 0.5}}),
+    ):  # fmt: skip
+        assert_problem(response, 422, "idempotency-key")
+        (error,) = response.json()["errors"]
+        assert error["loc"] == ["header", "idempotency-key"]
+        assert any(word in error["msg"] for word in ("empty", "at most 200", "printable ASCII")), error
+    with idle_client.app.state.db.read() as session:
+        assert session.query(Job).count() == 0 and session.query(LedgerEntry).count() == 0
+    accepted = idle_client.post("/v1/fits", headers={**idle_keys.analyst, "Idempotency-Key": "fit 1"}, json=request)
+    assert accepted.status_code == 202, accepted.text
+
+
+def test_names_with_a_bidirectional_control_are_a_422_naming_field_and_character(client, keys):
+    """Issue 35: names with U+202E were stored as is. A dataset name, an API key name and a schema's column name
+    are each refused with a 422 naming the field and the character; nothing is stored."""
+    named = client.post("/v1/datasets", headers=keys.owner, files={"file": ("d.csv", GOOD_CSV)},
+                        data={"schema": json.dumps(SMALL_SCHEMA), "name": f"report{RLO}fdp.exe"})  # fmt: skip
+    declared = json.loads(json.dumps(SMALL_SCHEMA))
+    declared["features"][2]["name"] = f"co{RLO}lor"
+    column = client.post("/v1/datasets", headers=keys.owner, files={"file": ("d.csv", GOOD_CSV)},
+                         data={"schema": json.dumps(declared)})  # fmt: skip
+    key = client.post("/v1/keys", headers=keys.admin, json={"role": "analyst", "name": f"bob{RLO}"})
+    for response, loc in (
+        (named, ["body", "name"]),
+        (column, ["features", "2", "categorical", "name"]),
+        (key, ["body", "name"]),
+    ):
+        assert_problem(response, 422, "U+202E RIGHT-TO-LEFT OVERRIDE")
+        assert response.json()["errors"][0]["loc"] == loc
+        assert RLO not in response.text  # named, not echoed
+    assert_nothing_stored(client)
+
+
+def test_a_dataset_name_is_stored_in_nfc_and_a_file_name_default_drops_hidden_characters(client, keys):
+    named = client.post("/v1/datasets", headers=keys.owner, files={"file": ("d.csv", GOOD_CSV)},
+                        data={"schema": json.dumps(SMALL_SCHEMA), "name": "cafe\u0301"})  # fmt: skip
+    assert named.status_code == 201, named.text
+    assert named.json()["name"] == "caf\u00e9"
+    assert client.get(f"/v1/datasets/{named.json()['id']}", headers=keys.owner).json()["name"] == "caf\u00e9"
+    default = client.post("/v1/datasets", headers=keys.owner, data={"schema": json.dumps(SMALL_SCHEMA),
+                          "allow_duplicate": "true"}, files={"file": (f"the\u200b{RLO}vsc.csv", GOOD_CSV)})  # fmt: skip
+    assert default.status_code == 201, default.text
+    assert default.json()["name"] == "thevsc.csv"
+
+
+def test_predictions_match_nfd_levels_and_column_names_to_the_nfc_declaration(client, keys):
+    """Issue 35: a prediction row with "e\\u0301" (NFD) predicts like one with "é" (NFC), in cells and in column
+    names — through the API and through the Python client — and a schema stored before the text rules still
+    predicts (it is read back as it was stored)."""
+    from privfit.client import Client
+    from privfit.db import Dataset
+
+    e_nfc, e_nfd = "\u00e9", "e\u0301"
+    declared = json.loads(json.dumps(SMALL_SCHEMA))
+    declared["features"][2] = {"name": f"c{e_nfd}t{e_nfd}", "type": "categorical",
+                               "levels": ["red", f"verd{e_nfd}", "blue"]}  # fmt: skip
+    csv = GOOD_CSV.replace(b"color", f"c{e_nfc}t{e_nfc}".encode()).replace(b"green", f"verd{e_nfc}".encode())
+    dataset_id = upload(client, keys, csv=csv, schema=declared)
+    fit = client.post("/v1/fits", headers=keys.analyst, json={"dataset_id": dataset_id, "privacy": {"epsilon": 0.5}})
+    assert fit.status_code == 202, fit.text
+    fit_id = fit.json()["id"]
+    assert wait_for(client, fit_id, keys.analyst)["status"] == "succeeded"
+
+    def scores(name: str, level: str) -> list[float]:
+        rows = [{"x1": 0.3, "x2": -0.2, name: level}, {"x1": -0.5, "x2": 0.1, name: "red"}]
+        response = client.post(f"/v1/fits/{fit_id}/predict", headers=keys.analyst, json={"rows": rows})
+        assert response.status_code == 200, response.text
+        return response.json()["scores"]
+
+    nfc_scores = scores(f"c{e_nfc}t{e_nfc}", f"verd{e_nfc}")
+    assert scores(f"c{e_nfd}t{e_nfd}", f"verd{e_nfd}") == nfc_scores
+    assert nfc_scores != scores(f"c{e_nfc}t{e_nfc}", "blue")  # the level matters: it was matched, not dropped
+    with Client("http://testserver", keys.analyst["Authorization"].removeprefix("Bearer "), retries=0,
+                transport=client._transport) as analyst:  # fmt: skip
+        rows = [{"x1": 0.3, "x2": -0.2, f"c{e_nfd}t{e_nfd}": f"verd{e_nfd}"}, {"x1": -0.5, "x2": 0.1,
+                f"c{e_nfd}t{e_nfd}": "red"}]  # fmt: skip
+        assert analyst.predict(fit_id, rows).scores == nfc_scores
+
+    with client.app.state.db.write() as session:  # as stored before the rules: an NFD level, a hidden character
+        dataset = session.get(Dataset, dataset_id)
+        legacy = json.loads(json.dumps(dataset.schema_json))
+        legacy["features"][2]["levels"] = ["red", f"verd{e_nfd}", f"bl{RLO}ue"]
+        dataset.schema_json = legacy
+    assert scores(f"c{e_nfc}t{e_nfc}", f"verd{e_nfc}") == nfc_scores

@@ -5,6 +5,10 @@ The apps here renew leases every 5 s (the default ``PRIVFIT_HEARTBEAT_SECONDS``,
 heartbeat is not what carries a cancel. In-process, the cancel request sets the runner's stop event at once; from
 another process (``privfit worker``), the solver's step callback polls the job's cancel flag every
 ``PRIVFIT_CANCEL_POLL_SECONDS`` (0.2 s); and the result commit re-checks the flag in its own transaction.
+
+How fast a fit stops is compared with the API's own round trip measured just before the cancel on the same machine
+(:func:`_assert_stopped_promptly`), never with a wall-clock limit: on a busy machine both stretch alike, while a
+cancel that waited for the next heartbeat (5 s) or for the fit's end would still stand out on a quiet one.
 """
 
 from __future__ import annotations
@@ -24,7 +28,11 @@ from privfit.api.auth import create_api_key
 
 LONG_FIT = {"solver": "dp_gd", "privacy": {"epsilon": 0.5}, "params": {"steps": 100_000}}  # ~20 s of steps
 SHORT_FIT = {"solver": "dp_gd", "privacy": {"epsilon": 0.05}, "params": {"steps": 7500}}  # ~1 s on a quiet machine
-CANCEL_WITHIN = 1.0
+#: A fit stops within this many of the API's round trips (:func:`_round_trip`) plus STOP_SLACK seconds of a cancel:
+#: the cancel, the runner's wake-up at its next step, the status write and the poll that sees it are each about one
+#: round trip (an in-process cancel) or one PRIVFIT_CANCEL_POLL_SECONDS (0.2 s; from another process).
+STOP_WITHIN_ROUND_TRIPS = 20
+STOP_SLACK = 1.0
 
 
 def _keys(client: TestClient) -> Keys:
@@ -42,12 +50,33 @@ def slow_beat(database_url: str, tmp_path: Path) -> Iterator[tuple[TestClient, K
         yield client, _keys(client)
 
 
+def _round_trip(client: TestClient, keys: Keys, fit_id: str, samples: int = 5) -> float:
+    """The slowest of ``samples`` reads of the fit (seconds): the API's latency on this machine at this moment (the
+    fit running beside it), the baseline a stop is compared with."""
+    slowest = 0.0
+    for _ in range(samples):
+        started = time.monotonic()
+        assert client.get(f"/v1/fits/{fit_id}", headers=keys.analyst).status_code == 200
+        slowest = max(slowest, time.monotonic() - started)
+    return slowest
+
+
+def _assert_stopped_promptly(elapsed: float, round_trip: float) -> None:
+    """The fit stopped at its next step, not at its next heartbeat (every 5 s here) nor at its end: within
+    STOP_WITHIN_ROUND_TRIPS of the API's round trips just before the cancel, plus STOP_SLACK."""
+    bound = STOP_WITHIN_ROUND_TRIPS * round_trip + STOP_SLACK
+    assert elapsed <= bound, (
+        f"the fit took {elapsed:.2f} s to stop after the cancel, more than {STOP_WITHIN_ROUND_TRIPS} round trips of "
+        f"the API ({round_trip:.3f} s each, measured just before) + {STOP_SLACK} s"
+    )
+
+
 def _cancel_and_time(client: TestClient, keys: Keys, fit_id: str) -> tuple[dict[str, Any], dict[str, Any], float]:
     """Cancel the fit; (the cancel's answer, the fit's final body, seconds from the cancel to its final status)."""
     started = time.monotonic()
     answered = client.post(f"/v1/fits/{fit_id}/cancel", headers=keys.analyst)
     assert answered.status_code in (200, 409), answered.text
-    done = wait_for(client, fit_id, keys.analyst, timeout=30)
+    done = wait_for(client, fit_id, keys.analyst)
     if answered.status_code == 409:  # it had finished: a problem naming the status, nothing changed (issue 24)
         problem = answered.json()
         assert problem["title"] == "Fit already finished" and f"({done['status']})" in problem["detail"], problem
@@ -72,11 +101,14 @@ def test_cancel_stops_a_running_fit_at_its_next_step(slow_beat) -> None:
     fit_id = created.json()["id"]
     running = wait_until_running(client, fit_id, keys.analyst)
     assert 0 < running["progress"] < 0.5, running
+    round_trip = _round_trip(client, keys, fit_id)
     answered, done, elapsed = _cancel_and_time(client, keys, fit_id)
     assert answered["status"] in ("running", "cancelled") and answered["cancel_requested"], answered
-    assert elapsed < CANCEL_WITHIN, f"the fit took {elapsed:.2f} s to stop after the cancel"
+    _assert_stopped_promptly(elapsed, round_trip)
     _assert_cancelled_without_result(client, keys, done)
-    assert done["progress"] < 0.5, done  # it stopped, it did not run to the end
+    # it stopped where the cancel found it, far from its end: the progress shown at the cancel (under half) is where
+    # it ended, give or take the one heartbeat that may have come in between
+    assert done["progress"] < 0.5, done
     # the ledger's rules for a cancelled fit are unchanged: it read rows, so its charge is kept
     ledger = client.get(f"/v1/datasets/{dataset_id}/ledger", headers=keys.owner).json()
     assert [entry["kind"] for entry in ledger["entries"]] == ["reservation", "charge"]
@@ -94,9 +126,10 @@ def test_cancel_reaches_a_fit_running_in_another_process(database_url: str, tmp_
             assert created.status_code == 202, created.text
             fit_id = created.json()["id"]
             wait_until_running(client, fit_id, keys.analyst)
+            round_trip = _round_trip(client, keys, fit_id)
             answered, done, elapsed = _cancel_and_time(client, keys, fit_id)
         assert answered["status"] == "running" and answered["cancel_requested"], answered
-        assert elapsed < CANCEL_WITHIN, f"the fit took {elapsed:.2f} s to stop after the cancel"
+        _assert_stopped_promptly(elapsed, round_trip)
         _assert_cancelled_without_result(client, keys, done)
 
 
@@ -130,7 +163,7 @@ def test_cancelling_a_finished_fit_is_a_409_that_changes_nothing(slow_beat) -> N
     client, keys = slow_beat
     dataset_id = upload(client, keys, epsilon=10.0)
     fit_id = client.post("/v1/fits", headers=keys.analyst, json={"dataset_id": dataset_id, **SHORT_FIT}).json()["id"]
-    finished = wait_for(client, fit_id, keys.analyst, timeout=60)
+    finished = wait_for(client, fit_id, keys.analyst)
     assert finished["status"] == "succeeded"
     ledger = client.get(f"/v1/datasets/{dataset_id}/ledger", headers=keys.owner).json()
     answered = client.post(f"/v1/fits/{fit_id}/cancel", headers=keys.analyst)
@@ -140,6 +173,6 @@ def test_cancelling_a_finished_fit_is_a_409_that_changes_nothing(slow_beat) -> N
     assert client.get(f"/v1/datasets/{dataset_id}/ledger", headers=keys.owner).json() == ledger
     queued = client.post("/v1/fits", headers=keys.analyst, json={"dataset_id": dataset_id, **LONG_FIT}).json()["id"]
     assert client.post(f"/v1/fits/{queued}/cancel", headers=keys.analyst).status_code == 200
-    wait_for(client, queued, keys.analyst, timeout=30)
+    wait_for(client, queued, keys.analyst)
     again = client.post(f"/v1/fits/{queued}/cancel", headers=keys.analyst)
     assert again.status_code == 200 and again.json()["status"] == "cancelled"

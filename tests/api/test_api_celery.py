@@ -12,6 +12,7 @@ afterwards, so concurrent runs on one machine do not exchange messages.
 from __future__ import annotations
 
 import os
+import random
 import signal
 import subprocess
 import time
@@ -35,6 +36,9 @@ BROKERS = {"redis": "redis://127.0.0.1:6379/0", "rabbitmq": "amqp://guest:guest@
 TERMINAL = {"succeeded", "failed", "cancelled"}
 FAST = {"PRIVFIT_LEASE_SECONDS": "3", "PRIVFIT_HEARTBEAT_SECONDS": "0.2", "PRIVFIT_POLL_SECONDS": "0.2",
         "PRIVFIT_REDISPATCH_SECONDS": "1"}  # fmt: skip
+#: How long a test waits for a process to be ready or a fit to reach a state: a wait bound, generous for a busy
+#: machine (every wait ends as soon as its condition holds, and a process that exits is reported at once).
+WAIT_SECONDS = 300.0
 
 
 @pytest.fixture(params=sorted(BROKERS))
@@ -58,15 +62,18 @@ def celery_settings(broker_url: str, queue: str, **extra: str) -> dict[str, str]
 
 @contextmanager
 def celery_worker(database_url: str, tmp_path: Path, name: str, settings: dict[str, str]) -> Iterator[subprocess.Popen]:
-    """``privfit worker`` (Celery, one thread) in its own empty directory; returns once it consumes."""
+    """``privfit worker`` (Celery, one thread) in its own empty directory; returns once it consumes (Celery's
+    ``ready.`` line in its log); fails with the log if it exits first or is not ready within WAIT_SECONDS."""
     home = tmp_path / name
     home.mkdir()
     env = environment(database_url, home, **settings)
     log = tmp_path / f"{name}.log"
     with process([*PRIVFIT, "worker", "--concurrency", "1"], env, log, cwd=home) as proc:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + WAIT_SECONDS
         while "ready." not in log.read_text(errors="replace"):
-            assert proc.poll() is None and time.monotonic() < deadline, log.read_text(errors="replace")[-3000:]
+            assert proc.poll() is None and time.monotonic() < deadline, (
+                f"worker {name} did not start: {log.read_text(errors='replace')[-3000:]}"
+            )
             time.sleep(0.1)
         yield proc
 
@@ -78,7 +85,7 @@ def submit(base: str, headers: dict[str, str], dataset_id: str, epsilon: float =
     return response.json()["id"]
 
 
-def wait_terminal(base: str, headers: dict[str, str], ids: list[str], timeout: float = 90.0) -> dict[str, dict]:
+def wait_terminal(base: str, headers: dict[str, str], ids: list[str], timeout: float = WAIT_SECONDS) -> dict[str, dict]:
     deadline = time.monotonic() + timeout
     bodies: dict[str, dict] = {}
     while time.monotonic() < deadline:
@@ -86,17 +93,17 @@ def wait_terminal(base: str, headers: dict[str, str], ids: list[str], timeout: f
         if all(body["status"] in TERMINAL for body in bodies.values()):
             return bodies
         time.sleep(0.2)
-    raise AssertionError(f"fits did not finish: {[(i, b['status']) for i, b in bodies.items()]}")
+    raise AssertionError(f"fits did not finish in {timeout:.0f} s: {[(i, b['status']) for i, b in bodies.items()]}")
 
 
-def wait_running(base: str, headers: dict[str, str], fit_id: str, timeout: float = 60.0) -> dict:
+def wait_running(base: str, headers: dict[str, str], fit_id: str, timeout: float = WAIT_SECONDS) -> dict:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         body = httpx.get(f"{base}/v1/fits/{fit_id}", headers=headers, timeout=10).json()
         if body["status"] == "running" and body["progress"] > 0:
             return body
         time.sleep(0.1)
-    raise AssertionError(f"fit {fit_id} was not seen running: {body}")
+    raise AssertionError(f"fit {fit_id} was not seen running in {timeout:.0f} s: {body}")
 
 
 def job_rows(database_url: str, ids: list[str]) -> dict[str, Job]:
@@ -110,7 +117,8 @@ def job_rows(database_url: str, ids: list[str]) -> dict[str, Job]:
 
 def assert_ledger_exact(base: str, headers: dict[str, str], dataset_id: str, bodies: dict[str, dict]) -> None:
     """Each job: one reservation; one charge iff it started; the committed curve = Σ charges + live reservations."""
-    entries = httpx.get(f"{base}/v1/datasets/{dataset_id}/ledger?limit=1000", headers=headers).json()["entries"]
+    entries = httpx.get(f"{base}/v1/datasets/{dataset_id}/ledger?limit=1000", headers=headers,
+                        timeout=WAIT_SECONDS).json()["entries"]  # fmt: skip
     kinds: dict[str, list[str]] = {}
     for entry in entries:
         kinds.setdefault(entry["job_id"], []).append(entry["kind"])
@@ -127,7 +135,7 @@ def assert_ledger_exact(base: str, headers: dict[str, str], dataset_id: str, bod
     for entry in entries:
         if entry["kind"] == "charge" or (entry["kind"] == "reservation" and kinds[entry["job_id"]] == ["reservation"]):
             committed += np.array(entry["rdp"])
-    budget = httpx.get(f"{base}/v1/datasets/{dataset_id}/budget", headers=headers).json()
+    budget = httpx.get(f"{base}/v1/datasets/{dataset_id}/budget", headers=headers, timeout=WAIT_SECONDS).json()
     np.testing.assert_allclose(budget["committed_rdp"], committed, rtol=1e-12, atol=1e-15)
 
 
@@ -157,24 +165,28 @@ def test_fits_run_on_two_separate_workers_with_an_exact_ledger(broker, postgresq
     assert {job.attempt for job in job_rows(postgresql_url, ids).values()} == {1}
 
 
-def test_a_worker_killed_mid_fit_loses_only_its_fit(broker, postgresql_url: str, tmp_path: Path):
+def test_a_worker_killed_mid_fit_runs_it_again_on_another_worker_charged_once(
+    broker, postgresql_url: str, tmp_path: Path
+):
+    """SIGKILL of the worker process at a random moment of a running fit: its lease expires, the other worker's
+    sweeper queues it again and publishes it, and it runs again from the start — one charge, one result."""
     broker_url, queue = broker
     settings = celery_settings(broker_url, queue)
     with stack(postgresql_url, tmp_path, settings) as (base, headers, dataset_id), ExitStack() as workers:
         procs = {str(p.pid): p for p in (workers.enter_context(celery_worker(postgresql_url, tmp_path, f"w{i}",
                                                                               settings)) for i in (1, 2))}  # fmt: skip
-        long_id = submit(base, headers, dataset_id, steps=100_000)
+        long_id = submit(base, headers, dataset_id, steps=60_000)
         wait_running(base, headers, long_id)
+        time.sleep(random.uniform(0.0, 2.0))  # a random moment of the run
         victim = job_rows(postgresql_url, [long_id])[long_id].lease_owner.split(":")[1]
         os.killpg(procs[victim].pid, signal.SIGKILL)
         procs[victim].wait(10)
         after = [submit(base, headers, dataset_id, steps=100) for _ in range(2)]
-        bodies = wait_terminal(base, headers, [long_id, *after])
+        bodies = wait_terminal(base, headers, [long_id, *after], timeout=300)
         assert_ledger_exact(base, headers, dataset_id, bodies)
-    assert bodies[long_id]["status"] == "failed" and bodies[long_id]["error"]["type"] == "worker_lost"
-    assert all(bodies[i]["status"] == "succeeded" for i in after)
+    assert {body["status"] for body in bodies.values()} == {"succeeded"}
     rows = job_rows(postgresql_url, [long_id, *after])
-    assert rows[long_id].attempt == 1  # the redelivered message found the job taken and ran nothing
+    assert rows[long_id].attempt == 2 and rows[long_id].lease_owner.split(":")[1] != victim
     assert {rows[i].lease_owner.split(":")[1] for i in after} == set(procs) - {victim}
 
 
@@ -207,9 +219,11 @@ def private_redis(tmp_path: Path, port: int, name: str) -> Iterator[subprocess.P
     args = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
             "--dir", str(tmp_path)]  # fmt: skip
     with process(args, dict(os.environ), tmp_path / f"{name}.log") as proc:
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + WAIT_SECONDS
         while broker_problem(f"redis://127.0.0.1:{port}/0") is not None:
-            assert time.monotonic() < deadline, "redis-server did not start"
+            assert proc.poll() is None and time.monotonic() < deadline, (
+                f"redis-server did not start: {(tmp_path / f'{name}.log').read_text(errors='replace')[-3000:]}"
+            )
             time.sleep(0.1)
         yield proc
 
@@ -267,9 +281,10 @@ def test_database_connections_dropped_during_a_job(postgresql_url: str, tmp_path
     assert {job.attempt for job in job_rows(postgresql_url, [fit_id, later]).values()} == {1}
 
 
-def test_sigterm_lets_the_running_fit_finish_then_the_worker_exits(postgresql_url: str, tmp_path: Path):
-    """Graceful shutdown (a scaled-down or redeployed worker): Celery's warm shutdown stops consuming, waits for
-    the running fit, and exits 0; the fit succeeds and the queued one is left for another worker."""
+def test_sigterm_queues_the_running_fit_again_and_the_worker_exits(postgresql_url: str, tmp_path: Path):
+    """Graceful shutdown (a scaled-down or redeployed worker): Celery's warm shutdown stops consuming, the running
+    fit stops at its next step and goes back to the queue with its charge (published again at once), and the worker
+    exits 0 long before the fit would have finished; another worker runs both fits, each charged once."""
     broker_url = BROKERS["redis"]
     if broker_problem(broker_url) is not None:
         pytest.skip("Redis not reachable")
@@ -278,16 +293,18 @@ def test_sigterm_lets_the_running_fit_finish_then_the_worker_exits(postgresql_ur
     try:
         with stack(postgresql_url, tmp_path, settings) as (base, headers, dataset_id):
             with celery_worker(postgresql_url, tmp_path, "w1", settings) as proc:
-                running = submit(base, headers, dataset_id, steps=4000)
+                running = submit(base, headers, dataset_id, steps=60_000)
                 wait_running(base, headers, running)
                 waiting = submit(base, headers, dataset_id, steps=100)
                 os.kill(proc.pid, signal.SIGTERM)
                 assert proc.wait(120) == 0
-                assert httpx.get(f"{base}/v1/fits/{running}", headers=headers).json()["status"] == "succeeded"
+                stopped = httpx.get(f"{base}/v1/fits/{running}", headers=headers).json()
+                assert stopped["status"] == "queued" and stopped["progress"] == 0.0 and "result" not in stopped
                 assert httpx.get(f"{base}/v1/fits/{waiting}", headers=headers).json()["status"] == "queued"
             with celery_worker(postgresql_url, tmp_path, "w2", settings):
-                bodies = wait_terminal(base, headers, [running, waiting])
+                bodies = wait_terminal(base, headers, [running, waiting], timeout=300)
                 assert_ledger_exact(base, headers, dataset_id, bodies)
     finally:
         delete_queue(broker_url, queue)
     assert {body["status"] for body in bodies.values()} == {"succeeded"}
+    assert job_rows(postgresql_url, [running])[running].attempt == 2

@@ -28,6 +28,29 @@ RUNNING = ("queued", "running")
 FIT = {"model": "logistic", "solver": "dp_gd", "privacy": {"epsilon": 0.5}}
 #: the restarted server: uploads pending longer than 0.2 s are abandoned, and the sweep runs every 0.2 s
 SWEEP = {"PRIVFIT_UPLOAD_GRACE_SECONDS": "0.2", "PRIVFIT_ORPHAN_SWEEP_SECONDS": "0.2"}
+#: How long a test waits for a fit to leave a state, or for a process to exit, and a request's timeout: wait bounds,
+#: generous for a busy machine (each wait ends as soon as its condition holds).
+WAIT_SECONDS = 300.0
+
+
+def submit_fit(base: str, headers: dict[str, str], dataset_id: str) -> str:
+    """POST the small :data:`FIT` on the dataset (accepted, 202); its id."""
+    response = httpx.post(
+        f"{base}/v1/fits", headers=headers, json={"dataset_id": dataset_id, **FIT}, timeout=WAIT_SECONDS
+    )
+    assert response.status_code == 202, response.text
+    return response.json()["id"]
+
+
+def wait_while(base: str, headers: dict[str, str], fit_id: str, statuses: tuple[str, ...]) -> dict:
+    """Poll the fit while its status is one of ``statuses``; its body then. Fails after WAIT_SECONDS."""
+    deadline = time.monotonic() + WAIT_SECONDS
+    while True:
+        body = httpx.get(f"{base}/v1/fits/{fit_id}", headers=headers, timeout=WAIT_SECONDS).json()
+        if body["status"] not in statuses:
+            return body
+        assert time.monotonic() < deadline, f"fit {fit_id} still {body['status']} after {WAIT_SECONDS:.0f} s"
+        time.sleep(0.1)
 
 
 def leftovers(database_url: str, data_dir: Path) -> dict[str, int]:
@@ -57,7 +80,7 @@ def crashing_upload(base: str, owner: str, split: bool = False) -> None:
     with pytest.raises(httpx.TransportError):
         httpx.post(f"{base}/v1/datasets", headers={"Authorization": f"Bearer {owner}"},
                    files={"file": ("d.csv", small_csv())}, data={"schema": json.dumps(schema)},
-                   timeout=30)  # fmt: skip
+                   timeout=WAIT_SECONDS)  # fmt: skip
 
 
 CASES = [
@@ -93,11 +116,8 @@ def test_a_server_killed_during_an_upload_leaves_nothing_after_its_restart(
         dataset_id = register(base, owner, 5.0)
         time.sleep(0.6)
         headers = {"Authorization": f"Bearer {owner}"}
-        fit_id = httpx.post(f"{base}/v1/fits", headers=headers, json={"dataset_id": dataset_id, **FIT}).json()["id"]
-        deadline = time.monotonic() + 60
-        while (body := httpx.get(f"{base}/v1/fits/{fit_id}", headers=headers).json())["status"] in RUNNING:
-            assert time.monotonic() < deadline
-            time.sleep(0.1)
+        fit_id = submit_fit(base, headers, dataset_id)
+        body = wait_while(base, headers, fit_id, RUNNING)
         assert body["status"] == "succeeded", body
     stored = "npz files" if store == "local" else "blob rows"
     assert leftovers(sqlite_url, data_dir) == {**nothing, "datasets": 1, stored: 1}
@@ -138,7 +158,7 @@ def test_a_server_on_another_data_directory_refuses_to_start(sqlite_url: str, tm
     env = environment(sqlite_url, elsewhere, PRIVFIT_API_WORKERS=api_workers)
     log = elsewhere / "serve.log"
     with process([*PRIVFIT, "serve", "--port", str(free_port()), "--log-level", "warning"], env, log) as proc:
-        assert proc.wait(60) != 0
+        assert proc.wait(WAIT_SECONDS) != 0
     text = log.read_text()
     assert "dataset store mismatch" in text and str((elsewhere / "store").resolve()) in text, text[-3000:]
 
@@ -153,13 +173,10 @@ def test_a_worker_that_cannot_see_the_dataset_refuses_the_fit_before_charging(sq
     second_dir.mkdir()
     with server(sqlite_url, tmp_path, PRIVFIT_QUEUE="none") as base, server(sqlite_url, second_dir):
         dataset_id = register(base, owner, 5.0)
-        fit_id = httpx.post(f"{base}/v1/fits", headers=headers, json={"dataset_id": dataset_id, **FIT}).json()["id"]
-        deadline = time.monotonic() + 60
-        while (body := httpx.get(f"{base}/v1/fits/{fit_id}", headers=headers).json())["status"] == "queued":
-            assert time.monotonic() < deadline
-            time.sleep(0.1)
-        ledger = httpx.get(f"{base}/v1/datasets/{dataset_id}/ledger", headers=headers).json()
-        budget = httpx.get(f"{base}/v1/datasets/{dataset_id}/budget", headers=headers).json()
+        fit_id = submit_fit(base, headers, dataset_id)
+        body = wait_while(base, headers, fit_id, ("queued",))
+        ledger = httpx.get(f"{base}/v1/datasets/{dataset_id}/ledger", headers=headers, timeout=WAIT_SECONDS).json()
+        budget = httpx.get(f"{base}/v1/datasets/{dataset_id}/budget", headers=headers, timeout=WAIT_SECONDS).json()
     assert body["status"] == "failed" and body["error"]["type"] == "dataset_store_mismatch", body
     assert [entry["kind"] for entry in ledger["entries"]] == ["reservation", "release"]  # never charged
     assert budget["committed_epsilon"] == 0.0

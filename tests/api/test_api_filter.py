@@ -27,6 +27,8 @@ def test_the_budget_shows_its_filter_and_what_committed_epsilon_measures(client,
     assert budget["filter"]["orders"] == list(expected.orders)
     assert budget["filter"]["order_deltas"] == pytest.approx(list(expected.order_deltas))
     assert budget["filter"]["approximate_delta"] == pytest.approx(1e-7)
+    assert budget["filter"]["slack_delta"] == expected.slack_delta == pytest.approx(0.5e-7)  # δ_A/2 by default
+    assert budget["filter"]["rule"] == expected.version
     assert budget["committed_epsilon"] == 0.0 and budget["remaining_epsilon"] == 2.0
     assert "privacy filter" in budget["measure"] and budget["closed_reason"] is None
 
@@ -70,4 +72,27 @@ def test_the_owner_split_must_leave_delta_for_the_rdp_curves(client, keys, pot):
     )  # fmt: skip
     assert response.status_code == 422, response.text
     assert "approximate_delta" in response.text
+    assert client.get("/v1/datasets", headers=keys.owner).json() == []
+
+
+def test_the_owner_may_set_the_slack_part_of_the_pot(client, keys):
+    dataset_id = upload(client, keys, schema=_schema(approximate_delta=2e-7, slack_delta=0.0))
+    budget = client.get(f"/v1/datasets/{dataset_id}/budget", headers=keys.analyst).json()
+    assert budget["filter"]["approximate_delta"] == pytest.approx(2e-7) and budget["filter"]["slack_delta"] == 0.0
+
+
+@pytest.mark.parametrize(
+    "budget",
+    [{"slack_delta": -1e-9}, {"slack_delta": 1.5e-7}, {"approximate_delta": 1e-8, "slack_delta": 2e-8},
+     {"slack_delta": "1e-8"}],
+)  # fmt: skip
+def test_the_slack_part_must_lie_within_the_pot(client, keys, budget):
+    response = client.post(
+        "/v1/datasets", headers=keys.owner, files={"file": ("d.csv", small_csv(200), "text/csv")},
+        data={"schema": json.dumps(_schema(**budget))},
+    )  # fmt: skip
+    assert response.status_code == 422, response.text
+    problem = response.json()
+    assert problem["detail"].startswith("budget.slack_delta: ")
+    assert [error["loc"] for error in problem["errors"]] == [["budget", "slack_delta"]]
     assert client.get("/v1/datasets", headers=keys.owner).json() == []

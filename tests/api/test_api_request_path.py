@@ -63,7 +63,7 @@ def test_a_refused_plan_is_not_cached(idle_client: TestClient, idle_keys: Keys):
 def test_the_plan_key_holds_every_public_input():
     meta = PublicMetadata(n=100, d=3, row_norm_bound=1.0)
     budget = Budget(epsilon_max=1.0, delta_max=1e-6, grid_name="g", filter_orders=[8.0], filter_order_deltas=[5e-7],
-                    filter_approximate_delta=1e-7, filter_version="v")  # fmt: skip
+                    filter_approximate_delta=1e-7, filter_slack_delta=5e-8, filter_version="v")  # fmt: skip
     params = {"steps": 1, "lr": 0.5}
     base = plan_key("dp_gd", "logistic", params, 0.3, meta, budget, None, ())
     assert base == plan_key("dp_gd", "logistic", {"lr": 0.5, "steps": 1}, 0.3, meta, budget, None, ())
@@ -75,10 +75,12 @@ def test_the_plan_key_holds_every_public_input():
         plan_key("dp_gd", "linear", params, 0.3, meta, budget, None, ()),
         plan_key("dp_gd", "logistic", params, 0.31, meta, budget, None, ()),
         plan_key("dp_gd", "logistic", params, 0.3, other_meta, budget, None, ()),
-        plan_key("dp_gd", "logistic", params, 0.3, meta, budget, DeltaAllowance(1e-8, 2.0), ()),
+        plan_key("dp_gd", "logistic", params, 0.3, meta, budget, DeltaAllowance(1e-8, 1e-8, 2.0), ()),
         plan_key("dp_gd", "logistic", params, 0.3, meta, budget, None, (("cap", 1),)),
     ]
     budget.delta_max = 1e-7
+    changed.append(plan_key("dp_gd", "logistic", params, 0.3, meta, budget, None, ()))
+    budget.filter_slack_delta = 0.0
     changed.append(plan_key("dp_gd", "logistic", params, 0.3, meta, budget, None, ()))
     assert len({base, *changed}) == len(changed) + 1
 

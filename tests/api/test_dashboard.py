@@ -23,6 +23,7 @@ import httpx
 import pytest
 from api_helpers import bearer
 from dashboard_helpers import (
+    FIT_WAIT,
     Live,
     assert_no_console_errors,
     assert_number,
@@ -189,7 +190,7 @@ def test_login_budget_estimate_run_fit_and_result(live: Live, driver: WebDriver)
     visible(driver, row_testid)
     observed: list[tuple[str, float]] = []
     shot_running = False
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + FIT_WAIT
     while time.monotonic() < deadline:  # a poll loop recording the statuses the page shows
         try:
             row = driver.find_element(*by_testid(row_testid))

@@ -28,6 +28,7 @@ import httpx
 import pytest
 from api_helpers import SMALL_SCHEMA, bearer, small_csv
 from dashboard_helpers import (
+    WAIT,
     Live,
     by_testid,
     chromium,
@@ -429,7 +430,7 @@ def _coefficient_order(driver: WebDriver) -> list[str]:
     return [r.get_attribute("data-feature") for r in driver.find_elements(*by_testid("coefficient-row"))]
 
 
-def _wait_download(folder: Path, timeout: float = 10) -> Path:
+def _wait_download(folder: Path, timeout: float = WAIT) -> Path:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         done = [p for p in folder.glob("*.csv") if p.stat().st_size > 0]

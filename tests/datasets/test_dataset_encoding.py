@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import math
 import pickle
+import unicodedata
 from dataclasses import fields
 from typing import Any
 
@@ -402,3 +403,134 @@ def test_encode_rows_errors(rows: Any, column: str | None, line: int | None, sec
         assert f"row {line}" in str(info.value)
     if secret is not None:
         assert secret not in str(info.value)
+
+
+# --------------------------------------------------------------------------------------------------
+# text: cells, headers and row keys are matched in NFC (issue 35)
+# --------------------------------------------------------------------------------------------------
+
+E_NFC, E_NFD = "\u00e9", "e\u0301"
+
+
+def accented_schema(label_levels: list[str] | None = None) -> DatasetSchema:
+    """A categorical feature ``café`` with levels ``thé``, ``café`` and a label with classes ``oui`` / ``é`` — each
+    declared in NFD, as a schema may arrive."""
+    obj = copy.deepcopy(SCHEMA)
+    obj["features"][1] = {"name": f"caf{E_NFD}", "type": "categorical", "levels": [f"th{E_NFD}", f"caf{E_NFD}", "x"]}
+    obj["label"] = {"name": "y", "type": "binary", "positive": "oui", "negative": E_NFD}
+    if label_levels is not None:
+        obj["label"] = {"name": "y", "type": "categorical", "levels": label_levels}
+    return DatasetSchema.model_validate(obj)
+
+
+def accented_table(form: str) -> dict[str, list[Any]]:
+    """The same five rows with every accented cell in Unicode ``form`` (NFC or NFD)."""
+    e = E_NFC if form == "NFC" else E_NFD
+    return {
+        "id": ["a", "b", "c", "d", "e"],
+        "age": [7.0, 30.0, 45.0, 60.0, 99.0],
+        f"caf{E_NFC}": [f"th{e}", f"caf{e}", " x ", f"caf{e}", f"th{e}"],
+        "score": [1.0, -2.0, 0.5, 4.0, -5.0],
+        "y": ["oui", e, "oui", e, e],
+    }
+
+
+def accented_csv(table: dict[str, list[Any]], header_form: str = "NFC") -> bytes:
+    names = [unicodedata.normalize(header_form, name) for name in table]
+    rows = zip(*table.values(), strict=True)
+    return ("\n".join([",".join(names), *(",".join(str(v) for v in row) for row in rows)]) + "\n").encode()
+
+
+def test_nfd_cells_encode_like_nfc_on_every_path() -> None:
+    """Issue 35: a level written "e\\u0301" (NFD) must be the declared "é". The exact CSV path, the columnar CSV path
+    (which must accept the file: it shares the level matching), Parquet and prediction rows give one matrix and one
+    content hash for the table in NFC and in NFD."""
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from privfit.datasets.columnar import encode_csv, encode_parquet
+
+    s = accented_schema()
+    results = []
+    for form in ("NFC", "NFD"):
+        table = accented_table(form)
+        data = accented_csv(table)
+        assert encode_csv(io.BytesIO(data), s) is not None  # the fast path accepts it
+        buffer = io.BytesIO()
+        pq.write_table(pa.table(table), buffer)
+        results += [parse_and_encode(data, s), parse_and_encode(data, s, columnar=False),
+                    encode_parquet(buffer.getvalue(), s)]  # fmt: skip
+        rows = [{unicodedata.normalize("NFD", k): v for k, v in zip(table, row, strict=True)}
+                for row in zip(*table.values(), strict=True)]  # fmt: skip
+        by_rows = encode_rows(rows, s)
+        np.testing.assert_array_equal(by_rows.X, results[0].X)
+        np.testing.assert_array_equal(by_rows.y, results[0].y)  # type: ignore[arg-type]
+    first = results[0]
+    assert first.feature_names[1:4] == [f"caf{E_NFC}=th{E_NFC}", f"caf{E_NFC}=caf{E_NFC}", f"caf{E_NFC}=x"]
+    np.testing.assert_array_equal(first.X[:, 1:4], [[1, 0, 0], [0, 1, 0], [0, 0, 1], [0, 1, 0], [1, 0, 0]])
+    np.testing.assert_array_equal(first.y, [1, -1, 1, -1, -1])
+    for other in results[1:]:
+        assert other.content_hash == first.content_hash
+        assert other.X.tobytes() == first.X.tobytes() and other.y.tobytes() == first.y.tobytes()
+
+
+def test_nfd_class_labels_match_a_categorical_label() -> None:
+    s = accented_schema(label_levels=[f"caf{E_NFC}", f"th{E_NFD}", "eau"])
+    table = accented_table("NFD") | {"y": [f"caf{E_NFD}", f"th{E_NFC}", "eau", f"th{E_NFD}", f"caf{E_NFC}"]}
+    data = accented_csv(table)
+    fast, exact = parse_and_encode(data, s), parse_and_encode(data, s, columnar=False)
+    assert fast.y.tolist() == exact.y.tolist() == [0.0, 1.0, 2.0, 1.0, 0.0]
+
+
+def test_an_nfd_csv_header_matches_the_nfc_schema_names() -> None:
+    """A header written in NFD names the declared (NFC) columns; the columnar path declines the file (Arrow reads the
+    file's own names), so the exact path encodes it, to the same result."""
+    s = accented_schema()
+    table = accented_table("NFC")
+    expected = parse_and_encode(accented_csv(table), s)
+    for columnar in (True, False):
+        got = parse_and_encode(accented_csv(table, header_form="NFD"), s, columnar=columnar)
+        assert got.content_hash == expected.content_hash
+    both = {**table, f"caf{E_NFD}": table[f"caf{E_NFC}"]}  # the column twice: once in each form
+    with pytest.raises(DatasetValidationError, match="duplicate column"):
+        parse_and_encode(accented_csv(both).replace(b"caf\xc3\xa9", "cafe\u0301".encode(), 1), s)
+
+
+def test_a_parquet_column_named_in_nfd_is_a_clear_error() -> None:
+    import io
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from privfit.datasets.columnar import encode_parquet
+
+    table = accented_table("NFC")
+    table[f"caf{E_NFD}"] = table.pop(f"caf{E_NFC}")
+    buffer = io.BytesIO()
+    pq.write_table(pa.table(table), buffer)
+    with pytest.raises(DatasetValidationError, match="Unicode form other than NFC") as info:
+        encode_parquet(buffer.getvalue(), accented_schema())
+    assert info.value.column == f"caf{E_NFC}"
+
+
+def test_prediction_rows_naming_a_column_twice_after_nfc_are_refused() -> None:
+    row = {"age": 1, f"caf{E_NFC}": "x", f"caf{E_NFD}": "x", "score": 0}
+    with pytest.raises(DatasetValidationError, match="twice") as info:
+        encode_rows([row], accented_schema())
+    assert (info.value.column, info.value.line) == (f"caf{E_NFC}", 1)
+
+
+def test_a_schema_stored_in_nfd_still_matches_rows_in_either_form() -> None:
+    """A schema stored before the NFC rule (NFD names and levels, read back as stored) matches prediction rows and
+    cells written in NFC or in NFD alike."""
+    legacy = copy.deepcopy(SCHEMA)
+    legacy["features"][1] = {"name": f"caf{E_NFD}", "type": "categorical", "levels": [f"th{E_NFD}", "x"]}
+    legacy["label"] = {"name": "y", "type": "binary", "positive": "oui", "negative": E_NFD}
+    stored = DatasetSchema.from_stored(legacy)
+    assert stored.feature_names[1] == f"caf{E_NFD}=th{E_NFD}"  # as stored
+    encoded = [encode_rows([{"age": 1, f"caf{e}": f"th{e}", "score": 0, "y": e}], stored) for e in (E_NFC, E_NFD)]
+    for r in encoded:
+        np.testing.assert_array_equal(r.X[0, 1:3], [1, 0])
+        assert r.y is not None and r.y.tolist() == [-1.0]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import unicodedata
 from fractions import Fraction
 from typing import Any
 
@@ -163,3 +164,78 @@ def test_numeric_label_decode_never_leaves_the_declared_range() -> None:
     """A linear model extrapolates; its decoded predictions are clipped to [lower, upper] (issue 21 §6)."""
     lab = NumericLabel(name="income", type="numeric", lower=0.0, upper=250_000.0)
     assert lab.decode(np.array([-1.3, -1.0, 0.0, 1.0, 2.5])).tolist() == [0.0, 0.0, 125_000.0, 250_000.0, 250_000.0]
+
+
+# --------------------------------------------------------------------------------------------------
+# text rules (privfit.text, issue 35): names and levels in NFC, hidden characters refused
+# --------------------------------------------------------------------------------------------------
+
+E_NFC, E_NFD = "\u00e9", "e\u0301"  # "é" precomposed and decomposed: canonically equivalent, they look the same
+
+
+def test_nfc_and_nfd_spellings_of_a_level_are_one_one_hot_feature() -> None:
+    """Issue 35: levels "é" (NFC) and "e\\u0301" (NFD) became two one-hot features that look the same. Declared in
+    either form, names, levels and classes are stored in NFC; the declaration hashes alike."""
+    nfd = with_("features.1.levels", [f"caf{E_NFD}", "tea"])
+    nfd["features"][1]["name"] = f"boisson pr{E_NFD}f{E_NFD}r{E_NFD}e"
+    nfd["label"] = {"name": "y", "type": "binary", "positive": f"s{E_NFD}", "negative": "no"}
+    nfc_ = json.loads(unicodedata.normalize("NFC", json.dumps(nfd, ensure_ascii=False)))
+    a, b = DatasetSchema.model_validate(nfd), DatasetSchema.model_validate(nfc_)
+    assert a == b and a.canonical_json() == b.canonical_json()
+    assert a.feature_names == [
+        "age",
+        f"boisson pr{E_NFC}f{E_NFC}r{E_NFC}e=caf{E_NFC}",
+        f"boisson pr{E_NFC}f{E_NFC}r{E_NFC}e=tea",
+    ]
+    assert a.label.positive == f"s{E_NFC}"  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "fragments"),
+    [
+        ("features.1.levels", [E_NFC, "red", E_NFD], ["'color'", "duplicate levels", "NFC"]),
+        ("features.2.name", f"caf{E_NFD}", []),  # unique: fine (the next case clashes)
+        ("label", {"name": "y", "type": "binary", "positive": E_NFC, "negative": E_NFD}, ["must differ", "NFC"]),
+        ("label", {"name": "y", "type": "categorical", "levels": ["a", E_NFD, E_NFC]}, ["duplicate levels", "NFC"]),
+    ],
+)
+def test_levels_equal_after_nfc_are_a_duplicate_naming_the_field(path: str, value: Any, fragments: list[str]) -> None:
+    obj = with_(path, value)
+    if not fragments:
+        obj["features"][0]["name"] = f"caf{E_NFC}"
+        fragments = ["duplicate feature names", "NFC"]
+    message = field_errors(obj)
+    for fragment in fragments:
+        assert fragment in message, message
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "loc"),
+    [
+        ("features.1.name", "co\u202elor", "features.1.categorical.name"),
+        ("features.0.name", "age\u200b", "features.0.numeric.name"),
+        ("features.2.name", "i\u2066d", "features.2.ignore.name"),
+        ("features.1.levels", ["red", "gre\u202een"], "features.1.categorical.levels.1"),
+        ("label.name", "\ufeffy", "label.binary.name"),
+        ("label.positive", "ye\u200ds", "label.binary.positive"),
+        ("csv", {"header": False, "columns": ["y", "age", "color", "i\u202ed"]}, "csv.columns.3"),
+    ],
+)
+def test_a_name_or_level_with_a_hidden_character_is_refused_naming_field_and_character(
+    path: str, value: Any, loc: str
+) -> None:
+    with pytest.raises(ValidationError) as info:
+        DatasetSchema.model_validate(with_(path, value))
+    (error,) = info.value.errors()
+    assert ".".join(str(p) for p in error["loc"]) == loc and error["type"] == "hidden_character"
+    hidden = next(c for c in json.dumps(value, ensure_ascii=False) if unicodedata.category(c) == "Cf")
+    assert f"contains U+{ord(hidden):04X} {unicodedata.name(hidden)}" in error["msg"]
+
+
+def test_a_stored_schema_is_read_back_as_it_was() -> None:
+    """A schema stored before the text rules (a hidden character, an NFD level) still loads for its predictions."""
+    legacy = with_("features.1.levels", ["red", f"verd{E_NFD}", "bl\u202eue"])
+    with pytest.raises(ValidationError):
+        DatasetSchema.model_validate(legacy)
+    stored = DatasetSchema.from_stored(legacy)
+    assert stored.features[1].levels == ["red", f"verd{E_NFD}", "bl\u202eue"]  # type: ignore[union-attr]

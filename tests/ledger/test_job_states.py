@@ -1,6 +1,7 @@
-"""The job state machine's recovery paths on SQLite and PostgreSQL: a lost job is re-queued (same charge, never a
-second one) when it had not started reading its dataset, failed with its charge kept otherwise; a re-queued job
-can be cancelled (refunded: it never read a row); the sweeper publishes jobs whose message was lost."""
+"""The job state machine's recovery paths on SQLite and PostgreSQL: a lost or interrupted job is re-queued (same
+charge, never a second one) and run again, up to its maximum number of runs, then failed (charge kept if a run read
+rows, refunded otherwise); a re-queued job can be cancelled (refunded only if no run read a row); the sweeper
+publishes jobs whose message was lost."""
 
 from __future__ import annotations
 
@@ -12,7 +13,17 @@ from sqlalchemy import select
 
 from privfit.db import Database, Job, LedgerEntry
 from privfit.db.models import utcnow
-from privfit.jobs.states import cancel, claim, fail, mark_reading, queued_before, recover_lost
+from privfit.jobs.states import (
+    FAILED_AFTER_READING,
+    NEVER_STARTED,
+    cancel,
+    claim,
+    fail,
+    mark_reading,
+    queued_before,
+    recover_lost,
+    requeue_interrupted,
+)
 from privfit.jobs.sweeper import Sweeper
 from privfit.ledger import reserve, status
 from privfit.privacy import DEFAULT_GRID, PrivacyFilter
@@ -48,15 +59,80 @@ def test_a_lost_job_that_read_nothing_is_requeued_and_charged_once(database: Dat
     assert ledger_kinds(database, job_id) == ["charge", "reservation"]  # no second charge
 
 
-def test_a_lost_job_that_started_reading_is_failed_with_its_charge(database: Database):
+def test_a_lost_job_that_started_reading_runs_again_with_its_one_charge(database: Database):
     _, (job_id,) = queued_jobs(database, 1)
     claim(database, job_id, "w1", lease_seconds=0.0)
     assert mark_reading(database, job_id, "w1")
     assert not mark_reading(database, job_id, "someone else")
     assert recover_lost(database, now=utcnow() + timedelta(seconds=1)) == [job_id]
     row = job(database, job_id)
-    assert row.status == "failed" and row.error["type"] == "worker_lost" and row.result is None
+    assert row.status == "queued" and row.result is None and row.data_read_at is not None  # the read is remembered
+    again = claim(database, job_id, "w2", lease_seconds=60.0)
+    assert again is not None and again.attempt == 2
+    assert ledger_kinds(database, job_id) == ["charge", "reservation"]  # no second charge
+
+
+def test_a_job_lost_on_every_run_fails_with_its_charge_and_the_one_fixed_error(database: Database):
+    _, (job_id,) = queued_jobs(database, 1)
+    for run in range(1, 4):
+        assert claim(database, job_id, f"w{run}", lease_seconds=0.0) is not None
+        assert mark_reading(database, job_id, f"w{run}")
+        assert recover_lost(database, now=utcnow() + timedelta(seconds=1), max_attempts=3) == [job_id]
+    row = job(database, job_id)
+    assert row.status == "failed" and row.error == FAILED_AFTER_READING and row.result is None
     assert ledger_kinds(database, job_id) == ["charge", "reservation"]
+
+
+def test_a_job_lost_on_every_run_before_reading_fails_refunded(database: Database):
+    dataset_id, (job_id,) = queued_jobs(database, 1)
+    for run in range(1, 3):
+        assert claim(database, job_id, f"w{run}", lease_seconds=0.0) is not None
+        recover_lost(database, now=utcnow() + timedelta(seconds=1), max_attempts=2)
+    row = job(database, job_id)
+    assert row.status == "failed" and row.error == NEVER_STARTED
+    assert ledger_kinds(database, job_id) == ["charge", "release", "reservation"]
+    assert committed_epsilon(database, dataset_id) == 0.0
+
+
+def test_an_interrupted_job_goes_back_to_the_queue_then_fails_past_its_runs(database: Database):
+    _, (job_id,) = queued_jobs(database, 1)
+    claim(database, job_id, "w1", lease_seconds=60.0)
+    assert mark_reading(database, job_id, "w1")
+    assert requeue_interrupted(database, job_id, "someone else", max_attempts=2) is None
+    assert requeue_interrupted(database, job_id, "w1", max_attempts=2) == "queued"
+    claim(database, job_id, "w2", lease_seconds=60.0)
+    assert requeue_interrupted(database, job_id, "w2", max_attempts=2) == "failed"
+    row = job(database, job_id)
+    assert row.status == "failed" and row.error == FAILED_AFTER_READING
+    assert ledger_kinds(database, job_id) == ["charge", "reservation"]
+
+
+def test_an_interrupted_job_with_a_cancel_request_ends_cancelled(database: Database):
+    _, (job_id,) = queued_jobs(database, 1)
+    claim(database, job_id, "w1", lease_seconds=60.0)
+    assert mark_reading(database, job_id, "w1")
+    assert cancel(database, job_id) == "running"
+    assert requeue_interrupted(database, job_id, "w1") == "cancelled"
+    assert ledger_kinds(database, job_id) == ["charge", "reservation"]  # it read rows: charge kept
+
+
+def test_a_job_requeued_after_reading_is_never_refunded(database: Database):
+    """Cancelled while queued to run again, or failed before reading in its next run (e.g. its dataset deleted):
+    an earlier run read rows, so the charge is kept and the error says so (not "refunded")."""
+    dataset_id, (cancelled, failed) = queued_jobs(database, 2)
+    for job_id in (cancelled, failed):
+        claim(database, job_id, "w1", lease_seconds=0.0)
+        assert mark_reading(database, job_id, "w1")
+    recover_lost(database, now=utcnow() + timedelta(seconds=1))
+    assert cancel(database, cancelled) == "cancelled"
+    assert "kept" in job(database, cancelled).error["detail"]
+    claim(database, failed, "w2", lease_seconds=60.0)
+    assert fail(database, failed, "w2", {"type": "dataset_deleted", "detail": "deleted; its privacy charge was "
+                                         "refunded"})  # fmt: skip
+    error = job(database, failed).error
+    assert error["type"] == "dataset_deleted" and "refunded" not in error["detail"] and "kept" in error["detail"]
+    assert ledger_kinds(database, cancelled) == ledger_kinds(database, failed) == ["charge", "reservation"]
+    assert committed_epsilon(database, dataset_id) > 0.0
 
 
 def test_cancelling_a_requeued_job_refunds_its_charge(database: Database):

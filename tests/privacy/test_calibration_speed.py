@@ -1,5 +1,6 @@
 """The fast calibration of the subsampled Gaussians (issue 23) is never below the generic search, nor below the
-σ the previous implementation returned, and exceeds both by a relative 1.3·rtol at most.
+σ the previous implementation returned, and exceeds both by a relative 1.3·rtol at most; and its cost is bounded
+(issue 35: counted in evaluations, never timed).
 
 The generic search (:func:`calibrate_noise`: bracketing and Brent's method on the whole grid) is the reference
 on the same curve; the golden values were computed by privfit's calibration before the window search, the
@@ -13,9 +14,12 @@ import pytest
 
 from privfit.privacy import DEFAULT_GRID, GRIDS, PrivacyCost, calibrate_noise
 from privfit.privacy import calibration as calibration_module
+from privfit.privacy import subsampled as subsampled_module
 from privfit.privacy.calibration import (
+    _MAX_STEP_UPS,
     DEFAULT_RTOL,
     _calibrate_by_orders,
+    _safe_above,
     clear_calibration_caches,
     poisson_noise_multiplier,
     without_replacement_noise_multiplier,
@@ -24,6 +28,7 @@ from privfit.privacy.subsampled import (
     poisson_subsampled_gaussian_rdp_replace_one,
     sampled_without_replacement_gaussian_rdp,
 )
+from privfit.solvers import PublicMetadata, get_solver
 
 #: (q, steps, ε, δ, σ of the replace-one Poisson calibration before issue 23)
 POISSON_GOLDEN = [
@@ -145,3 +150,78 @@ def test_cached_curves_are_copies_and_calibrations_are_reused():
     one = poisson_noise_multiplier(1.0, 1e-6, q=0.01, steps=100)
     assert poisson_noise_multiplier(1.0, 1e-6, q=0.01, steps=100) is one
     assert poisson_noise_multiplier.cache_info().hits >= 1
+
+
+# ---------------------------------------------------------------------------------------------------------
+# issue 35: bounded request cost, pinned by counting the expensive work (no timed test)
+# ---------------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def forward_difference_levels(monkeypatch):
+    """The forward-difference levels each without-replacement curve evaluation computes (its dominant cost)."""
+    levels: list[int] = []
+    original = subsampled_module._forward_differences_upper_log
+
+    def counted(cgf, stop_above=None):
+        upper = original(cgf, stop_above)
+        levels.append(int(np.isfinite(upper).sum()))
+        return upper
+
+    monkeypatch.setattr(subsampled_module, "_forward_differences_upper_log", counted)
+    return levels
+
+
+def test_the_reported_plan_computes_a_bounded_number_of_forward_difference_levels(forward_difference_levels):
+    """Issue 35's 15-second estimate: resque_dpsgd, svm, ε = 0.01, fixed-size batches (Adult's metadata). Before,
+    its calibration evaluated the curve 36 times with all 258 levels of forward differences each (9,288 levels);
+    the coarse search by factors of 16 and the levels that stop where the cheap branch wins leave under 2,000."""
+    plan = get_solver("resque_dpsgd").plan(
+        {"model": "svm", "sampling": "fixed_size"}, PublicMetadata(n=32_561, d=104, row_norm_bound=3.0),
+        target_epsilon=0.01, delta=1e-6,
+    )  # fmt: skip
+    assert plan.cost.epsilon(1e-6).epsilon <= 0.01
+    assert len(forward_difference_levels) <= 30 and sum(forward_difference_levels) <= 2000
+
+
+def test_an_unreachable_target_is_refused_after_a_few_evaluations(forward_difference_levels):
+    """ε = 0.01 at δ = 4e-10 is beyond every noise ≤ 1e8 for this curve: the coarse search reaches 2²⁶ in 8 steps
+    and one whole-grid evaluation there decides, with the generic search's message (before: 54 evaluations)."""
+    with pytest.raises(calibration_module.PrivacyParameterError, match="not reachable with noise_multiplier ≤ 1e"):
+        without_replacement_noise_multiplier(0.01, 4e-10, q=0.01, steps=1000)
+    assert len(forward_difference_levels) <= 10
+
+
+def test_a_curve_non_monotone_in_the_noise_costs_a_bounded_number_of_evaluations():
+    """ε(σ) = 1/σ but 10 on [c, 2) with c = (1 + 1e-9)/0.6, just past where 1/σ meets the target 0.6 (rounding can
+    make a curve non-monotone): the generic search's step-ups from Brent's root run into the bump, and stop after
+    _MAX_STEP_UPS at the bracket's end σ = 2, which meets the target. Before, they would have gone on for the
+    800,000 steps of (1 + rtol/4) to 2. The same bound holds for :func:`_safe_above`, which then returns the
+    noise its caller proved."""
+    target, start = 0.6, (1.0 + 1e-9) / 0.6
+    calls: list[float] = []
+
+    def cost_of(noise: float) -> PrivacyCost:
+        calls.append(noise)
+        return PrivacyCost.pure_dp(10.0 if start <= noise < 2.0 else 1.0 / noise, DEFAULT_GRID)
+
+    result = calibrate_noise(cost_of, target_epsilon=target, delta=1e-6)
+    assert result.epsilon <= target and result.noise == 2.0
+    assert len(calls) <= 60 + _MAX_STEP_UPS
+    calls.clear()
+
+    def only_at_proven(noise: float) -> PrivacyCost:
+        calls.append(noise)
+        return PrivacyCost.pure_dp(0.1 if noise == 1.7 else 10.0, DEFAULT_GRID)
+
+    safe = _safe_above(only_at_proven, 1.7, 1e-6, target, DEFAULT_RTOL)
+    assert safe.noise == 1.7 and safe.epsilon <= target and len(calls) == _MAX_STEP_UPS + 2
+
+
+def test_a_target_met_only_by_rounding_noise_is_refused_with_a_422_not_a_500():
+    """Found by ``benchmarks/request_cost.py`` (resque_dpsgd, batch 222 of n = 775, 40 steps, ε = 0.214 at
+    δ = 3e-12 on the 12-order grid, whose largest order 64 cannot reach it): the Poisson curve's integer orders
+    summed to exactly A = 1 at σ = 2²⁶, so ε(2²⁶) came out 0 while ε at the neighbouring float was 0.34, and
+    Brent's method raised a ValueError (a 500). Now the curve is accurate there and the target is refused."""
+    with pytest.raises(calibration_module.PrivacyParameterError, match="not reachable"):
+        poisson_noise_multiplier(0.214, 3e-12, q=222 / 775, steps=40, grid=GRIDS["privatekube-12/v1"])

@@ -53,6 +53,7 @@ def test_golden_filter_of_the_default_budget():
     assert privacy_filter.orders == (22.0, 256.0)  # α*, and the grid order nearest 10·α*
     assert privacy_filter.order_deltas == pytest.approx((0.99 * 9e-7, 0.01 * 9e-7))
     assert privacy_filter.approximate_delta == pytest.approx(1e-7)
+    assert privacy_filter.slack_delta == pytest.approx(0.5e-7)  # δ_S = δ_A/2
     # ρ_1 = 1 − log(1 − 1/22) + (log δ_1 + log 22)/21
     first = 1 - math.log(21 / 22) + (math.log(0.99 * 9e-7) + math.log(22)) / 21
     assert privacy_filter.order_budgets[0] == pytest.approx(first, rel=1e-12)
@@ -118,23 +119,74 @@ def test_the_second_order_certifies_pure_parts_with_a_small_gaussian():
     assert shaped.rdp[privacy_filter.order_indices[0]] > privacy_filter.order_budgets[0]
 
 
-def test_delta_parts_use_the_pot_and_each_allowance_halves_what_is_left():
+def test_delta_parts_use_their_part_of_the_pot_and_each_allowance_halves_what_is_left():
+    """δ parts draw on δ_D = δ_A − δ_S = δ_A/2 by default (condition (a1)); each allowance is half of what is left."""
     privacy_filter = PrivacyFilter.for_budget(1.0, 1e-6, DEFAULT_GRID)
     assert privacy_filter.approximate_delta == pytest.approx(1e-7)
+    assert privacy_filter.slack_delta == privacy_filter.parts_delta == 0.5e-7
     committed = PrivacyCost.zero()
     for _ in range(30):
         allowance = privacy_filter.allowance(committed)
         fit = PrivacyCost.approximate_dp(0.01, allowance.delta)
         assert privacy_filter.admits(committed + fit)
         committed = committed + fit
-    assert privacy_filter.delta_used(committed) <= privacy_filter.approximate_delta
-    assert privacy_filter.allowance(committed).delta == pytest.approx(1e-7 / 2**31, rel=1e-6)
+    assert privacy_filter.delta_parts(committed) <= privacy_filter.parts_delta
+    assert privacy_filter.allowance(committed).delta == pytest.approx(0.5e-7 / 2**31, rel=1e-5, abs=0)
     assert not privacy_filter.admits(committed + PrivacyCost.approximate_dp(0.01, 1e-7))
-    # an approximate-RDP slack weighs (1 + e^ε_max) in the pot
+    # the δ parts leave the slacks' part untouched
+    assert privacy_filter.allowance(committed).slack == privacy_filter.allowance(PrivacyCost.zero()).slack == 0.25e-7
+    # an approximate-RDP slack weighs k (1 + e^ε_max) in its part δ_S
     slack = privacy_filter.allowance(PrivacyCost.zero()).max_slack
-    assert slack == pytest.approx(0.5e-7 / (2 * (1 + math.e)))
+    assert slack == pytest.approx(0.25e-7 / (2 * (1 + math.e)), rel=1e-12, abs=0)
     capped = PrivacyCost.approximate_rdp(DEFAULT_GRID.orders * 1e-4, slack * 1.5)
-    assert privacy_filter.admits(capped) and not privacy_filter.admits(capped * 2)
+    assert privacy_filter.admits(capped) and not privacy_filter.admits(capped * 3)
+
+
+def test_admission_checks_each_part_of_the_pot_on_its_own():
+    """(a1) D ≤ δ_A − δ_S and (a2) k(1 + e^ε_max)·A ≤ δ_S: a fit that the old joint rule D + k(1 + e^ε)A ≤ δ_A
+    would take (one part empty, the other over its share) is refused, and each part's edge is admitted exactly."""
+    privacy_filter = PrivacyFilter.for_budget(1.0, 1e-6, DEFAULT_GRID, approximate_delta=1e-7, slack_delta=3e-8)
+    weight = privacy_filter.slack_weight
+    assert privacy_filter.parts_delta == pytest.approx(7e-8, rel=1e-15)
+    small = DEFAULT_GRID.orders * 1e-4
+
+    def slack_fit(used: float) -> PrivacyCost:  # an approximate-RDP fit whose weighted slack is ``used``
+        return PrivacyCost.approximate_rdp(small, used / weight)
+
+    edge_parts = PrivacyCost.approximate_dp(0.01, privacy_filter.parts_delta)
+    assert privacy_filter.admits(edge_parts)
+    over_parts = PrivacyCost.approximate_dp(0.01, 9e-8)  # D + k(1 + e^ε)A = 9e-8 ≤ δ_A: the old rule took it
+    reading = privacy_filter.measure(over_parts)
+    assert reading.delta_used < privacy_filter.approximate_delta and not reading.delta_fits
+    assert not privacy_filter.admits(over_parts) and reading.delta_parts == pytest.approx(9e-8)
+    over_slack = slack_fit(6e-8)  # likewise: 6e-8 ≤ δ_A, but above δ_S = 3e-8
+    reading = privacy_filter.measure(over_slack)
+    assert reading.delta_used < privacy_filter.approximate_delta and not privacy_filter.admits(over_slack)
+    assert reading.slack_used == pytest.approx(6e-8) and reading.share == math.inf
+    both = edge_parts + slack_fit(2.9e-8)  # both parts near full, each within its own
+    assert privacy_filter.admits(both)
+    assert privacy_filter.measure(both).delta_used == pytest.approx(9.9e-8)
+    assert not privacy_filter.admits(both + slack_fit(0.2e-8))
+    assert not privacy_filter.admits(both + PrivacyCost.approximate_dp(0.01, 1e-9))
+    allowance = privacy_filter.allowance(both)
+    assert allowance.delta == 0.0 and allowance.slack == pytest.approx(0.05e-8) and allowance.max_slack > 0
+
+
+def test_the_slack_part_is_a_public_parameter_within_the_pot():
+    privacy_filter = PrivacyFilter.for_budget(1.0, 1e-6, DEFAULT_GRID, approximate_delta=1e-7, slack_delta=0.0)
+    assert privacy_filter.parts_delta == 1e-7 and privacy_filter.allowance(PrivacyCost.zero()).max_slack == 0.0
+    assert not privacy_filter.admits(PrivacyCost.approximate_rdp(DEFAULT_GRID.orders * 1e-4, 1e-20))
+    assert privacy_filter.admits(PrivacyCost.approximate_dp(0.01, 1e-7))
+    everything = PrivacyFilter.for_budget(1.0, 1e-6, DEFAULT_GRID, approximate_delta=1e-7, slack_delta=1e-7)
+    assert everything.parts_delta == 0.0 and not everything.admits(PrivacyCost.approximate_dp(0.01, 1e-20))
+    assert PrivacyFilter.for_budget(1.0, 1e-6, DEFAULT_GRID, approximate_delta=0.0).slack_delta == 0.0
+    for bad in (1.0000001e-7, -1e-12, float("nan"), float("inf")):
+        with pytest.raises(PrivacyParameterError) as error:
+            PrivacyFilter.for_budget(1.0, 1e-6, DEFAULT_GRID, approximate_delta=1e-7, slack_delta=bad)
+        assert error.value.parameter == "slack_delta"
+    with pytest.raises(PrivacyParameterError) as error:  # a stored filter is checked alike
+        PrivacyFilter(1.0, 1e-6, DEFAULT_GRID, everything.orders, everything.order_deltas, 1e-7, 2e-7)
+    assert error.value.parameter == "slack_delta"
 
 
 def test_an_empty_pot_refuses_every_delta_part():

@@ -71,7 +71,7 @@ def create_app(settings: Settings | None = None, *, run_workers: bool | None = N
             app.state.workers = WorkerPool(
                 db, app.state.store, size=settings.workers, lease_seconds=settings.lease_seconds,
                 heartbeat_seconds=settings.heartbeat_seconds, poll_seconds=settings.poll_seconds,
-                cancel_poll_seconds=settings.cancel_poll_seconds,
+                cancel_poll_seconds=settings.cancel_poll_seconds, max_attempts=settings.fit_max_attempts,
             )  # fmt: skip
             app.state.workers.start()
             app.state.dispatcher = PollingDispatcher(app.state.workers)
@@ -79,8 +79,8 @@ def create_app(settings: Settings | None = None, *, run_workers: bool | None = N
             yield
         finally:
             app.state.orphans.stop()
-            if app.state.workers is not None:
-                app.state.workers.stop()
+            if app.state.workers is not None:  # running fits go back to the queue within the grace period
+                await run_in_threadpool(app.state.workers.stop, settings.stop_grace_seconds)
             db.dispose()
             configure_sampler(previous_sampler)
 

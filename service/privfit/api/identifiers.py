@@ -10,14 +10,15 @@ before these checks) — never reaches a query:
   The visibility checks (:mod:`privfit.api.auth`) check the form again before any query;
 * an id in a **body or query** parameter is a 422 naming the field (:data:`ResourceId`).
 
-Display names (datasets, keys) may not contain control characters (Unicode category Cc: C0, DEL, C1) nor lone
-surrogates (Cs, which cannot be stored as UTF-8): 422 naming the field (:data:`DisplayName`).
+Display names (datasets, keys) follow the rules of every name (:mod:`privfit.text`): stored in Unicode NFC, and
+refused with a 422 naming the field and the character if they contain a control character (Cc: C0, DEL, C1), a
+lone surrogate (Cs, which cannot be stored as UTF-8), a bidirectional control or another invisible character
+(:data:`DisplayName`).
 """
 
 from __future__ import annotations
 
 import re
-import unicodedata
 from typing import Annotated, Any
 
 from fastapi import Path
@@ -25,11 +26,13 @@ from pydantic import AfterValidator, Field, WithJsonSchema
 from pydantic_core import PydanticCustomError
 from starlette.convertors import Convertor, register_url_convertor
 
+from privfit.text import checked_name, name_pattern
+
 _UUID_REGEX = "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
 _UUID = re.compile(_UUID_REGEX)
 
-#: What a display name may not contain, as a JSON-schema (ECMA-262) pattern: C0 controls, DEL and C1 controls.
-NAME_PATTERN = "^[^\\u0000-\\u001f\\u007f-\\u009f]*$"
+#: What a display name may not contain, as a JSON-schema (ECMA-262) pattern (:func:`privfit.text.name_pattern`).
+NAME_PATTERN = name_pattern()
 NAME_MAX_LENGTH = 200
 
 ID_EXAMPLE = "3fa85f64-5717-4562-b3fc-2c963f66afa6"
@@ -53,17 +56,6 @@ def _check_id(value: str) -> str:
     return normalize_id(value)
 
 
-def _check_name(value: str) -> str:
-    for char in value:
-        if unicodedata.category(char) in ("Cc", "Cs"):
-            raise PydanticCustomError(
-                "control_characters",
-                "must not contain control characters (such as NUL, newlines or escape codes): found U+{code}",
-                {"code": f"{ord(char):04X}"},
-            )
-    return value
-
-
 #: An id in a request body or query string: a UUID, else 422 naming the field.
 ResourceId = Annotated[
     str,
@@ -71,11 +63,12 @@ ResourceId = Annotated[
     WithJsonSchema({"type": "string", "format": "uuid", "examples": [ID_EXAMPLE]}),
 ]
 
-#: A dataset's or key's display name: at most 200 characters, no control characters.
+#: A dataset's or key's display name: at most 200 characters, nothing hidden (:func:`privfit.text.checked_name`),
+#: stored in NFC.
 DisplayName = Annotated[
     str,
     Field(max_length=NAME_MAX_LENGTH),
-    AfterValidator(_check_name),
+    AfterValidator(checked_name),
     WithJsonSchema({"type": "string", "maxLength": NAME_MAX_LENGTH, "pattern": NAME_PATTERN}),
 ]
 

@@ -49,7 +49,8 @@ def budget_key(budget: Budget) -> tuple[Hashable, ...]:
     the committed cost, which only reaches a plan through the δ allowance)."""
     return (
         budget.epsilon_max, budget.delta_max, budget.grid_name, tuple(budget.filter_orders),
-        tuple(budget.filter_order_deltas), budget.filter_approximate_delta, budget.filter_version,
+        tuple(budget.filter_order_deltas), budget.filter_approximate_delta, budget.filter_slack_delta,
+        budget.filter_version,
     )  # fmt: skip
 
 

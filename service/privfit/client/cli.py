@@ -534,6 +534,7 @@ def _budget(client: Client, args: argparse.Namespace, out: Output) -> int:
         ("committed ε (filter)", budget.committed_epsilon), ("remaining ε (filter)", budget.remaining_epsilon),
         ("filter orders α", ", ".join(f"{a:g}" for a in rule.get("orders", []))),
         ("δ for δ-only parts", rule.get("approximate_delta")),
+        ("  of which for approximate-RDP slacks", rule.get("slack_delta")),
         ("δ parts used", budget.committed_delta_used), ("ledger entries", budget.entries),
         ("order grid", budget.grid_name),
     ])  # fmt: skip

@@ -9,7 +9,7 @@ functions). The result must be bit-for-bit that of the exact path, so the fast p
 
 * files the exact path tokenises identically: no ``"`` byte (no quoting), no NUL byte, valid UTF-8, no line
   longer than ``csv.field_size_limit()`` bytes, no line starting with the declared comment prefix, an ASCII
-  delimiter — checked in one pass over the bytes (:func:`_prescan`) before Arrow reads the file;
+  delimiter — checked in one pass over the bytes (:class:`_Prescan`) before Arrow reads the file;
 * cells every one of which is valid under the schema: Arrow's float parser accepts a superset of the exact
   path's decimal numbers except for the non-finite words, and any non-finite result, unconvertible cell, null
   under ``missing = "reject"``, unknown level or class, wrong field count or header problem makes it give up;
@@ -19,12 +19,20 @@ When it gives up (``None``), the caller runs the exact path from the start of th
 first problem in file order with its line, exactly as before; valid files never take that path. Memory is the
 encoded matrix plus a few blocks of ``_CSV_BLOCK`` bytes (the arrays are written in place, batch by batch).
 
+An upload (:func:`encode_csv_upload`) also caps cells (issue 35): the same pre-scan, over the whole file, refuses
+a cell longer than ``max_cell_bytes`` or a line longer than its fields can take, naming the line (and the
+column), before either path parses a cell — the exact path holds a line at a time, a 64 MiB cell several times.
+
 Parquet (:func:`encode_parquet`): the same schema checks on a typed table. Numeric columns must be integer or
-floating, categorical columns and categorical/binary labels strings (a column of another type is a 422 naming
-it, before any row is read); string cells are stripped and ``csv.na_values`` mean missing, as in a CSV, and a
-null is missing. The file is read in batches of rows (``iter_batches``: one row group's column chunks at a time),
-so memory is the matrix plus a row group; errors name the column and the 1-based data row (``row 12``). The same
-table uploaded as CSV or Parquet encodes to the same matrix and content hash.
+floating, categorical columns and categorical/binary labels flat strings (a column of another type, or nested,
+is a 422 naming it, before any row is read); string cells are stripped and ``csv.na_values`` mean missing, as in
+a CSV, and a null is missing. Before any page is decoded, what the file declares is checked
+(:mod:`privfit.datasets.parquet_limits`: footer, row counts against the caps and the caller's δ rule, page
+headers, dictionary sizes). The file is then read in batches of rows (``iter_batches``), text columns
+dictionary-encoded (a value every row repeats is held once) and their values' lengths checked on the dictionary
+before any becomes a Python string; errors name the column and the 1-based data row (``row 12``), and any error
+Arrow raises while decoding is a 422. The same table uploaded as CSV or Parquet encodes to the same matrix and
+content hash.
 """
 
 from __future__ import annotations
@@ -42,7 +50,9 @@ import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 
 from .encoding import (
+    _CHUNK_CELLS,
     _MISSING_CODE,
+    DatasetTooLargeError,
     DatasetValidationError,
     EncodedDataset,
     _as_schema,
@@ -52,8 +62,10 @@ from .encoding import (
     _finish,
     _level_codes,
     _Matrix,
+    parse_and_encode,
     too_large_error,
 )
+from .parquet_limits import ParquetLimits, check_row_groups, check_trailer, declared_rows
 from .schema import (
     BinaryLabel,
     CategoricalFeature,
@@ -61,9 +73,10 @@ from .schema import (
     DatasetSchema,
     NumericFeature,
     NumericLabel,
+    restart_clipped_cells,
 )
 
-__all__ = ["PARQUET_CONTENT_TYPES", "encode_csv", "encode_parquet", "is_parquet_upload"]
+__all__ = ["PARQUET_CONTENT_TYPES", "encode_csv", "encode_csv_upload", "encode_parquet", "is_parquet_upload"]
 
 #: ``Content-Type`` values of a Parquet upload (either one; or a file name ending in ``.parquet``).
 PARQUET_CONTENT_TYPES = frozenset({"application/vnd.apache.parquet", "application/x-parquet"})
@@ -72,6 +85,9 @@ _CSV_BLOCK = 1 << 20  # bytes Arrow parses per record batch
 _SCAN_BLOCK = 1 << 20  # bytes the pre-scan reads at a time
 _PARQUET_BATCH_ROWS = 1 << 16
 _WINDOW = 1 << 15  # the pre-scan's coarse line-length check: every window of this many bytes holds a line end
+#: The longest line of a CSV upload with ``max_cell_bytes`` (however many columns): the exact path holds a line in
+#: memory several times over, so this bounds it whatever the schema's width.
+MAX_LINE_BYTES = 32 * 1024 * 1024
 _STRING_TYPES = (pa.types.is_string, pa.types.is_large_string)
 
 
@@ -87,16 +103,25 @@ def is_parquet_upload(content_type: str | None, filename: str | None) -> bool:
 # --------------------------------------------------------------------------------------------------
 
 
-def _dictionary_of(column: pa.Array) -> tuple[list[Any], np.ndarray]:
-    """(distinct values as Python objects, per-row index into them); nulls index a trailing ``None``."""
+def _by_text(column: pa.Array, per_text: Callable[[list[Any]], np.ndarray]) -> np.ndarray:
+    """``per_text`` (a function of a list of texts, ``None`` for a null, returning one value per text) for each
+    row of a text column, computed once per distinct text: on the column's dictionary, then indexed by row.
+
+    A Parquet dictionary page is shared by the batches of its row group and may hold more values than a batch has
+    rows: then only the values this batch refers to become Python strings, so a batch never makes more of them than
+    it has rows (the caller has checked their lengths, :func:`_check_cell_bytes`)."""
     if not pa.types.is_dictionary(column.type):
         column = pc.dictionary_encode(column)
-    values = column.dictionary.to_pylist()
-    indices = column.indices
-    if indices.null_count:
-        indices = pc.fill_null(indices, len(values))
-        values.append(None)
-    return values, indices.to_numpy(zero_copy_only=False)
+    dictionary = column.dictionary
+    index = pc.fill_null(column.indices, len(dictionary)).to_numpy(zero_copy_only=False)  # a null: past the end
+    if len(dictionary) > len(column):
+        used, index = np.unique(index, return_inverse=True)
+        texts = dictionary.take(pa.array(used[used < len(dictionary)])).to_pylist()
+    else:
+        texts = dictionary.to_pylist()
+    if column.null_count:
+        texts.append(None)
+    return per_text(texts)[index]
 
 
 def _numeric_values(column: pa.Array, fill: float | None) -> np.ndarray | None:
@@ -130,8 +155,7 @@ def _encode_batch(
                 X[:, j] = f.scale(values)
             j += 1
         elif isinstance(f, CategoricalFeature):
-            texts, index = _dictionary_of(column(f.name))
-            codes = _level_codes(texts, f.levels, na)[index]
+            codes = _by_text(column(f.name), lambda texts: _level_codes(texts, f.levels, na))  # noqa: B023
             if ((codes < 0) & ~((codes == _MISSING_CODE) & impute)).any():
                 return False
             if X is not None:
@@ -144,19 +168,16 @@ def _encode_batch(
         if values is None:
             return False
         encoded = lab.scale(values)
+    elif isinstance(lab, BinaryLabel):
+        encoded = _by_text(column(lab.name), lambda texts: _binary_label_column(texts, lab, lambda i: "", na)[0])
+        if (np.abs(encoded) != 1.0).any():
+            return False
     else:
-        texts, index = _dictionary_of(column(lab.name))
-        if isinstance(lab, BinaryLabel):
-            per_text, _ = _binary_label_column(texts, lab, lambda i: "", na)
-            encoded = per_text[index]
-            if (np.abs(encoded) != 1.0).any():
-                return False
-        else:
-            assert isinstance(lab, CategoricalLabel)
-            codes = _level_codes(texts, lab.levels, na)[index]
-            if (codes < 0).any():
-                return False
-            encoded = codes.astype(np.float64)
+        assert isinstance(lab, CategoricalLabel)
+        codes = _by_text(column(lab.name), lambda texts: _level_codes(texts, lab.levels, na))
+        if (codes < 0).any():
+            return False
+        encoded = codes.astype(np.float64)
     if y is not None:
         y[:] = encoded
     return True
@@ -184,36 +205,95 @@ def _check_rows(n0: int, m: int, max_rows: int | None, d: int, max_matrix_bytes:
 # --------------------------------------------------------------------------------------------------
 
 
-class _Prescan:
-    """One pass over the bytes: whether the Arrow path tokenises the file exactly like the exact path; the header
-    record (parsed by Python's ``csv``, so it may be quoted) and the offset where the data lines start; an upper
-    bound on the records (line terminators + 1)."""
+class _Runs:
+    """Runs of bytes without any of ``separators``, fed block by block (a run may cross blocks): where the first
+    run longer than ``limit`` starts. Such a run holds a whole aligned window of (limit + 1) // 2 bytes without a
+    separator, so a block is measured exactly (numpy) only when one of its windows has none."""
 
-    def __init__(self, schema: DatasetSchema) -> None:
-        self.delimiter = schema.csv.delimiter
-        comment = schema.csv.comment
+    def __init__(self, separators: bytes, limit: int) -> None:
+        self.limit = limit
+        self._separators = [separators[i : i + 1] for i in range(len(separators))]
+        self._codes = np.frombuffer(separators, dtype=np.uint8)
+        self._window = max(1, min(_WINDOW, (limit + 1) // 2))
+        self._run = 0  # bytes since the last separator
+
+    def feed(self, block: bytes, position: int) -> int | None:
+        """The offset where the first run longer than the limit starts (``position``: the block's), or None."""
+        firsts = [i for i in (block.find(sep) for sep in self._separators) if i >= 0]
+        if not firsts:
+            self._run += len(block)
+            return position + len(block) - self._run if self._run > self.limit else None
+        first = min(firsts)
+        if self._run + first > self.limit:
+            return position - self._run
+        last = max(block.rfind(sep) for sep in self._separators)
+        if last - first > self.limit and not all(
+            any(block.find(sep, i, i + self._window) >= 0 for sep in self._separators)
+            for i in range(first, last, self._window)
+        ):  # a window without a separator: measure exactly
+            inner = np.frombuffer(block, dtype=np.uint8, count=last - first + 1, offset=first)
+            ends = first + np.flatnonzero(np.isin(inner, self._codes))
+            long = np.flatnonzero(np.diff(ends) > self.limit + 1)
+            if long.size:
+                return position + int(ends[long[0]]) + 1
+        self._run = len(block) - 1 - last
+        return position + last + 1 if self._run > self.limit else None
+
+
+class _Prescan:
+    """One pass over the bytes, before either path parses the file.
+
+    * The caps, with ``max_cell_bytes`` (every file, whichever path then encodes it): no cell — the bytes between
+      two delimiters or line ends, quotes included — longer than ``max_cell_bytes``, and no line longer than the
+      most its fields can take, columns × (max_cell_bytes + 1) bytes and at most :data:`MAX_LINE_BYTES` (a
+      quoted cell may hold delimiters; the exact path holds a line in memory at a time, so this bounds it). The
+      first violation found is kept in :attr:`violation` and the scan stops; :meth:`error` says where it is.
+    * Whether the Arrow path tokenises the file exactly like the exact path (:attr:`fast`); the header record
+      (parsed by Python's ``csv``, so it may be quoted) and the offset where the data lines start; an upper bound
+      on the records (line terminators + 1).
+    """
+
+    def __init__(self, schema: DatasetSchema, max_cell_bytes: int | None = None) -> None:
+        opts = schema.csv
+        self.delimiter = opts.delimiter.encode("utf-8")
+        comment = opts.comment
         self.comment = None if comment is None else comment.encode("utf-8")
-        self.find_header = schema.csv.header
+        self.find_header = opts.header
+        self.names = None if opts.columns is None else list(opts.columns)
+        self.columns = len(schema.features) + 1 if opts.columns is None else len(opts.columns)
+        self.fast = len(self.delimiter) == 1
         self.lines = 1
         self.header: list[str] | None = None
         self.data_start = 0  # the offset (from the stream's start) of the first byte after the header line
+        self.max_cell_bytes = max_cell_bytes
+        self.violation: tuple[str, int] | None = None  # ("cell" or "line", the offset where it starts)
+        self._cells = self._long = None
+        if max_cell_bytes is not None:  # a multi-byte delimiter's first byte splits cells too (never joins two)
+            self._cells = _Runs(self.delimiter[:1] + b"\n\r", max_cell_bytes)
+            self._long = _Runs(b"\n\r", min(self.columns * (max_cell_bytes + 1), MAX_LINE_BYTES))
+        self._fast_lines = _Runs(b"\n\r", csv.field_size_limit())  # the exact path's csv refuses longer fields
+        self._header_end: int | None = None  # where the header line ends, once found
+        self._first_quote: int | None = None  # the first quote after the header line
         self._position = 0
         self._decoder = codecs.getincrementaldecoder("utf-8")()
-        self._run = 0  # bytes since the last line end
-        self._limit = csv.field_size_limit()
         self._tail = b"\n"  # the bytes before the current block that a comment prefix check needs
         self._head = bytearray()  # the bytes up to the end of the header line, until it is complete
+        self._head_limit = max(csv.field_size_limit(), 0 if self._long is None else self._long.limit) + _SCAN_BLOCK
 
     def run(self, stream: IO[bytes]) -> bool:
-        if len(self.delimiter.encode("utf-8")) != 1:
-            return False
-        while block := stream.read(_SCAN_BLOCK):
+        """Scan ``stream`` (to its end unless the caps are not set and the Arrow path is ruled out, or a cap is
+        exceeded); whether the Arrow path takes the file."""
+        while self.violation is None and (self.fast or self._cells is not None):
+            block = stream.read(_SCAN_BLOCK)
+            if not block:
+                break
             if self._position == 0 and block.startswith(codecs.BOM_UTF8):
                 self._position = self.data_start = len(codecs.BOM_UTF8)
                 block = block[len(codecs.BOM_UTF8) :]
-            if not self._block(block):
-                return False
+            self._block(block)
             self._position += len(block)
+        if self.violation is not None or not self.fast:
+            return False
         try:
             self._decoder.decode(b"", final=True)
         except UnicodeDecodeError:
@@ -223,7 +303,36 @@ class _Prescan:
             return self._take_header(bytes(self._head).lstrip(b"\r\n"))
         return True
 
-    def _block(self, block: bytes) -> bool:
+    def _block(self, block: bytes) -> None:
+        data = self._header_line(block) if self.find_header and self._header_end is None else 0
+        if self._first_quote is None and (quote := block.find(b'"', data)) >= 0:
+            self._first_quote = self._position + quote
+        if self._cells is not None and self._long is not None:
+            cell, line = self._cells.feed(block, self._position), self._long.feed(block, self._position)
+            if cell is not None:  # a long cell rather than its long line: the cell names its column
+                self.violation = ("cell", cell)
+            elif line is not None:
+                self.violation = ("line", line)
+        if self.fast and self.violation is None:
+            self.fast = self._fast_block(block, data)
+
+    def _header_line(self, block: bytes) -> int:
+        """Collect the header line; where the data lines start in ``block`` (its length if not yet)."""
+        self._head += block
+        line = _first_nonempty_line(self._head)
+        if line is None:
+            if len(self._head) > self._head_limit:  # far longer than any line the caps or the Arrow path take
+                self._header_end, self.fast = self._position + len(block), False
+                self._head.clear()
+            return len(block)
+        start, end = line
+        data = end + 1 - (len(self._head) - len(block))
+        self._header_end = self.data_start = self._position + data
+        if not self._take_header(bytes(self._head[start:end])):
+            self.fast = False
+        return data
+
+    def _fast_block(self, block: bytes, data: int) -> bool:
         if b"\0" in block:
             return False
         if not block.isascii() or self._decoder.getstate()[0]:
@@ -236,28 +345,16 @@ class _Prescan:
             if b"\n" + self.comment in joined or b"\r" + self.comment in joined:
                 return False
             self._tail = joined[-len(self.comment) :]
-        data = 0  # where the data lines start in this block
-        if self.find_header and self.header is None:
-            self._head += block
-            line = _first_nonempty_line(self._head)
-            if line is None:
-                data = len(block)
-            else:
-                start, end = line
-                data = end + 1 - (len(self._head) - len(block))
-                self.data_start = self._position + data
-                if not self._take_header(bytes(self._head[start:end])):
-                    return False
         if b'"' in block[data:]:
             return False  # quoting: Python's csv and Arrow's tokenizers differ on malformed quotes
         newlines = _count(block, 10) + (_count(block, 13) if b"\r" in block else 0)
         self.lines += newlines
-        return self._lines_short(block, newlines)
+        return self._fast_lines.feed(block, self._position) is None
 
     def _take_header(self, line: bytes) -> bool:
         self._head.clear()
         try:
-            records = list(csv.reader([line.decode("utf-8")], delimiter=self.delimiter, strict=True))
+            records = list(csv.reader([line.decode("utf-8")], delimiter=self.delimiter.decode("utf-8"), strict=True))
         except (csv.Error, UnicodeDecodeError):
             return False
         if len(records) != 1:
@@ -265,24 +362,44 @@ class _Prescan:
         self.header = [cell.strip() for cell in records[0]]
         return True
 
-    def _lines_short(self, block: bytes, newlines: int) -> bool:
-        """Whether no run of bytes without a line end is longer than the field size limit (so no field is)."""
-        if newlines == 0:
-            self._run += len(block)
-            return self._run <= self._limit
-        first = min(i for i in (block.find(b"\n"), block.find(b"\r")) if i >= 0)
-        if self._run + first > self._limit:
-            return False
-        last = max(block.rfind(b"\n"), block.rfind(b"\r"))
-        self._run = len(block) - 1 - last
-        inner = block[first : last + 1]  # from the first line end to the last, both included
-        window = max(1, min(_WINDOW, self._limit // 2))  # a run longer than the limit holds a whole window
-        if len(inner) > self._limit and not all(
-            b"\n" in inner[i : i + window] or b"\r" in inner[i : i + window] for i in range(0, len(inner), window)
-        ):  # a window without a line end: measure exactly
-            ends = np.flatnonzero(np.isin(np.frombuffer(inner, dtype=np.uint8), (10, 13)))
-            return bool(np.diff(ends).max(initial=0) <= self._limit + 1)
-        return True
+    def error(self, stream: IO[bytes], origin: int) -> DatasetValidationError:
+        """The 422 of :attr:`violation`, naming its line and, when no quote precedes it, its column."""
+        assert self.violation is not None and self.max_cell_bytes is not None
+        kind, offset = self.violation
+        cap = self.max_cell_bytes
+        # A run starts after a separator byte: for a multi-byte delimiter, after its first byte (the run holds no
+        # line end, so counting a few bytes more changes the line of none)
+        line, field = _locate(stream, origin, offset + len(self.delimiter) - 1, self.delimiter)
+        if kind == "line":
+            assert self._long is not None
+            return DatasetValidationError(None, line, f"line {line} is longer than {self._long.limit} bytes, the most "
+                                          f"its {self.columns} fields can take (max_cell_bytes = {cap} bytes a field "
+                                          f"and a delimiter; at most {MAX_LINE_BYTES} bytes a line)")  # fmt: skip
+        if self.find_header and (self._header_end is None or offset < self._header_end):
+            return DatasetValidationError(None, line, f"a cell of the header (line {line}) is longer than "
+                                          f"max_cell_bytes = {cap} bytes")  # fmt: skip
+        names = self.header if self.find_header else self.names
+        if names is not None and field < len(names) and (self._first_quote is None or offset <= self._first_quote):
+            name = names[field]
+            return DatasetValidationError(name, line, f"cell in column {name!r} at line {line} is longer than "
+                                          f"max_cell_bytes = {cap} bytes")  # fmt: skip
+        return DatasetValidationError(None, line, f"a cell at line {line} is longer than max_cell_bytes = {cap} bytes")
+
+
+def _locate(stream: IO[bytes], origin: int, offset: int, delimiter: bytes) -> tuple[int, int]:
+    """The 1-based line of the byte at ``offset`` (``\\n``, ``\\r\\n`` and ``\\r`` each end a line, as the
+    exact path counts lines) and the delimiters before it on its line (its 0-based field if no quote precedes it)."""
+    stream.seek(origin)
+    line, fields, position, carry, previous = 1, 0, origin, b"", b""
+    while position < offset and (block := stream.read(min(_SCAN_BLOCK, offset - position))):
+        line += _count(block, 10) + _count(block, 13) - block.count(b"\r\n")
+        line -= previous == b"\r" and block.startswith(b"\n")
+        joined = carry + block  # a multi-byte delimiter may cross blocks
+        end = max(joined.rfind(b"\n"), joined.rfind(b"\r"))
+        fields = joined.count(delimiter, end + 1) if end >= 0 else fields + joined.count(delimiter)
+        carry, previous = block[len(block) - len(delimiter) + 1 :] if len(delimiter) > 1 else b"", block[-1:]
+        position += len(block)
+    return line, fields
 
 
 def _count(block: bytes, byte: int) -> int:
@@ -323,14 +440,24 @@ def _numeric_na_marker(schema: DatasetSchema) -> bool:
     return False
 
 
-def encode_csv(stream: IO[bytes], schema: DatasetSchema, max_matrix_bytes: int | None = None) -> EncodedDataset | None:
+def encode_csv(
+    stream: IO[bytes], schema: DatasetSchema, max_matrix_bytes: int | None = None, max_cell_bytes: int | None = None
+) -> EncodedDataset | None:
     """The exact path's result for a CSV (``stream`` seekable, at the file's start), or None: the file must take
-    the exact path (module docstring). Raises :class:`DatasetTooLargeError` like the exact path would."""
-    if _numeric_na_marker(schema):
+    the exact path (module docstring). Raises :class:`DatasetTooLargeError` like the exact path would.
+
+    With ``max_cell_bytes`` the pre-scan first reads the whole file (even one the Arrow path will not take) and
+    raises :class:`DatasetValidationError` for its first cell longer than that, or line longer than its fields can
+    take (:class:`_Prescan`): a cap, checked before the content, whichever path would encode the file."""
+    declined = _numeric_na_marker(schema)
+    if declined and max_cell_bytes is None:
         return None
     origin = stream.tell()
-    scan = _Prescan(schema)
-    if not scan.run(stream):
+    scan = _Prescan(schema, max_cell_bytes)
+    fast = scan.run(stream)
+    if scan.violation is not None:
+        raise scan.error(stream, origin)
+    if declined or not fast:
         return None
     opts = schema.csv
     if opts.header:
@@ -390,20 +517,56 @@ def _batches(reader: pa_csv.CSVStreamingReader) -> Iterator[pa.RecordBatch]:
             return
 
 
+def encode_csv_upload(
+    stream: IO[bytes],
+    schema: DatasetSchema | Mapping[str, Any],
+    *,
+    max_matrix_bytes: int | None = None,
+    max_cell_bytes: int | None = None,
+) -> EncodedDataset:
+    """:func:`privfit.datasets.encoding.parse_and_encode` of an uploaded CSV (``stream`` seekable, at its start),
+    with the cell cap: the pre-scan refuses a cell over ``max_cell_bytes`` (or a line longer than its fields can
+    take) naming its line and column, before the Arrow path or the exact path parses a cell; then the same as
+    ``parse_and_encode`` (the Arrow path if it takes the file, else the exact path from the start)."""
+    schema = _as_schema(schema)
+    origin = stream.tell()
+    encoded = encode_csv(stream, schema, max_matrix_bytes, max_cell_bytes)
+    if encoded is not None:
+        return encoded
+    stream.seek(origin)
+    restart_clipped_cells()  # the exact path encodes every row again
+    return parse_and_encode(stream, schema, max_matrix_bytes=max_matrix_bytes, columnar=False)
+
+
 # --------------------------------------------------------------------------------------------------
 # Parquet
 # --------------------------------------------------------------------------------------------------
 
 
+#: What reading a Parquet file with Arrow raises for a file it cannot decode: a corrupt or truncated page, bad
+#: Thrift, an unsupported encoding or codec (ArrowInvalid, ArrowIOError, ArrowNotImplementedError, a plain OSError).
+_ARROW_ERRORS = (pa.ArrowException, OSError, ValueError, EOFError, IndexError, KeyError, NotImplementedError,
+                 OverflowError)  # fmt: skip
+_TYPE_TEXT = 200  # characters of a column's type shown in an error (a nested type's text can be long)
+
+
 def _parquet_type_error(name: str, expected: str, found: pa.DataType) -> DatasetValidationError:
+    shown = str(found)
+    shown = shown if len(shown) <= _TYPE_TEXT else shown[:_TYPE_TEXT] + "…"
+    if pa.types.is_nested(found):
+        found_text = f"the nested type {shown}"
+        expected += ": only 'ignore' columns may be nested"
+    else:
+        found_text = f"type {shown}"
     return DatasetValidationError(
-        name, None, f"column {name!r} of the Parquet file has type {found}, expected {expected}"
+        name, None, f"column {name!r} of the Parquet file has {found_text}, expected {expected}"
     )
 
 
 def _check_parquet_schema(arrow: pa.Schema, schema: DatasetSchema) -> dict[str, int]:
     """Column names as for a CSV header (all declared, none undeclared, no duplicate); types of the used
-    columns (numeric: integer or floating; categorical and class labels: strings). Returns name → position."""
+    columns (numeric: integer or floating; categorical and class labels: strings; never nested). Returns name →
+    position."""
     index = _check_header(list(arrow.names), 1, schema) if len(set(arrow.names)) == len(arrow.names) else None
     if index is None:
         dup = next(name for name in arrow.names if arrow.names.count(name) > 1)
@@ -425,57 +588,135 @@ def _header_errors(error: DatasetValidationError) -> DatasetValidationError:
     return DatasetValidationError(error.column, None, message)
 
 
+def _corrupt(what: str) -> DatasetValidationError:
+    return DatasetValidationError(None, None, f"the Parquet file is corrupt ({what})")
+
+
 def encode_parquet(
-    source: bytes | IO[bytes], schema: DatasetSchema | Mapping[str, Any], *, max_matrix_bytes: int | None = None
+    source: bytes | IO[bytes],
+    schema: DatasetSchema | Mapping[str, Any],
+    *,
+    max_matrix_bytes: int | None = None,
+    max_cell_bytes: int | None = None,
+    max_page_bytes: int | None = None,
+    admit_rows: Callable[[int], None] | None = None,
 ) -> EncodedDataset:
     """Encode a Parquet upload (its bytes or a seekable binary file) against ``schema`` (module docstring), batch
-    by batch.
+    by batch, after checking what the file declares (:mod:`privfit.datasets.parquet_limits`).
+
+    Before any page is decoded: the trailer (footer at most ``max_page_bytes``), the columns and their types, the
+    row count n of the footer — against ``max_matrix_bytes`` and then ``admit_rows(n)`` (the caller's own rules on
+    n, e.g. the budget's δ < 1/n; it raises to refuse) — and every used column chunk's page headers (dictionary
+    pages at most ``max_page_bytes``, strings at most ``max_cell_bytes`` where statistics or dictionary sizes tell,
+    the row group rule). While decoding: each batch's strings at most ``max_cell_bytes``, checked on Arrow's
+    dictionaries before any becomes Python text; text columns are read dictionary-encoded, so a value repeated by
+    every row is held once.
 
     Raises:
-        DatasetValidationError: not a Parquet file; a missing, undeclared or duplicate column; a used column of
-            the wrong type; the first invalid cell (missing under ``"reject"``, non-finite, unknown level or
-            class), naming the column and the 1-based row; no rows.
-        DatasetTooLargeError: n·(d + 1)·8 over ``max_matrix_bytes`` (from the file's metadata, before reading).
+        DatasetValidationError: not a Parquet file, or one Arrow cannot decode (corrupt or truncated pages, bad
+            Thrift, an unsupported codec or encoding); a missing, undeclared or duplicate column; a used column of
+            the wrong or a nested type; a value longer than ``max_cell_bytes``; a row group over the row group
+            rule; the first invalid cell (missing under ``"reject"``, non-finite, unknown level or class), naming
+            the column and the 1-based row; no rows.
+        DatasetTooLargeError: n·(d + 1)·8 over ``max_matrix_bytes``; a footer or dictionary page over
+            ``max_page_bytes`` (setting ``max_parquet_page_bytes``).
     """
     schema = _as_schema(schema)
     stream: IO[bytes] = io.BytesIO(source) if isinstance(source, bytes) else source
+    limits = ParquetLimits(max_cell_bytes=max_cell_bytes, max_page_bytes=max_page_bytes)
+    footer_start = check_trailer(stream, limits)
     try:
         parquet = pq.ParquetFile(stream, buffer_size=_CSV_BLOCK, pre_buffer=False)  # column chunks read in blocks
         arrow = parquet.schema_arrow
-    except (pa.ArrowException, OSError, ValueError):  # Arrow's message may quote bytes of the file: not shown
+        n = declared_rows(parquet.metadata)
+    except DatasetValidationError:
+        raise
+    except _ARROW_ERRORS:  # Arrow's message may quote bytes of the file: not shown
         raise DatasetValidationError(None, None, "the file is not a readable Parquet file") from None
     try:
         order = _check_parquet_schema(arrow, schema)
     except DatasetValidationError as error:
         raise _header_errors(error) from None
-    n, d = parquet.metadata.num_rows, schema.dimension
-    if max_matrix_bytes is not None:
-        _check_rows(0, n, max_matrix_bytes // ((d + 1) * 8), d, max_matrix_bytes)
     if n == 0:
         raise DatasetValidationError(None, None, "the file contains no data rows")
-    used = list(_read_types(schema))
+    d = schema.dimension
+    if max_matrix_bytes is not None:
+        _check_rows(0, n, max_matrix_bytes // ((d + 1) * 8), d, max_matrix_bytes)
+    if admit_rows is not None:
+        admit_rows(n)
+    used = _read_types(schema)
+    texts = [name for name, kind in used.items() if pa.types.is_dictionary(kind)]
+    batch_rows = min(_PARQUET_BATCH_ROWS, max(16, _CHUNK_CELLS // len(used)))  # bounds an error's Python cells
     out = _Matrix(d, n)
     try:
-        for batch in parquet.iter_batches(batch_size=_PARQUET_BATCH_ROWS, columns=used, use_threads=True):
+        plain = check_row_groups(stream, parquet, {name: name in texts for name in used}, d, footer_start, limits)
+        dictionaries = [name for name in texts if name not in plain]
+        parquet = pq.ParquetFile(stream, buffer_size=_CSV_BLOCK, pre_buffer=False, read_dictionary=dictionaries,
+                                 metadata=parquet.metadata)  # fmt: skip
+        for batch in parquet.iter_batches(batch_size=batch_rows, columns=list(used), use_threads=True):
             m = batch.num_rows
+            if sorted(batch.schema.names) != sorted(used):
+                raise _corrupt("its columns are not the ones its schema names")
+            if out.n + m > n:
+                raise _corrupt("its row groups hold more rows than they declare")
+            if max_cell_bytes is not None:
+                _check_cell_bytes(batch, texts, max_cell_bytes, out.n)
             X, y = out.reserve(m)
             if not _encode_batch(schema, batch.column, X, y):
                 _encode_exactly(schema, batch, out.n, order, X, y)
             out.n += m
-    except pa.ArrowException:
-        raise DatasetValidationError(None, None, "the Parquet file is corrupt (a row group cannot be read)") from None
+    except (DatasetValidationError, DatasetTooLargeError, MemoryError):
+        raise
+    except _ARROW_ERRORS:
+        raise _corrupt("a page cannot be decoded") from None
     if out.n != n:
-        raise DatasetValidationError(None, None, "the Parquet file is corrupt (its row count does not match)")
+        raise _corrupt("its row count does not match")
     X, y = out.result()
     return _finish(schema, X, y)
+
+
+def _check_cell_bytes(batch: pa.RecordBatch, texts: list[str], cap: int, offset: int) -> None:
+    """Refuse a text value longer than ``cap`` bytes in ``batch`` (its first row numbered ``offset + 1``), from
+    the lengths Arrow holds: a dictionary column is checked on its dictionary, before any value becomes a Python
+    string (a value over the cap is refused even if no row of this batch refers to it)."""
+    for name in texts:
+        column = batch.column(name)
+        dictionary = pa.types.is_dictionary(column.type)
+        over = pc.fill_null(pc.greater(pc.binary_length(column.dictionary if dictionary else column), cap), False)
+        if not pc.any(over).as_py():
+            continue
+        long = over.to_numpy(zero_copy_only=False)
+        if dictionary:  # per row: refers to a long value
+            index = pc.fill_null(column.indices, 0).to_numpy(zero_copy_only=False)
+            long = long[index] & ~column.is_null().to_numpy(zero_copy_only=False)
+        rows = np.flatnonzero(long)
+        row = offset + int(rows[0]) + 1 if rows.size else None
+        at = "in the file's dictionary" if row is None else f"at row {row}"
+        raise DatasetValidationError(
+            name, row, f"a value in column {name!r} {at} is longer than max_cell_bytes = {cap} bytes"
+        )
+
+
+def _objects(texts: list[Any]) -> np.ndarray:
+    """``texts`` as a 1-D array of the same Python objects (shared, not copied)."""
+    out = np.empty(len(texts), dtype=object)
+    out[:] = texts
+    return out
 
 
 def _encode_exactly(
     schema: DatasetSchema, batch: pa.RecordBatch, offset: int, order: dict[str, int], X: np.ndarray, y: np.ndarray
 ) -> None:
     """Encode ``batch`` cell by cell with the rules of uploaded rows (:func:`_encode`, rows numbered from
-    ``offset + 1``): it raises the first invalid cell's error, naming the column and the row."""
-    columns = {name: batch.column(name).to_pylist() for name in _read_types(schema)}
+    ``offset + 1``): it raises the first invalid cell's error, naming the column and the row. A text column's rows
+    share the Python strings of its distinct values (:func:`_by_text`), never one string per row."""
+    columns: dict[str, list[Any]] = {}
+    for name in _read_types(schema):
+        column = batch.column(name)
+        if pa.types.is_dictionary(column.type):
+            columns[name] = _by_text(column, _objects).tolist()
+        else:
+            columns[name] = column.to_pylist()
     m = batch.num_rows
     X[:] = 0.0
     _encode(schema, cells=columns.__getitem__, n=m, positions=range(offset + 1, offset + m + 1), unit="row",

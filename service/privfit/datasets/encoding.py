@@ -12,6 +12,12 @@ Privacy rules enforced here (DESIGN §1.2–1.3):
 * Error messages (:class:`DatasetValidationError`) name the column and the first offending line, and may list
   public facts (declared levels, classes, bounds, NA markers) but never quote a cell value.
 * Either the whole file encodes or an error is raised; nothing is half-encoded.
+
+Text (:mod:`privfit.text`): categorical and label cells, CSV header names and the column names of prediction rows
+are compared with the declaration in Unicode NFC, as the schema stores it: a cell "e" + U+0301 is the level "é".
+The comparison lives in the helpers every path shares (:func:`_parse_token`, :func:`_level_codes`,
+:func:`_binary_label_column`), so the exact CSV path, the columnar CSV path, Parquet and prediction rows agree bit
+for bit; the content hash is over the encoded matrix and the NFC schema, so a table hashes alike in NFC and in NFD.
 """
 
 from __future__ import annotations
@@ -28,6 +34,8 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 import numpy as np
+
+from privfit.text import nfc
 
 from .schema import (
     BinaryLabel,
@@ -46,6 +54,7 @@ __all__ = [
     "EncodedRows",
     "compute_content_hash",
     "encode_rows",
+    "header_names",
     "parse_and_encode",
     "too_large_error",
 ]
@@ -268,7 +277,7 @@ def _parse_and_encode_exact(
         if not rec or (len(rec) == 1 and not rec[0].strip()):
             continue  # blank line
         if index is None:  # the header record
-            head = [c.strip() for c in rec]
+            head = header_names(rec)
             index = _check_header(head, start, schema)
             expected = len(head)
             chunk_rows = max(16, min(65536, _CHUNK_CELLS // max(1, expected)))
@@ -313,6 +322,7 @@ def encode_rows(rows: Sequence[Mapping[str, Any]], schema: DatasetSchema | Mappi
     if isinstance(rows, (str, bytes)) or not isinstance(rows, Sequence):
         raise DatasetValidationError(None, None, "rows must be a list of objects")
     declared = set(schema.column_names)
+    spelled = {nfc(name): name for name in declared}  # NFC → as declared (NFC too, unless stored before that rule)
     required = [f.name for f in schema.features if f.type != "ignore"]
     label = schema.label.name
     label_present: bool | None = None
@@ -321,6 +331,12 @@ def encode_rows(rows: Sequence[Mapping[str, Any]], schema: DatasetSchema | Mappi
     for i, row in enumerate(rows, start=1):
         if not isinstance(row, Mapping):
             pending = DatasetValidationError(None, i, f"row {i} is not an object mapping column names to values")
+            break
+        row, twice = _declared_keys(row, spelled)
+        if twice is not None:
+            pending = DatasetValidationError(
+                twice, i, f"row {i} names column {twice!r} twice (column names are compared in Unicode NFC)"
+            )
             break
         unknown = [k for k in row if k not in declared]
         if unknown:
@@ -364,12 +380,29 @@ def encode_rows(rows: Sequence[Mapping[str, Any]], schema: DatasetSchema | Mappi
     return EncodedRows(X=X, y=y, feature_names=schema.feature_names, n=len(good))
 
 
+def _declared_keys(row: Mapping[Any, Any], spelled: Mapping[str, str]) -> tuple[Mapping[Any, Any], str | None]:
+    """``row`` with each string key that names a declared column in NFC spelled as declared (``spelled``: NFC name →
+    declared name), and the first name two keys share once normalised (or None). A row whose keys are all spelled as
+    declared already (or are not declared at all) is returned as is."""
+    if all(not isinstance(k, str) or spelled.get(nfc(k), k) == k for k in row):
+        return row, None
+    out: dict[Any, Any] = {}
+    for k, v in row.items():
+        name = spelled.get(nfc(k), k) if isinstance(k, str) else k
+        if name in out:
+            return row, str(name)
+        out[name] = v
+    return out, None
+
+
 def compute_content_hash(X: np.ndarray, y: np.ndarray, schema: DatasetSchema) -> str:
     """Hex sha256 of a canonical serialisation of an encoded dataset.
 
     Serialisation: ``CONTENT_HASH_VERSION``, NUL, the schema's canonical JSON (sorted keys, compact), NUL,
     n and d as little-endian uint64, then X (row-major) and y as little-endian float64 bytes. Equal schema and
-    equal encoded values give equal hashes on every platform.
+    equal encoded values give equal hashes on every platform. Both are free of the cells' Unicode form: the schema
+    stores its names and levels in NFC and cells are matched in NFC (module docstring), so a table written in NFC
+    and the same table in NFD hash alike (and the duplicate check sees one content).
     """
     X = np.ascontiguousarray(X, dtype="<f8")
     y = np.ascontiguousarray(y, dtype="<f8")
@@ -536,17 +569,34 @@ def _field_count_error(line: int, found: int, expected: int) -> DatasetValidatio
     return DatasetValidationError(None, line, f"line {line} has {found} fields, expected {expected}")
 
 
+def header_names(record: Sequence[str]) -> list[str]:
+    """A CSV header record's column names as they are matched with the schema: stripped, in NFC."""
+    return [nfc(cell.strip()) for cell in record]
+
+
 def _check_header(header: list[str], line: int, schema: DatasetSchema) -> dict[str, int]:
+    """Name → position of the header's columns: exactly the declared ones (any order), no duplicate. The names are
+    compared as given: a CSV header is first put in NFC (:func:`header_names`); a name that is not in NFC but whose
+    NFC form is declared is refused saying so (a Parquet file's column names are matched as they are written)."""
+    declared = schema.column_names
+    known = set(declared)
+    for name in header:
+        normal = nfc(name)
+        if normal != name and normal in known:
+            raise DatasetValidationError(
+                normal,
+                line,
+                f"header (line {line}) writes column {normal!r} in a Unicode form other than NFC (decomposed "
+                "accents?); write the name in NFC, as the schema declares it",
+            )
     seen: set[str] = set()
     for name in header:
         if name in seen:
             raise DatasetValidationError(name, line, f"duplicate column {name!r} in the header (line {line})")
         seen.add(name)
-    declared = schema.column_names
     missing = [c for c in declared if c not in seen]
     if missing:
         raise DatasetValidationError(missing[0], line, f"header (line {line}) lacks declared columns {missing}")
-    known = set(declared)
     extra = [c for c in header if c not in known]
     if extra:
         raise DatasetValidationError(
@@ -568,7 +618,7 @@ def _parse_number(value: Any, na: frozenset[str]) -> tuple[int, float]:
     """Classify one numeric cell: (_OK, value) or (status, nan)."""
     if isinstance(value, str):
         s = value.strip()
-        if s in na:
+        if s in na or (not s.isascii() and nfc(s) in na):  # NA markers are NFC (a number is ASCII)
             return _MISSING, math.nan
         if _NUMBER.fullmatch(s):
             return _OK, float(s)  # a decimal too large for float64 becomes ±inf and is then clipped
@@ -590,9 +640,10 @@ def _parse_number(value: Any, na: frozenset[str]) -> tuple[int, float]:
 
 
 def _parse_token(value: Any, na: frozenset[str]) -> str | int:
-    """Strip a categorical/label cell; returns the text, or _MISSING / _BAD_TYPE."""
+    """Strip a categorical/label cell and put it in NFC (as the schema's levels, classes and NA markers are);
+    returns the text, or _MISSING / _BAD_TYPE. Every path's level matching goes through here."""
     if isinstance(value, str):
-        s = value.strip()
+        s = nfc(value.strip())
         return _MISSING if s in na else s
     if value is None:
         return _MISSING
@@ -673,8 +724,11 @@ _UNKNOWN_CODE, _MISSING_CODE, _BAD_TYPE_CODE = -1, -2, -3
 
 
 def _level_codes(cells: Sequence[Any], levels: Sequence[str], na: frozenset[str]) -> np.ndarray:
-    """The index of each cell's level among ``levels``, or _UNKNOWN_CODE, _MISSING_CODE, _BAD_TYPE_CODE (< 0)."""
-    lookup = {lv: k for k, lv in enumerate(levels)}
+    """The index of each cell's level among ``levels``, or _UNKNOWN_CODE, _MISSING_CODE, _BAD_TYPE_CODE (< 0).
+    Cells and levels are compared in NFC (levels are NFC already, except in a schema stored before that rule)."""
+    lookup: dict[str, int] = {}
+    for k, lv in enumerate(levels):
+        lookup.setdefault(nfc(lv), k)
 
     def code_of(v: Any) -> int:
         tok = _parse_token(v, na)
@@ -711,13 +765,15 @@ def _categorical_column(
 def _binary_label_column(
     cells: Sequence[Any], lab: BinaryLabel, where: Callable[[int], str], na: frozenset[str]
 ) -> tuple[np.ndarray, _Err | None]:
-    """+1 for the positive class, −1 for the negative class (codes 0, 2, 3: unknown, missing, bad type)."""
+    """+1 for the positive class, −1 for the negative class (codes 0, 2, 3: unknown, missing, bad type); compared
+    in NFC like :func:`_level_codes`."""
+    positive, negative = nfc(lab.positive), nfc(lab.negative)
 
     def code_of(v: Any) -> int:
         tok = _parse_token(v, na)
-        if tok == lab.positive:
+        if tok == positive:
             return 1
-        if tok == lab.negative:
+        if tok == negative:
             return -1
         if tok == _MISSING:
             return 2

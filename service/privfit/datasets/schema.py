@@ -48,6 +48,14 @@ Missing values: a cell is *missing* if, after stripping surrounding whitespace, 
 * A missing label is always an error: labels are never imputed.
 
 ``fill`` is only allowed under ``"impute"`` so that a declaration cannot silently have no effect.
+
+Names and levels (:mod:`privfit.text`): column names, categorical levels, class labels and NA markers are
+normalised to Unicode NFC when the schema is validated, so "é" written precomposed (U+00E9) or decomposed ("e" +
+U+0301) is one level, one one-hot column; two levels (or classes, or columns) equal after normalisation are a
+duplicate. Names, levels and classes containing a control, bidirectional-control or invisible character are
+refused, naming the field and the character. The encoder normalises cells and CSV header names the same way
+(:mod:`privfit.datasets.encoding`). Schemas stored before these rules are read back as they were
+(:meth:`DatasetSchema.from_stored`).
 """
 
 from __future__ import annotations
@@ -62,7 +70,10 @@ from fractions import Fraction
 from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo, model_validator
+
+from privfit.privacy.filter import DEFAULT_APPROXIMATE_DELTA_SHARE
+from privfit.text import checked_name, nfc
 
 __all__ = [
     "MAX_CLASSES",
@@ -85,7 +96,22 @@ __all__ = [
 
 _CONFIG = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
 
-Name = Annotated[str, Field(min_length=1, max_length=200)]
+#: The validation context key under which :meth:`DatasetSchema.from_stored` reads a stored schema.
+_STORED = "privfit_stored_schema"
+
+
+def _name_text(value: str, info: ValidationInfo) -> str:
+    """A declared name, level or class in NFC; refused if it hides characters (:func:`privfit.text.checked_name`).
+    A stored schema is read back as it was stored (:meth:`DatasetSchema.from_stored`)."""
+    if info.context and info.context.get(_STORED):
+        return value
+    return checked_name(value)
+
+
+#: A column name: 1 to 200 characters, NFC, nothing hidden.
+Name = Annotated[str, Field(min_length=1, max_length=200), AfterValidator(_name_text)]
+#: A categorical level or a class label: NFC, nothing hidden (emptiness and whitespace: :func:`_check_token`).
+Level = Annotated[str, AfterValidator(_name_text)]
 
 
 def _check_name(name: str) -> None:
@@ -104,6 +130,13 @@ def _duplicates(items: Iterable[str]) -> list[str]:
     """The sorted values that occur more than once, in linear time (a declaration may list 10⁵ names: a
     quadratic ``list.count`` scan would hold a worker for minutes)."""
     return sorted(item for item, count in Counter(items).items() if count > 1)
+
+
+def _duplicates_text(dups: list[str]) -> str:
+    """``dups`` for an error message, saying that names are compared in NFC when that may be why they are equal."""
+    if all(d.isascii() for d in dups):
+        return str(dups)
+    return f"{dups} (compared after Unicode NFC normalisation: precomposed and decomposed accents are equal)"
 
 
 def _check_token(what: str, token: str) -> None:
@@ -260,7 +293,7 @@ class CategoricalFeature(_Model):
 
     name: Name
     type: Literal["categorical"]
-    levels: list[str] = Field(min_length=1)
+    levels: list[Level] = Field(min_length=1)
 
     @model_validator(mode="after")
     def _validate(self) -> CategoricalFeature:
@@ -269,7 +302,7 @@ class CategoricalFeature(_Model):
             _check_token(f"feature {self.name!r}: level", level)
         if len(set(self.levels)) != len(self.levels):
             dups = _duplicates(self.levels)
-            raise ValueError(f"feature {self.name!r}: duplicate levels {dups}")
+            raise ValueError(f"feature {self.name!r}: duplicate levels {_duplicates_text(dups)}")
         return self
 
 
@@ -293,8 +326,8 @@ class BinaryLabel(_Model):
 
     name: Name
     type: Literal["binary"]
-    positive: str
-    negative: str
+    positive: Level
+    negative: Level
 
     @model_validator(mode="after")
     def _validate(self) -> BinaryLabel:
@@ -302,7 +335,8 @@ class BinaryLabel(_Model):
         _check_token(f"label {self.name!r}: positive class", self.positive)
         _check_token(f"label {self.name!r}: negative class", self.negative)
         if self.positive == self.negative:
-            raise ValueError(f"label {self.name!r}: positive and negative classes must differ")
+            raise ValueError(f"label {self.name!r}: positive and negative classes must differ (compared after "
+                             "Unicode NFC normalisation)")  # fmt: skip
         return self
 
     @property
@@ -327,7 +361,7 @@ class CategoricalLabel(_Model):
 
     name: Name
     type: Literal["categorical"]
-    levels: list[str] = Field(min_length=1)
+    levels: list[Level] = Field(min_length=1)
 
     @model_validator(mode="after")
     def _validate(self) -> CategoricalLabel:
@@ -336,7 +370,7 @@ class CategoricalLabel(_Model):
         for level in self.levels:
             _check_token(f"{what}: level", level)
         if len(set(self.levels)) != len(self.levels):
-            raise ValueError(f"{what}: duplicate levels {_duplicates(self.levels)}")
+            raise ValueError(f"{what}: duplicate levels {_duplicates_text(_duplicates(self.levels))}")
         if len(self.levels) < 3:
             raise ValueError(f"{what}: a categorical label needs at least 3 levels; declare a label with 2 classes "
                              'as {"type": "binary", "positive": ..., "negative": ...}')  # fmt: skip
@@ -382,18 +416,40 @@ class NumericLabel(_Model):
 Label = Annotated[BinaryLabel | CategoricalLabel | NumericLabel, Field(discriminator="type")]
 
 
+def _slack_within_pot(value: float | None, info: ValidationInfo) -> float | None:
+    """``budget.slack_delta`` is at most the pot it is part of: ``approximate_delta``, or its default
+    (:data:`privfit.privacy.filter.DEFAULT_APPROXIMATE_DELTA_SHARE` × δ) when that is not given."""
+    delta, pot = info.data.get("delta"), info.data.get("approximate_delta")
+    if value is None or delta is None:  # δ itself was refused: its own error says so
+        return value
+    limit = DEFAULT_APPROXIMATE_DELTA_SHARE * delta if pot is None else pot
+    if not value <= limit:
+        what = "approximate_delta" if pot is not None else "the default approximate_delta = δ/10"
+        raise ValueError(f"must be at most {what} = {limit:g}, the pot it is part of")
+    return value
+
+
 class Budget(_Model):
     """The dataset's total privacy budget (ε_max, δ_max) under replace-one neighbours (DESIGN §1.1).
 
     ``approximate_delta`` is the part of δ set apart for the δ-only parts of fits that have them (objective
     perturbation's Gaussian variant, dp_lazy_oco, approximate-RDP charges); the rest certifies the RDP curves.
-    Default δ/10; 0 refuses such fits. See :mod:`privfit.privacy.filter`.
+    Default δ/10; 0 refuses such fits. ``slack_delta`` is its part for approximate-RDP slacks (resque_localized),
+    the rest of it being for the δ of (ε, δ) charges: 0 ≤ slack_delta ≤ approximate_delta, default half of it; 0
+    refuses approximate-RDP fits. Both parts are fixed here, publicly, because the filter's proof needs each bounded
+    on every path. See :mod:`privfit.privacy.filter`.
     """
 
     epsilon: float = Field(gt=0)
     delta: float = Field(gt=0, lt=1)
     approximate_delta: float | None = Field(
         None, ge=0, description="Share of δ for δ-only parts of fits (default δ/10); must be below δ."
+    )
+    slack_delta: Annotated[float | None, AfterValidator(_slack_within_pot)] = Field(
+        None,
+        ge=0,
+        description="The part of approximate_delta for approximate-RDP slacks (default half of it); the rest is for "
+        "the δ of (ε, δ) charges. At most approximate_delta.",
     )
 
     @model_validator(mode="after")
@@ -429,7 +485,7 @@ class CsvOptions(_Model):
 
     header: bool = True
     columns: list[Name] | None = None
-    na_values: list[str] = Field(default_factory=lambda: ["", "NA", "?"])
+    na_values: list[Annotated[str, AfterValidator(nfc)]] = Field(default_factory=lambda: ["", "NA", "?"])
     delimiter: str = Field(default=",", min_length=1, max_length=1)
     comment: str | None = Field(default=None, min_length=1)
 
@@ -496,7 +552,7 @@ class DatasetSchema(_Model):
             raise ValueError(f"label name {self.label.name!r} is also declared as a feature")
         dups = _duplicates(names)
         if dups:
-            raise ValueError(f"duplicate feature names: {dups}")
+            raise ValueError(f"duplicate feature names: {_duplicates_text(dups)}")
         if not any(f.type != "ignore" for f in self.features):
             raise ValueError("features: at least one feature must be numeric or categorical")
         for f in self.features:
@@ -521,7 +577,7 @@ class DatasetSchema(_Model):
             cols = self.csv.columns
             cdups = _duplicates(cols)
             if cdups:
-                raise ValueError(f"csv.columns: duplicate names {cdups}")
+                raise ValueError(f"csv.columns: duplicate names {_duplicates_text(cdups)}")
             listed, known = set(cols), set(declared)
             missing_cols = [c for c in declared if c not in listed]
             extra_cols = [c for c in cols if c not in known]
@@ -531,6 +587,13 @@ class DatasetSchema(_Model):
                     f"not listed: {missing_cols}, not declared: {extra_cols}"
                 )
         return self
+
+    @classmethod
+    def from_stored(cls, document: Mapping[str, Any]) -> DatasetSchema:
+        """The schema the service stored when it accepted an upload (``Dataset.schema_json``), validated without the
+        text rules of :mod:`privfit.text`: a schema stored before them (a name with a character they refuse, or not
+        in NFC) still serves its fits' predictions exactly as it was (the encoder compares in NFC either way)."""
+        return cls.model_validate(document, context={_STORED: True})
 
     # ---- derived public metadata (functions of the schema alone) ----
 
@@ -584,7 +647,8 @@ class DatasetSchema(_Model):
         return tuple(self.label.levels) if isinstance(self.label, CategoricalLabel) else None
 
     def canonical_json(self) -> str:
-        """Canonical JSON of the schema (sorted keys, no whitespace), used in content hashes."""
+        """Canonical JSON of the schema (sorted keys, no whitespace), used in content hashes. Names and levels are
+        in NFC (module docstring), so a declaration hashes alike whichever Unicode form it was written in."""
         document = self.model_dump(mode="json")
         for feature in document["features"]:  # schemas without transforms hash as they did before transforms
             if feature.get("transform", "absent") is None:
@@ -592,4 +656,6 @@ class DatasetSchema(_Model):
         for optional in ("validation_fraction", "preprocessing"):  # likewise for schemas that do not declare them
             if document.get(optional, "absent") is None:
                 del document[optional]
+        if document["budget"].get("slack_delta", "absent") is None:  # likewise for budgets without a declared split
+            del document["budget"]["slack_delta"]
         return json.dumps(document, sort_keys=True, separators=(",", ":"), allow_nan=False)

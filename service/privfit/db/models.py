@@ -154,8 +154,9 @@ class Budget(Base):
     reservations.
 
     The filter (:mod:`privfit.privacy.filter`) is fixed at creation: ``filter_orders`` (the pinned RDP orders, α*
-    first), ``filter_order_deltas`` (the δ certified at each) and ``filter_approximate_delta`` (δ_A, the pot of
-    δ-only parts), under the rule ``filter_version``.
+    first), ``filter_order_deltas`` (the δ certified at each), ``filter_approximate_delta`` (δ_A, the pot of
+    δ-only parts) and ``filter_slack_delta`` (δ_S ≤ δ_A, its part for approximate-RDP slacks; the rest, δ_A − δ_S,
+    is for the δ of (ε, δ) charges), under the rule ``filter_version``.
     ``filter_note`` set means the budget admits nothing more, and says why.
     ``committed_rdp``/``committed_extra_delta``/``committed_approx_delta``/``committed_pure_epsilon`` (NULL = +∞)
     cache the composition of every reservation not released (charged or still reserved); the ledger entries are
@@ -181,6 +182,7 @@ class Budget(Base):
     filter_orders: Mapped[list[float]]
     filter_order_deltas: Mapped[list[float]]
     filter_approximate_delta: Mapped[float] = mapped_column(Float)
+    filter_slack_delta: Mapped[float] = mapped_column(Float)
     filter_note: Mapped[str | None] = mapped_column(Text)
     version: Mapped[int] = mapped_column(Integer, default=0)
 

@@ -76,21 +76,32 @@ def watching(job_id: str, event: threading.Event) -> AbstractContextManager[None
 
 
 class StopCheck:
-    """The solver's stop callback: True once the job's stop event is set, polling the database's cancel flag at
-    most every ``every`` seconds on the way (for cancels committed by another process).
+    """The solver's stop callback: True once the job's stop event is set or its process is stopping
+    (``process_stopping``), polling the database's cancel flag at most every ``every`` seconds on the way (for
+    cancels committed by another process).
 
     ``poll()`` returns ``"cancel"`` (cancel requested), ``"lost"`` (this worker no longer runs the job) or None; a
     poll that fails (a database fault) is logged and retried at the next interval, it never fails the fit.
     """
 
     def __init__(
-        self, event: threading.Event, poll: Callable[[], str | None], every: float, on_lost: Callable[[], None]
+        self,
+        event: threading.Event,
+        poll: Callable[[], str | None],
+        every: float,
+        on_lost: Callable[[], None],
+        process_stopping: threading.Event | None = None,
     ) -> None:
         self.event, self.poll, self.every, self.on_lost = event, poll, every, on_lost
+        self.process_stopping = process_stopping
         self._next = time.monotonic() + every
 
+    def stopping(self) -> bool:
+        """Whether the process running the fit is shutting down (the fit is then queued again, not cancelled)."""
+        return self.process_stopping is not None and self.process_stopping.is_set()
+
     def __call__(self) -> bool:
-        if self.event.is_set():
+        if self.event.is_set() or self.stopping():
             return True
         now = time.monotonic()
         if now >= self._next:

@@ -11,8 +11,13 @@ conditional UPDATE (queued → running, reservation → charge, in one transacti
   is lost (``task_acks_late``, ``task_reject_on_worker_lost``), with a prefetch of one: a worker killed between
   receiving and claiming leaves the message to another worker;
 * a worker killed after claiming leaves a running row whose lease expires: the sweeper
-  (:class:`~privfit.jobs.sweeper.Sweeper`, in every worker process) fails it with its charge kept, or re-queues it
-  without a second charge if it never started reading the dataset (``states.recover_lost``);
+  (:class:`~privfit.jobs.sweeper.Sweeper`, in every worker process) re-queues it with its charge (never a second
+  one) to run again from the start, and publishes it again, up to ``PRIVFIT_FIT_MAX_ATTEMPTS`` runs
+  (``states.recover_lost``);
+* a worker told to stop (SIGTERM: Celery's warm shutdown) stops its running fits at their next step: each goes back
+  to the queue with its charge and is published again at once (:func:`_run_job_task`), so the warm shutdown ends
+  within about one step; past ``PRIVFIT_STOP_GRACE_SECONDS`` the process exits anyway and the leases of fits still
+  inside a long step expire into the same re-queue;
 * messages lost by the broker (Redis restarted without persistence) are published again by the sweeper for jobs
   still queued after ``redispatch_seconds``.
 
@@ -25,6 +30,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import threading
 import uuid
 from functools import lru_cache
 from typing import Any
@@ -81,6 +87,12 @@ def _worker_context(settings_json: str) -> tuple[Any, Any, Settings]:
 #: set by :func:`run_worker` before the worker starts consuming; the task reads it
 _CURRENT_SETTINGS: dict[str, str] = {}
 
+#: the worker's Celery application, set by :func:`run_worker` (publishes a fit stopped by a shutdown again)
+_CURRENT_APP: dict[str, Celery] = {}
+
+#: set when this worker process begins its shutdown (:func:`_on_shutdown`): running fits stop at their next step
+_STOPPING = threading.Event()
+
 
 def _run_job_task(job_id: str) -> str | None:
     """Claim and run one job (see the module docstring); a duplicate or stale message returns None."""
@@ -89,11 +101,31 @@ def _run_job_task(job_id: str) -> str | None:
     db, store, settings = _worker_context(_CURRENT_SETTINGS["json"])
     worker = f"{socket.gethostname()}:{os.getpid()}:celery:{uuid.uuid4().hex[:8]}"
     status = run_job(db, store, str(job_id), worker, lease_seconds=settings.lease_seconds,
-                     heartbeat_seconds=settings.heartbeat_seconds,
-                     cancel_poll_seconds=settings.cancel_poll_seconds)  # fmt: skip
+                     heartbeat_seconds=settings.heartbeat_seconds, cancel_poll_seconds=settings.cancel_poll_seconds,
+                     max_attempts=settings.fit_max_attempts, stopping=_STOPPING)  # fmt: skip
     if status is None:
         log.info("job message ignored: not queued", extra={"job_id": str(job_id)})
+    elif status == "queued":  # stopped by this worker's shutdown: another worker runs it again now
+        from .dispatch import CeleryDispatcher
+
+        CeleryDispatcher(_CURRENT_APP.get("app") or make_celery(settings)).job_created(str(job_id))
     return status
+
+
+def _on_shutdown(grace_seconds: float) -> None:
+    """Celery's warm shutdown began (SIGTERM): running fits stop at their next step and are queued again; if the
+    process is still alive ``grace_seconds`` later (a fit inside one long step), it exits 0 and that fit's lease
+    expires into the same re-queue (:func:`~privfit.jobs.states.recover_lost`)."""
+    _STOPPING.set()
+
+    def leave() -> None:
+        log.warning("stop grace period over: exiting with fits left to their leases")
+        logging.shutdown()
+        os._exit(0)
+
+    timer = threading.Timer(grace_seconds, leave)
+    timer.daemon = True
+    timer.start()
 
 
 def broker_problem(url: str, timeout: float = 3.0) -> str | None:
@@ -128,15 +160,19 @@ def delete_queue(url: str, queue: str) -> None:
 def run_worker(settings: Settings, concurrency: int) -> None:
     """Run a Celery worker (thread pool of ``concurrency``) and this process's sweeper until SIGTERM/SIGINT.
 
-    Celery's warm shutdown on SIGTERM stops consuming and waits for the running fits to finish, so a scaled-down
-    worker neither loses nor duplicates work.
+    Celery's warm shutdown on SIGTERM stops consuming; the running fits stop at their next step and go back to the
+    queue with their charge (:func:`_on_shutdown`), so a scaled-down worker neither loses nor duplicates work and
+    stops within ``PRIVFIT_STOP_GRACE_SECONDS``.
     """
+    from celery.signals import worker_shutting_down
+
     from .dispatch import CeleryDispatcher
     from .sweeper import Sweeper
 
     _CURRENT_SETTINGS["json"] = settings.model_dump_json()
     db, _, _ = _worker_context(_CURRENT_SETTINGS["json"])
-    app = make_celery(settings)
+    app = _CURRENT_APP["app"] = make_celery(settings)
+    worker_shutting_down.connect(lambda **_: _on_shutdown(settings.stop_grace_seconds), weak=False)
     sweeper = Sweeper(db, settings, CeleryDispatcher(app))
     sweeper.start()
     try:

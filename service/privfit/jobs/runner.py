@@ -16,6 +16,11 @@ different ``PRIVFIT_DATA_DIR`` on one database) refuses the job before charging 
 ``dataset_store_mismatch``, its reservation released, and the operator told in the log
 (:func:`privfit.datasets.lifecycle.store_mismatch`).
 
+A fit stopped by its process's shutdown (``stopping``: SIGTERM) at its next step, or whose solver ran short of
+memory, goes back to the queue with its charge and runs again from the start
+(:func:`~privfit.jobs.states.requeue_interrupted`, at most ``max_attempts`` runs; docs/privacy.md §10): nothing of
+the interrupted run is released, and the cause is the machine, not the rows.
+
 A fit that ends before step 3 (dataset deleted while queued, store unreachable or corrupt, a cancel) released
 nothing that depends on the data: it fails or is cancelled and its charge is refunded in the same transaction
 (:mod:`privfit.jobs.states`). Every database step is retried on transient faults
@@ -45,6 +50,8 @@ from privfit.solvers.registry import get_solver
 
 from .cancellation import StopCheck, watching
 from .states import (
+    DEFAULT_MAX_ATTEMPTS,
+    FAILED_AFTER_READING,
     ClaimedJob,
     LeaseLostError,
     claim,
@@ -54,9 +61,12 @@ from .states import (
     heartbeat,
     mark_reading,
     refuse_queued,
+    requeue_interrupted,
     requeue_unread,
     stop_state,
 )
+
+__all__ = ["DATABASE_UNAVAILABLE", "FAILED_AFTER_READING", "MAX_FAULTED_ATTEMPTS", "STORE_MISMATCH", "run_job"]
 
 log = logging.getLogger("privfit.jobs")
 
@@ -93,11 +103,16 @@ def run_job(
     lease_seconds: float,
     heartbeat_seconds: float,
     cancel_poll_seconds: float = 0.2,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    stopping: threading.Event | None = None,
 ) -> str | None:
-    """Claim and run ``job_id``; returns its final status, or None if another worker had it or it was not queued.
+    """Claim and run ``job_id``; returns its final status ("queued" if it went back to the queue to run again), or
+    None if another worker had it or it was not queued.
 
     A cancel reaches the running fit at its next step (:mod:`privfit.jobs.cancellation`): at once from this
-    process (its stop event is registered before the claim), within ``cancel_poll_seconds`` from another."""
+    process (its stop event is registered before the claim), within ``cancel_poll_seconds`` from another. So does
+    ``stopping`` (set when this process shuts down): the fit then goes back to the queue with its charge, to run
+    again from the start (:func:`~privfit.jobs.states.requeue_interrupted`; at most ``max_attempts`` runs)."""
     if _refused_for_store(db, store, job_id):
         return "failed"
     monitor = _Monitor()
@@ -110,9 +125,10 @@ def run_job(
             target=_heartbeat_loop, args=(db, job, worker, lease_seconds, heartbeat_seconds, monitor), daemon=True
         )
         beat.start()
-        stop = StopCheck(monitor.cancel, lambda: stop_state(db, job_id, worker), cancel_poll_seconds, monitor.lost.set)
+        stop = StopCheck(monitor.cancel, lambda: stop_state(db, job_id, worker), cancel_poll_seconds, monitor.lost.set,
+                         stopping)  # fmt: skip
         try:
-            return _execute(db, store, job, worker, monitor, stop)
+            return _execute(db, store, job, worker, monitor, stop, max_attempts)
         finally:
             monitor.done.set()
             beat.join()
@@ -183,15 +199,23 @@ def _database_fault_before_reading(db: Database, job: ClaimedJob, worker: str, e
         return None
 
 
-FAILED_AFTER_READING = {
-    "type": "fit_failed",
-    "detail": "the fit failed after reading the data; no result was released and its privacy charge is kept",
-}
+def _interrupted(db: Database, job: ClaimedJob, worker: str, max_attempts: int, reason: str) -> str | None:
+    """This worker stopped the fit at a step boundary for a reason that does not depend on the rows (``reason``:
+    the process is shutting down, or memory ran out for allocations whose sizes are public): back to the queue with
+    its charge to run again from the start (:func:`~privfit.jobs.states.requeue_interrupted`). If even that write
+    fails, the job keeps its lease until it expires and the sweep re-queues it."""
+    log.warning("job interrupted", extra={"job_id": job.id, "reason": reason, "attempt": job.attempt})
+    try:
+        return requeue_interrupted(db, job.id, worker, max_attempts)
+    except Exception as again:
+        log.warning("job left to lease expiry", extra={"job_id": job.id, "error_type": type(again).__name__})
+        return None
 
 
 def _execute(
-    db: Database, store: DatasetStore, job: ClaimedJob, worker: str, monitor: _Monitor, stop: StopCheck
-) -> str | None:
+    db: Database, store: DatasetStore, job: ClaimedJob, worker: str, monitor: _Monitor, stop: StopCheck,
+    max_attempts: int,
+) -> str | None:  # fmt: skip
     reading = False
     try:
         solver = get_solver(job.solver)
@@ -217,6 +241,8 @@ def _execute(
     except FitCancelled:
         if monitor.lost.is_set():
             return None
+        if stop.stopping() and not monitor.cancel.is_set():
+            return _interrupted(db, job, worker, max_attempts, "shutdown")
         end_cancelled(db, job.id, worker)
         log.info("job cancelled", extra={"job_id": job.id})
         return "cancelled"
@@ -225,6 +251,8 @@ def _execute(
         fail(db, job.id, worker, {"type": "dataset_unavailable", "detail": f"{error}; the fit did not read the "
                                   "data and its privacy charge was refunded"})  # fmt: skip
         return "failed"
+    except MemoryError:  # allocation sizes are functions of public shapes: the machine, not the rows, ran short
+        return _interrupted(db, job, worker, max_attempts, "memory")
     except Exception as error:
         if not reading and is_transient(error):
             return _database_fault_before_reading(db, job, worker, error)

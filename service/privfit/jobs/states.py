@@ -17,11 +17,22 @@ whether it won. The ledger moves in the same transactions:
 - ``cancel``: queued → cancelled with the reservation released (a re-queued job, charged when first claimed and
   never having read a row, is refunded too); running → ``cancel_requested`` (the solver stops at its next step:
   :mod:`privfit.jobs.cancellation`).
-- ``recover_lost``: running jobs whose lease expired (their worker died) → failed, charge kept, no result; or, if
-  the job never read its dataset, back to queued with its charge (a later claim finds the charge and does not make
-  a second one: ``charge`` is idempotent per job) — or cancelled and refunded if a cancel was requested meanwhile.
+- ``recover_lost``: running jobs whose lease expired (their worker died) go back to queued with their charge,
+  whether or not they had read rows (a later claim finds the charge and does not make a second one: ``charge`` is
+  idempotent per job), and are run again from the start, up to ``max_attempts`` runs in all; past that they fail
+  (:data:`FAILED_AFTER_READING`, charge kept, if a run read rows; refunded otherwise). A lost job whose cancel was
+  requested ends cancelled (refunded if no run read a row).
+- ``requeue_interrupted``: the same for a fit its own worker stopped — a graceful shutdown (SIGTERM) or a
+  ``MemoryError`` — at a step boundary: back to queued with its charge, or failed past ``max_attempts``.
 - ``requeue_unread``: running → queued with its charge, for a fit whose worker met a transient database fault before
   reading a row (as ``recover_lost`` does for a lost worker).
+
+**Runs again, charged once** (docs/privacy.md §10). ``data_read_at`` is kept when a job goes back to the queue, so
+once any run has read rows the job is never refunded (a later cancel or failure keeps the charge). Nothing of an
+interrupted run is released: the result is written only by :func:`finish`, once, by the lease owner. The events that
+cause a re-run — a process killed or stopped, a machine lost, memory exhausted by the process's public-size
+allocations — do not depend on the rows, so the released output is that of one run of the mechanism with fresh
+randomness, and what an analyst sees of the runs (queued again, progress from 0) depends on those events only.
 
 **Transient database faults.** Every function here runs its transaction through :meth:`Database.retrying`, and
 every one is idempotent when repeated after a try whose commit went through but whose answer was lost: the
@@ -150,6 +161,27 @@ class LeaseLostError(Exception):
 
 REFUND_NOTE = "refunded: the fit ended before reading any row, so nothing it released depends on the data"
 
+FAILED_AFTER_READING = {
+    "type": "fit_failed",
+    "detail": "the fit failed after reading the data; no result was released and its privacy charge is kept",
+}
+"""The one error of every fit that read rows and then ended without a result (a solver error, or its runs
+exhausted by lost or stopped workers): fixed, so nothing of it depends on the rows or on which cause it was."""
+
+NEVER_STARTED = {
+    "type": "fit_not_started",
+    "detail": "the workers that took this fit stopped each time before it read the data; its privacy charge was "
+    "refunded",
+}
+"""A fit whose every run was lost before it read a row (refunded)."""
+
+#: Runs of one fit in all when ``PRIVFIT_FIT_MAX_ATTEMPTS`` is not passed (:class:`~privfit.settings.Settings`)
+DEFAULT_MAX_ATTEMPTS = 3
+
+_BACK_TO_QUEUE = {"status": "queued", "lease_owner": None, "lease_expires_at": None, "started_at": None,
+                  "progress": 0.0}  # fmt: skip
+"""The columns a running job gets back when it is queued again (its charge, ``attempt`` and ``data_read_at`` stay)."""
+
 
 def _end_in(session: Session, job_id: str, worker: str, status: str, *conditions: Any, **values: Any) -> bool:
     """End the running job of ``worker`` in ``session``'s transaction (if ``conditions`` also hold); a failed or
@@ -164,7 +196,21 @@ def _end_in(session: Session, job_id: str, worker: str, status: str, *conditions
         return False
     if status != "succeeded" and row.data_read_at is None:
         refund(session, row.dataset_id, job_id, REFUND_NOTE)
+    elif status != "succeeded" and _claims_refund(values.get("error")):  # an earlier run read rows: charge kept
+        session.execute(update(Job).where(Job.id == job_id).values(error=_as_charged(values["error"])))
     return True
+
+
+def _claims_refund(error: dict[str, Any] | None) -> bool:
+    detail = "" if error is None else str(error.get("detail", ""))
+    return "refunded" in detail or "reservation was released" in detail
+
+
+def _as_charged(error: dict[str, Any]) -> dict[str, Any]:
+    """``error`` (which says the charge was refunded) for a job an earlier run of which read rows: its first clause,
+    then that the charge is kept — such a job is never refunded (module docstring)."""
+    head = str(error.get("detail", "")).split(";")[0]
+    return {**error, "detail": f"{head}; an earlier run of this fit read the data, so its privacy charge is kept"}
 
 
 def _end(db: Database, job_id: str, worker: str, status: str, **values: Any) -> bool:
@@ -267,6 +313,9 @@ def _cancel(db: Database, job_id: str) -> str:
             if charged is None:
                 job.error = {"type": "cancelled", "detail": "cancelled while queued; its reservation was released"}
                 release(session, job.dataset_id, job.id)
+            elif job.data_read_at is not None:  # queued to run again after a run that read rows: charge kept
+                job.error = {"type": "cancelled", "detail": "cancelled while queued to run again; an earlier run "
+                             "read the data, so its privacy charge is kept"}  # fmt: skip
             else:  # re-queued after its worker was lost before reading a row: charged when first claimed, refunded
                 job.error = {"type": "cancelled", "detail": "cancelled while re-queued; it never read a row and its "
                              "charge was refunded"}  # fmt: skip
@@ -298,10 +347,19 @@ def requeue_unread(db: Database, job_id: str, worker: str) -> str | None:
     """Put back in the queue a running job of ``worker`` that never read a row (a transient database fault before
     its rows were given to the solver): its charge is kept and found by the next claim (``charge`` is idempotent per
     job), exactly as :func:`recover_lost` re-queues the job of a lost worker. A job whose cancel was requested
-    meanwhile is cancelled instead (refunded if it never read a row, as :func:`end_cancelled`). Returns "queued",
-    "cancelled", or None if the job is no longer running under ``worker`` (or was marked reading: left to its
-    lease). Retried on transient faults: a second try after a first that committed changes nothing and reads back
-    what the first did."""
+    meanwhile is cancelled instead (refunded if no run read a row, as :func:`end_cancelled`). Returns "queued",
+    "cancelled", or None if the job is no longer running under ``worker``. Retried on transient faults: a second try
+    after a first that committed changes nothing and reads back what the first did. (A job an earlier run of which
+    read rows keeps ``data_read_at``, so it goes back with its charge and is never refunded.)"""
+    return _requeue(db, job_id, worker, (), exhaust=False, what="requeue")
+
+
+def _requeue(db: Database, job_id: str, worker: str, conditions: tuple[Any, ...], *, exhaust: bool,
+             what: str) -> str | None:  # fmt: skip
+    """Running job of ``worker`` → queued (charge, attempt and ``data_read_at`` kept) if ``conditions`` hold and no
+    cancel was requested; else cancelled if one was; else, with ``exhaust``, failed (:data:`FAILED_AFTER_READING`
+    if a run read rows, :data:`NEVER_STARTED` and refunded otherwise). Retried: a try after one that committed
+    reads back what it did."""
     tries = 0
 
     def requeue() -> str | None:
@@ -311,20 +369,25 @@ def requeue_unread(db: Database, job_id: str, worker: str) -> str | None:
             row = session.execute(
                 update(Job)
                 .where(Job.id == job_id, Job.status == "running", Job.lease_owner == worker,
-                       Job.data_read_at.is_(None), Job.cancel_requested.is_(False))
-                .values(status="queued", lease_owner=None, lease_expires_at=None, started_at=None, progress=0.0)
+                       Job.cancel_requested.is_(False), *conditions)
+                .values(**_BACK_TO_QUEUE)
                 .returning(Job.id)
             ).first()  # fmt: skip
             if row is not None:
                 return "queued"
             if _end_in(session, job_id, worker, "cancelled", Job.cancel_requested.is_(True), error=CANCELLED_RUNNING):
                 return "cancelled"
+            if exhaust and (
+                _end_in(session, job_id, worker, "failed", Job.data_read_at.is_not(None), error=FAILED_AFTER_READING)
+                or _end_in(session, job_id, worker, "failed", error=NEVER_STARTED)
+            ):
+                return "failed"
             if tries == 1:
                 return None
             now = session.execute(select(Job.status).where(Job.id == job_id)).scalar_one_or_none()
         return "queued" if now == "queued" else final_status(db, job_id, worker)
 
-    return db.retrying(requeue, what="requeue")
+    return db.retrying(requeue, what=what)
 
 
 def queued_before(db: Database, cutoff: datetime, limit: int = 1000) -> list[str]:
@@ -343,40 +406,64 @@ def queued_before(db: Database, cutoff: datetime, limit: int = 1000) -> list[str
     return db.retrying(read, what="queued_before")
 
 
-def recover_lost(db: Database, now: datetime | None = None) -> list[str]:
-    """Running jobs whose lease has expired (their worker died): re-queued if they never started reading their
-    dataset (charge kept, no second charge later), else failed with the charge kept and no result. Retried on
-    transient faults (a second pass finds nothing left to recover)."""
-    return db.retrying(lambda: _recover_lost(db, now or utcnow()), what="recover_lost")
+def recover_lost(db: Database, now: datetime | None = None, max_attempts: int = DEFAULT_MAX_ATTEMPTS) -> list[str]:
+    """Running jobs whose lease has expired (their worker died): back to the queue with their charge (no second
+    charge later) to run again from the start, whether or not they had read rows, while they have had fewer than
+    ``max_attempts`` runs; past that, failed — :data:`FAILED_AFTER_READING` with the charge kept if a run read rows,
+    :data:`NEVER_STARTED` and refunded otherwise. A lost job whose cancel was requested ends cancelled (refunded if
+    no run read a row). Retried on transient faults (a second pass finds nothing left to recover)."""
+    return db.retrying(lambda: _recover_lost(db, now or utcnow(), max_attempts), what="recover_lost")
 
 
-def _recover_lost(db: Database, now: datetime) -> list[str]:
+def _recover_lost(db: Database, now: datetime, max_attempts: int) -> list[str]:
+    expired = (Job.status == "running", Job.lease_expires_at < now)
+    ended = {"finished_at": now, "lease_expires_at": None}
     with db.write() as session:
         requeued = session.execute(
             update(Job)
-            .where(Job.status == "running", Job.lease_expires_at < now, Job.data_read_at.is_(None),
-                   Job.cancel_requested.is_(False))
-            .values(status="queued", lease_owner=None, lease_expires_at=None, started_at=None, progress=0.0)
+            .where(*expired, Job.cancel_requested.is_(False), Job.attempt < max_attempts)
+            .values(**_BACK_TO_QUEUE)
             .returning(Job.id)
         ).scalars().all()  # fmt: skip
-        lost = session.execute(
+        exhausted = session.execute(
             update(Job)
-            .where(Job.status == "running", Job.lease_expires_at < now, Job.data_read_at.is_not(None))
-            .values(status="failed", finished_at=now, lease_expires_at=None,
-                    error={"type": "worker_lost", "detail": "the worker running this fit stopped; its charge is kept"})
+            .where(*expired, Job.cancel_requested.is_(False), Job.data_read_at.is_not(None))
+            .values(status="failed", error=FAILED_AFTER_READING, **ended)
             .returning(Job.id)
         ).scalars().all()  # fmt: skip
-        unread = session.execute(  # a cancel was requested before the lost worker read anything: refunded
+        cancelled = session.execute(  # a cancel was requested of a job a run of which read rows: charge kept
             update(Job)
-            .where(Job.status == "running", Job.lease_expires_at < now)
-            .values(status="cancelled", finished_at=now, lease_expires_at=None,
-                    error={"type": "cancelled", "detail": "cancelled; its worker stopped before reading a row and "
-                           "its charge was refunded"})
+            .where(*expired, Job.data_read_at.is_not(None))
+            .values(status="cancelled", error=CANCELLED_RUNNING, **ended)
+            .returning(Job.id)
+        ).scalars().all()  # fmt: skip
+        never_started = session.execute(
+            update(Job)
+            .where(*expired, Job.cancel_requested.is_(False))
+            .values(status="failed", error=NEVER_STARTED, **ended)
             .returning(Job.id, Job.dataset_id)
         ).all()  # fmt: skip
-        for job_id, dataset_id in unread:
+        unread = session.execute(  # a cancel was requested before the lost worker read anything: refunded
+            update(Job)
+            .where(*expired)
+            .values(status="cancelled", error={"type": "cancelled", "detail": "cancelled; its worker stopped before "
+                    "reading a row and its charge was refunded"}, **ended)
+            .returning(Job.id, Job.dataset_id)
+        ).all()  # fmt: skip
+        for job_id, dataset_id in (*never_started, *unread):
             refund(session, dataset_id, job_id, REFUND_NOTE)
-        return [*requeued, *lost, *(job_id for job_id, _ in unread)]
+        return [*requeued, *exhausted, *cancelled, *(job_id for job_id, _ in (*never_started, *unread))]
+
+
+def requeue_interrupted(db: Database, job_id: str, worker: str, max_attempts: int = DEFAULT_MAX_ATTEMPTS) -> str | None:
+    """A running job of ``worker`` that the worker itself stopped at a step boundary — a graceful shutdown
+    (SIGTERM), or a ``MemoryError`` — goes back to the queue with its charge to run again from the start, as a lost
+    worker's job does (:func:`recover_lost`): nothing of this run is released. Past ``max_attempts`` runs it fails
+    (:data:`FAILED_AFTER_READING`, charge kept, if a run read rows; :data:`NEVER_STARTED`, refunded, otherwise); one
+    whose cancel was requested ends cancelled. Returns "queued", "cancelled", "failed", or None if the job is no
+    longer running under ``worker``. Retried on transient faults (a second try after a first that committed changes
+    nothing and reads back what the first did)."""
+    return _requeue(db, job_id, worker, (Job.attempt < max_attempts,), exhaust=True, what="requeue interrupted")
 
 
 #: A private evaluation reads its n_val validation rows and releases a few noisy sums: seconds. One still running
@@ -418,10 +505,13 @@ def _refuse_queued(db: Database, job_id: str, error: dict[str, Any]) -> bool:
             update(Job)
             .where(Job.id == job_id, Job.status == "queued")
             .values(status="failed", finished_at=utcnow(), error=error)
-            .returning(Job.dataset_id)
+            .returning(Job.dataset_id, Job.data_read_at)
         ).one_or_none()
         if row is None:
             return False
+        if row.data_read_at is not None:  # an earlier run read rows: the charge is kept
+            session.execute(update(Job).where(Job.id == job_id).values(error=_as_charged(error)))
+            return True
         charged = session.execute(
             select(LedgerEntry.id).where(LedgerEntry.job_id == job_id, LedgerEntry.kind == "charge")
         ).first()

@@ -2,8 +2,9 @@
 
 Every ``poll_seconds``·k (half a lease at most):
 
-* :func:`~privfit.jobs.states.recover_lost` — a running job whose lease expired belongs to a dead worker: failed
-  with its charge kept, or re-queued (same charge, never a second one) if it had not started reading its dataset;
+* :func:`~privfit.jobs.states.recover_lost` — a running job whose lease expired belongs to a dead worker: re-queued
+  with its charge (never a second one) to run again from the start, or failed with its charge kept once it has had
+  ``PRIVFIT_FIT_MAX_ATTEMPTS`` runs;
 * jobs still queued ``redispatch_seconds`` after their creation or their last publication by this sweeper are
   published again (a message lost by a broker restart, or never published because the broker was down). A
   duplicate message is harmless: the row is claimed once.
@@ -72,7 +73,7 @@ class Sweeper(PeriodicThread):
 
     def sweep(self) -> tuple[list[str], list[str]]:
         """One pass: (jobs recovered from dead workers, jobs published again)."""
-        recovered = recover_lost(self.db)
+        recovered = recover_lost(self.db, max_attempts=self.settings.fit_max_attempts)
         if recovered:
             log.warning("recovered lost jobs", extra={"job_ids": recovered})
         grace = self.settings.redispatch_seconds

@@ -8,14 +8,15 @@ Semantics (DESIGN §2):
 - **Admission is the dataset's privacy filter** (:mod:`privfit.privacy.filter`), fixed when the dataset is
   created: a few pinned RDP orders α_j each certified at its own δ_j (α* where the budget-exhausting Gaussian
   converts best, and about 10·α*), the order-∞ (pure ε) certificate, and a pot δ_A for δ-only parts,
-  Σ δ_j + δ_A = δ_max. A fit is admitted iff, with it added, (a) D + k(1 + e^{ε_max})·A ≤ δ_A (D the composed
-  δ parts, A the summed approximate-RDP slacks, k the number of pinned orders) and (b) S(α_j) ≤ ε_max −
-  c_{α_j}(δ_j) for some j, or E_∞ ≤ ε_max (S the summed RDP, E_∞ the summed pure-ε bounds, c_α(δ) the conversion
-  offset).
+  Σ δ_j + δ_A = δ_max, split publicly δ_A = δ_D + δ_S. A fit is admitted iff, with it added, (a1) D ≤ δ_D and
+  (a2) k(1 + e^{ε_max})·A ≤ δ_S (D the composed δ parts, A the summed approximate-RDP slacks, k the number of
+  pinned orders; holding at every admission, they give the proof's condition on the worst paths, sup D +
+  k(1 + e^{ε_max}) sup A ≤ δ_A) and (b) S(α_j) ≤ ε_max − c_{α_j}(δ_j) for some j, or E_∞ ≤ ε_max (S the summed
+  RDP, E_∞ the summed pure-ε bounds, c_α(δ) the conversion offset).
 
   **Theorem** (proof in :mod:`privfit.privacy.filter` and ``docs/privacy.md``: Kairouz–Oh–Viswanath decomposition
   of the δ parts, the Feldman–Zrnic supermartingale at each pinned order, the Balle et al. pointwise conversion, a
-  union over the certificates). If every admission obeys (a) and (b), the transcript of the whole interaction —
+  union over the certificates). If every admission obeys (a1), (a2) and (b), the transcript of the whole interaction —
   every fit chosen after seeing the results of the earlier ones, concurrent fits included, fits released before
   reading a row not counted — is (ε_max, δ_max)-DP.
 
@@ -75,13 +76,15 @@ class LedgerError(Exception):
 class BudgetExceededError(LedgerError):
     """The fit does not fit in the dataset's privacy filter; carries the public numbers for the 409 response.
 
-    ``reason`` is ``"epsilon"`` (no certificate would hold), ``"delta"`` (the δ parts would overflow the pot δ_A)
-    or ``"closed"`` (the budget admits nothing more; ``note`` says why).
+    ``reason`` is ``"epsilon"`` (no certificate would hold), ``"delta"`` (the δ parts would overflow their part
+    δ_D = approximate_delta − slack_delta of the pot, or the weighted slacks their part δ_S = slack_delta) or
+    ``"closed"`` (the budget admits nothing more; ``note`` says why).
     """
 
     def __init__(self, *, requested_epsilon: float, committed_epsilon: float, total_epsilon: float,
                  epsilon_max: float, delta_max: float, reason: str, delta_used_after: float,
-                 approximate_delta: float, note: str | None = None) -> None:  # fmt: skip
+                 approximate_delta: float, slack_delta: float, delta_parts_after: float,
+                 slack_used_after: float, note: str | None = None) -> None:  # fmt: skip
         self.requested_epsilon = requested_epsilon
         self.committed_epsilon = committed_epsilon
         self.total_epsilon = total_epsilon
@@ -90,6 +93,9 @@ class BudgetExceededError(LedgerError):
         self.reason = reason
         self.delta_used_after = delta_used_after
         self.approximate_delta = approximate_delta
+        self.slack_delta = slack_delta
+        self.delta_parts_after = delta_parts_after
+        self.slack_used_after = slack_used_after
         self.note = note
         super().__init__(self._message())
 
@@ -98,10 +104,17 @@ class BudgetExceededError(LedgerError):
         if self.reason == "closed":
             return f"this dataset admits no more fits: {self.note}"
         if self.reason == "delta":
+            parts_pot = self.approximate_delta - self.slack_delta
+            if self.delta_parts_after > parts_pot:
+                overflow = (f"the δ parts of (ε, δ) charges to {self.delta_parts_after:.3g} > {parts_pot:.3g} (their "
+                            "part of the pot: approximate_delta − slack_delta)")  # fmt: skip
+            else:
+                overflow = (f"the weighted approximate-RDP slacks to {self.slack_used_after:.3g} > "
+                            f"{self.slack_delta:.3g} (their part of the pot: slack_delta)")  # fmt: skip
             return (
-                f"{own}, but its δ-only part would bring the dataset's pot for δ parts to "
-                f"{self.delta_used_after:.3g} > {self.approximate_delta:.3g} (the budget's approximate_delta; the "
-                f"rest of δ = {self.delta_max:.3g} certifies the RDP curves)"
+                f"{own}, but its δ-only part would bring {overflow}; the budget's pot for δ parts is "
+                f"approximate_delta = {self.approximate_delta:.3g}, split when the dataset was created, and the rest "
+                f"of δ = {self.delta_max:.3g} certifies the RDP curves"
             )
         return (
             f"{own}; the dataset's privacy filter measures the committed fits at ε = {self.committed_epsilon:.6g} "
@@ -120,6 +133,7 @@ class BudgetExceededError(LedgerError):
             "reason": self.reason,
             "delta_used_after": self.delta_used_after,
             "approximate_delta": self.approximate_delta,
+            "slack_delta": self.slack_delta,
             "note": self.note,
         }
 
@@ -141,6 +155,7 @@ class FilterView:
     order_deltas: list[float]
     order_budgets: list[float]
     approximate_delta: float
+    slack_delta: float
     slack_weight: float
 
     @classmethod
@@ -148,7 +163,8 @@ class FilterView:
         return cls(
             rule=privacy_filter.version, orders=list(privacy_filter.orders),
             order_deltas=list(privacy_filter.order_deltas), order_budgets=list(privacy_filter.order_budgets),
-            approximate_delta=privacy_filter.approximate_delta, slack_weight=privacy_filter.slack_weight,
+            approximate_delta=privacy_filter.approximate_delta, slack_delta=privacy_filter.slack_delta,
+            slack_weight=privacy_filter.slack_weight,
         )  # fmt: skip
 
 
@@ -225,16 +241,18 @@ def budget_filter(budget: Budget) -> PrivacyFilter:
     """The privacy filter stored with ``budget`` (built once per distinct filter: it is immutable and public)."""
     return _filter(
         budget.epsilon_max, budget.delta_max, budget.grid_name, tuple(budget.filter_orders),
-        tuple(budget.filter_order_deltas), budget.filter_approximate_delta, budget.filter_version,
+        tuple(budget.filter_order_deltas), budget.filter_approximate_delta, budget.filter_slack_delta,
+        budget.filter_version,
     )  # fmt: skip
 
 
 @lru_cache(maxsize=256)
 def _filter(epsilon_max: float, delta_max: float, grid_name: str, orders: tuple[float, ...],
-            order_deltas: tuple[float, ...], approximate_delta: float, version: str) -> PrivacyFilter:  # fmt: skip
+            order_deltas: tuple[float, ...], approximate_delta: float, slack_delta: float,
+            version: str) -> PrivacyFilter:  # fmt: skip
     return PrivacyFilter(
         epsilon_max=epsilon_max, delta_max=delta_max, grid=get_grid(grid_name), orders=orders,
-        order_deltas=order_deltas, approximate_delta=approximate_delta, version=version,
+        order_deltas=order_deltas, approximate_delta=approximate_delta, slack_delta=slack_delta, version=version,
     )  # fmt: skip
 
 
@@ -266,16 +284,19 @@ def create_budget(
     delta_max: float,
     grid: OrderGrid,
     approximate_delta: float | None = None,
+    slack_delta: float | None = None,
 ) -> Budget:
     """Create the budget row of a new dataset, with its privacy filter (in the transaction that creates the
-    dataset). ``approximate_delta`` is the pot for δ-only parts (default δ_max/10)."""
-    privacy_filter = PrivacyFilter.for_budget(epsilon_max, delta_max, grid, approximate_delta)
+    dataset). ``approximate_delta`` is the pot for δ-only parts (default δ_max/10), ``slack_delta`` its part for
+    approximate-RDP slacks (default half of it)."""
+    privacy_filter = PrivacyFilter.for_budget(epsilon_max, delta_max, grid, approximate_delta, slack_delta)
     budget = Budget(
         dataset_id=dataset_id, epsilon_max=float(epsilon_max), delta_max=float(delta_max), grid_name=grid.name,
         committed_rdp=[0.0] * len(grid), committed_extra_delta=0.0, committed_approx_delta=0.0,
         committed_pure_epsilon=0.0, filter_version=privacy_filter.version,
         filter_orders=list(privacy_filter.orders), filter_order_deltas=list(privacy_filter.order_deltas),
-        filter_approximate_delta=privacy_filter.approximate_delta, filter_note=None, version=0,
+        filter_approximate_delta=privacy_filter.approximate_delta, filter_slack_delta=privacy_filter.slack_delta,
+        filter_note=None, version=0,
     )  # fmt: skip
     session.add(budget)
     return budget
@@ -318,6 +339,7 @@ def _refusal(budget: Budget, cost: PrivacyCost, before: FilterReading, after: Fi
         requested_epsilon=cost.epsilon(budget.delta_max).epsilon, committed_epsilon=before.epsilon,
         total_epsilon=after.epsilon, epsilon_max=budget.epsilon_max, delta_max=budget.delta_max, reason=reason,
         delta_used_after=after.delta_used, approximate_delta=budget.filter_approximate_delta,
+        slack_delta=budget.filter_slack_delta, delta_parts_after=after.delta_parts, slack_used_after=after.slack_used,
         note=budget.filter_note,
     )  # fmt: skip
 
@@ -557,7 +579,8 @@ def estimate_for(budget: Budget, cost: PrivacyCost) -> Estimate:
 
 
 def delta_allowance(session: Session, dataset_id: str) -> DeltaAllowance:
-    """What the next fit's δ-only parts may use of the dataset's pot (half of what is left; reads only)."""
+    """What the next fit's δ-only parts may use of the dataset's pot (half of what is left of each part; reads
+    only)."""
     return allowance_for(_get(session, dataset_id))
 
 

@@ -41,6 +41,16 @@ _MIN_NOISE = 1e-6
 _MAX_NOISE = 1e8
 _COARSE_LOG_TOLERANCE = 0.05
 _WINDOW_ROUNDS = 3
+#: The coarse search brackets the threshold by factors of 16 (issue 35: 5 evaluations from 1 to 1e6, not 20).
+_COARSE_FACTOR = 16.0
+#: The largest noise the generic search's doubling from 1 tries (2²⁶ ≤ 1e8 < 2²⁷): above the coarse search's
+#: range, one whole-grid evaluation there tells an unreachable target (issue 35).
+_LARGEST_TRIED = 2.0 ** math.floor(math.log2(_MAX_NOISE))
+#: Bounds on the loops that only a curve non-monotone in the noise (rounding) could prolong (issue 35: a bounded
+#: request cost): step-ups by (1 + rtol/4) before falling back to the proven end of the bracket, and rounds of
+#: :func:`_bracket_threshold` before it returns the bracket it has (still a valid one, only wider).
+_MAX_STEP_UPS = 16
+_MAX_BRACKET_ROUNDS = 8
 _CALIBRATION_CACHE_SIZE = 1024  # calibrations are pure functions of public inputs; estimates and admissions repeat them
 
 CurveOnOrders = Callable[[float, np.ndarray], np.ndarray]
@@ -81,16 +91,15 @@ def calibrate_noise(
     while epsilon_of(high) > target:
         high *= 2.0
         if high > _MAX_NOISE:
-            raise PrivacyParameterError(
-                "epsilon", f"target ε = {target:g} at δ = {delta:g} is not reachable with {parameter} ≤ {_MAX_NOISE:g}"
-            )
+            raise PrivacyParameterError("epsilon", _unreachable(target, delta, parameter))
     low = high / 2.0
     while epsilon_of(low) <= target:
         high, low = low, low / 2.0
         if low < _MIN_NOISE:
             return _result(cost_of_noise, high, delta)
     # Brent's method on log(noise) locates the threshold (ε(noise) − target changes sign in [low, high]) to
-    # a relative rtol/4; then step up in factors of (1 + rtol/4) until ε ≤ target holds, at most a few steps.
+    # a relative rtol/4; then step up in factors of (1 + rtol/4) until ε ≤ target holds, at most a few steps
+    # (_MAX_STEP_UPS, then high itself).
     root = optimize.brentq(
         lambda log_noise: epsilon_of(math.exp(log_noise)) - target,
         math.log(low),
@@ -99,9 +108,18 @@ def calibrate_noise(
         rtol=4 * np.finfo(float).eps,
     )
     candidate = min(high, math.exp(root) * (1.0 + rtol / 4.0))
+    steps = 0
     while epsilon_of(candidate) > target:
+        if steps == _MAX_STEP_UPS:  # only a curve non-monotone in the noise gets here: high meets the target
+            candidate = high
+            break
         candidate = min(high, candidate * (1.0 + rtol / 4.0))
+        steps += 1
     return _result(cost_of_noise, candidate, delta)
+
+
+def _unreachable(target: float, delta: float, parameter: str) -> str:
+    return f"target ε = {target:g} at δ = {delta:g} is not reachable with {parameter} ≤ {_MAX_NOISE:g}"
 
 
 def _result(cost_of_noise: Callable[[float], PrivacyCost], noise: float, delta: float) -> Calibration:
@@ -159,6 +177,12 @@ def _calibrate_by_orders(
     of :func:`calibrate_noise` returns on the same curve (which is at most σ*(1 + rtol/2)) and exceeds it by a
     relative 1.3·rtol at most. Edge cases (a target met below 1e-6 or unreachable by 1e8) are left to
     :func:`calibrate_noise`, with the same answers and messages.
+
+    Cost (issue 35: every estimate plans in ≤ 1 s of CPU). Step 1 brackets by factors of 16 from 1 (a threshold
+    near 1e6, as at ε = 0.01, takes 5 evaluations instead of 20); a target still unmet at 2²⁶ — the last noise the
+    generic search's doubling tries below 1e8 — is decided by one whole-grid evaluation there (unreachable: the
+    generic search's error, at once; else the generic search). A non-monotone rounding wobble cannot prolong a
+    loop beyond a fixed number of evaluations (:data:`_MAX_STEP_UPS`, :data:`_MAX_BRACKET_ROUNDS`).
     """
     target = require_positive("epsilon", target_epsilon)
     delta = require_open_unit("delta", delta)
@@ -185,12 +209,14 @@ def _calibrate_by_orders(
     coarse_epsilon = on(coarse)
     high = 1.0
     while coarse_epsilon(high)[0] > target:
-        high *= 2.0
-        if high > _MAX_NOISE:
+        if high >= _LARGEST_TRIED:
+            if cost_of(high).epsilon(delta).epsilon > target:  # what the generic search would conclude, at once
+                raise PrivacyParameterError("epsilon", _unreachable(target, delta, parameter))
             return generic()
-    low = high / 2.0
+        high = min(high * _COARSE_FACTOR, _LARGEST_TRIED)
+    low = high / _COARSE_FACTOR
     while coarse_epsilon(low)[0] <= target:
-        high, low = low, low / 2.0
+        high, low = low, low / _COARSE_FACTOR
         if low < _MIN_NOISE:
             return generic()
     low, high = _bracket_threshold(coarse_epsilon, target, low, high, _COARSE_LOG_TOLERANCE)
@@ -209,7 +235,7 @@ def _calibrate_by_orders(
         low, high = _bracket_threshold(window_epsilon, target, low, high, rtol / 4.0)
         whole = cost_of(low).epsilon(delta)
         if whole.epsilon > target:
-            return _safe_above(cost_of, high * (1.0 + rtol), delta, target, rtol)
+            return _safe_above(cost_of, high, delta, target, rtol)
         found = int(np.searchsorted(orders, whole.optimal_order))
         window = np.union1d(window, np.arange(max(found - 2, 0), min(found + 3, orders.size)))
         high = low
@@ -224,14 +250,19 @@ def _bracket_threshold(
 
     Brent's method on log(noise) locates the sign change to ``log_width``/4; the two points ``log_width``/2 on
     either side of it are checked and become the new bracket (a check that fails narrows the interval and the
-    search repeats, so a non-monotone rounding wobble costs time, never correctness).
+    search repeats, so a non-monotone rounding wobble costs time, never correctness; after _MAX_BRACKET_ROUNDS
+    repeats the bracket is returned as it is: still ε(low) > target ≥ ε(high), only wider).
     """
 
-    def excess(log_noise: float) -> float:
-        return epsilon_of(math.exp(log_noise))[0] - target
-
     log_low, log_high = math.log(low), math.log(high)
-    while log_high - log_low > log_width:
+    ends = {log_low: low, log_high: high}  # exp(log(x)) need not be x: the invariant holds at the ends themselves
+
+    def excess(log_noise: float) -> float:
+        return epsilon_of(ends.get(log_noise, math.exp(log_noise)))[0] - target
+
+    for _ in range(_MAX_BRACKET_ROUNDS):
+        if log_high - log_low <= log_width:
+            break
         root = optimize.brentq(excess, log_low, log_high, xtol=log_width / 4.0, rtol=4 * np.finfo(float).eps)
         below, above = max(log_low, root - log_width / 2.0), min(log_high, root + log_width / 2.0)
         if excess(below) <= 0.0:
@@ -240,18 +271,28 @@ def _bracket_threshold(
             log_low = above
         else:
             log_low, log_high = below, above
-    return math.exp(log_low), math.exp(log_high)
+        ends.setdefault(log_low, math.exp(log_low))  # the noises excess() evaluated there
+        ends.setdefault(log_high, math.exp(log_high))
+    return ends[log_low], ends[log_high]
 
 
 def _safe_above(
-    cost_of: Callable[[float], PrivacyCost], noise: float, delta: float, target: float, rtol: float
+    cost_of: Callable[[float], PrivacyCost], proven: float, delta: float, target: float, rtol: float
 ) -> Calibration:
-    """``noise``, stepped up by factors (1 + rtol/4) until its cost's ε ≤ target (a guard against rounding:
-    the caller already proved a smaller noise meets it), with that ε and its optimal order."""
+    """``proven``·(1 + rtol), stepped up by factors (1 + rtol/4) until its cost's ε ≤ target (a guard against
+    rounding: the caller proved that ``proven`` meets it), with that ε and its optimal order; after
+    _MAX_STEP_UPS steps, ``proven`` itself."""
+    noise = proven * (1.0 + rtol)
     result = cost_of(noise).epsilon(delta)
+    steps = 0
     while result.epsilon > target:
+        if steps == _MAX_STEP_UPS:  # only a curve non-monotone in the noise gets here: proven meets the target
+            noise = proven
+            result = cost_of(noise).epsilon(delta)
+            break
         noise *= 1.0 + rtol / 4.0
         result = cost_of(noise).epsilon(delta)
+        steps += 1
     return Calibration(noise=noise, epsilon=result.epsilon, delta=delta, optimal_order=result.optimal_order)
 
 

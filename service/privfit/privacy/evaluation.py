@@ -32,32 +32,49 @@ is twice the sensitivity-1 curve and its pure bound 2/(2/ε_m) = ε_m.
 targets are small ε (0.1): Laplace gives pure ε-DP with noise sd √2·Δ/ε, whereas the Gaussian needs
 σ ≈ Δ·√(2 log(1.25/δ))/ε — about 3.7× the Laplace sd at δ = 1e-6 — for one release.
 
-**Intervals** (level ``confidence``, default 0.95). The true validation-set metric is a deterministic function of
-the rows, so only the noise is random. For a sum S released as S̃ = S + L with L ~ Lap(b), P(|L| ≤ t) = 1 − e^{−t/b},
-so ``[S̃ − t, S̃ + t]`` with t = b·log(1/(1 − confidence)) covers S with probability exactly ``confidence``;
-intersecting it with S's public range and mapping it through the metric's monotone map (÷ n_val, √ for rmse,
-the label's scale for mae/rmse) keeps the coverage. roc_auc is a non-linear function of 2·B noisy counts (clamped
-at 0 before use, which biases it towards ½): its interval is a basic (pivotal) parametric bootstrap — replicates
-Ĥ* = Ĥ + Lap(b) noise, AUC* = AUC(max(Ĥ*, 0)), interval [2·â − q_{1−a/2}, 2·â − q_{a/2}] clipped to [0, 1] —
-whose tail a is calibrated by an iterated bootstrap (:func:`_auc_release`); pure post-processing of the released
-histograms. It covers the *binned* AUC approximately: measured 0.93–0.95 for ε_auc ≥ 0.05 and ≈ 0.92 at
-ε_auc = 0.02 (the default split at ε = 0.1) on 5,000 rows, where the uncalibrated bootstrap gave 0.80–0.93.
+**Intervals** (level c = ``confidence``, default 0.95). The validation rows are fixed, so the true metric on them
+is a number and only the noise is random: an interval is *valid* when, for every validation set, it contains the
+true value with probability ≥ c over the noise. Both constructions below are valid by proof, at every ε and every
+n_val, and use only the released noisy statistics, public values (n_val, the scales, the lattice, c) and, for
+roc_auc, fresh draws of the public noise law: they are post-processing, look at no row, and change neither the
+release nor its cost (issue 35 §5). Given the generator, they are deterministic.
+
+* **A sum** S ∈ [0, S_max] (S_max = n_val × the per-row range, public), released as x = S + E: the Feldman &
+  Cousins (1998) unified interval — the Neyman construction whose acceptance regions are ordered by the likelihood
+  ratio against the best-fitting admissible value ŝ = clip(x, 0, S_max) (:func:`_sum_interval`). Coverage ≥ c
+  holds by construction; the interval always contains ŝ (the released value), is never empty or degenerate, keeps
+  the full two-sided width where S is far from the bounds, and grows to the whole public range [0, S_max] when
+  the noise dominates it. The interval it replaces, [x ± t] ∩ [0, S_max], also covered with probability c
+  *unconditionally*, but when the noise pushed x below 0 it shrank with x — down to [0, 0] — so, among releases
+  of 0, it missed the truth far more often than 1 − c (the issue's ``0.0 [0.0, 0.3996]``).
+* **roc_auc**: a test inversion on the two released noisy histograms, each noise term bounded by a Monte Carlo
+  order statistic with an exact finite-sample guarantee (exchangeability) and a Bonferroni split of 1 − c
+  (:func:`_auc_interval`). It covers the *exact* AUC of the validation scores (ties ½, as scikit-learn's) and the
+  binned one, with probability ≥ c, and is [0, 1] by itself when the histogram noise dominates. The calibrated
+  bootstrap it replaces centred its replicates on the clamped noisy histograms: at small ε those are pure noise,
+  so it gave narrow intervals around a random AUC (three evaluations at ε = 1e-6 gave disjoint intervals), and it
+  under-covered at ε_auc = 0.02.
+
+The released *values* are unchanged: the clamped mean of a sum, and the AUC of the histograms clamped at 0 (moved
+into its interval, the nearest end, in the rare case it falls outside — post-processing).
 
 **Binning bias of roc_auc.** The histogram AUC counts a positive–negative pair in the same bin as ½. The exact
 AUC of the validation set differs from the binned one by at most ½·Σ_b P_b·N_b / (n₊·n₋) (the share of pairs
 that share a bin): small when scores spread over many bins, larger for a model whose probabilities all lie in a
-few bins (e.g. a nearly constant model).
+few bins (e.g. a nearly constant model). The interval accounts for it: it bounds the share of pairs ranked in
+the right order by different bins from below and that share plus the within-bin share from above, so it covers
+the exact AUC whatever the ties.
 
 **The noise sampler** (issue 25; :mod:`.noise`, whose module docstring proves what is used here). The plan records
 the sampler in force when it is made (``sampler``), and the release draws with it. ``float``: numpy's Laplace, as
 above. ``exact``: each sum (and the roc_auc histogram, one release of 2·B coordinates of L1 sensitivity 2) is a
 discrete Laplace release on a lattice 2^k·Z (:func:`~.noise.laplace_release`; public bound on the value: n_val
 times the per-row range), immune to the floating-point attacks on the released low bits; its curve is the pure-DP
-one of the same ε_m (:func:`~.noise.laplace_cost`), so the budget split is unchanged. The interval of a sum then
-uses the discrete tail: for P(z) ∝ e^{−|z|/t} on the integers, P(|Z| > m) = 2q^{m+1}/(1 + q) ≤ q^m (q = e^{−1/t}),
-so with m = ⌈t·log(1/(1 − c))⌉ (t the lattice's integer scale) the half-width 2^k·m + 2^{k−1} (the lattice
-rounding of S) covers S with probability ≥ c. The bootstrap draws of roc_auc's interval perturb the already
-released histograms (post-processing) and stay numpy's.
+one of the same ε_m (:func:`~.noise.laplace_cost`), so the budget split is unchanged. The intervals then use the
+discrete law (:class:`_NoiseLaw`): a coordinate's error is E = r + 2^k·Z with the lattice rounding |r| ≤ 2^{k−1}
+and P(Z = z) ∝ q^{|z|}, q = e^{−1/t} (t the lattice's integer scale): a sum's interval uses the exact tail
+P(2^k·Z > y) ≤ q^{y/2^k}/(1 + q) and the rounding's worst case; roc_auc's copies of the noise are drawn with the
+exact sampler itself, the rounding added at its worst.
 
 Pure numpy: nothing here imports the web or database layers. The released numbers are ε-DP post-processing of
 the noisy sums; this module never returns the exact sums.
@@ -65,8 +82,9 @@ the noisy sums; this module never returns the exact sums.
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,13 +92,22 @@ import numpy as np
 
 from .cost import PrivacyCost
 from .errors import PrivacyParameterError
-from .noise import SamplerName, current_sampler, laplace_cost, laplace_lattice, laplace_release, using_sampler
+from .noise import (
+    Lattice,
+    SamplerName,
+    current_sampler,
+    integer_noise,
+    laplace_cost,
+    laplace_lattice,
+    laplace_release,
+    using_sampler,
+)
 from .orders import DEFAULT_GRID, OrderGrid
 
 __all__ = [
     "AUC_BINS",
-    "AUC_BOOTSTRAP",
-    "AUC_CALIBRATION",
+    "AUC_COPIES",
+    "AUC_GRID",
     "BINARY_METRICS",
     "CATEGORICAL_METRICS",
     "LOG_LOSS_P_MIN",
@@ -113,10 +140,17 @@ LOG_LOSS_P_MIN = 1e-3
 AUC_BINS = 10
 """Equal-width bins of σ(score) on [0, 1] for the roc_auc histograms (public; fewer bins, less total noise and more
 binning bias: 10 halves the noise of 20 bins at ε = 0.02 for a bias of 0.004 on a typical model)."""
-AUC_BOOTSTRAP = 2000
-"""Replicates of the parametric noise bootstrap of the roc_auc interval."""
-AUC_CALIBRATION = (100, 200)
-"""Outer × inner replicates of the bootstrap that calibrates the roc_auc interval's level (:func:`_auc_release`)."""
+AUC_GRID = (16, 16, 8)
+"""Cells per level of the nested grids of [0, 1] on which the roc_auc test is inverted (:func:`_auc_interval`):
+the interval's ends are edges of the finest grid (1/2048), moved outwards — at most 1/2048 of width, nothing in
+coverage."""
+AUC_COPIES = 2000
+"""Copies of the noise drawn for the roc_auc interval's Monte Carlo bounds: at least 4 over the smallest error share
+(1 − c)/20, up to 20 × this — enough for every level c ≤ 0.9995; above it the product term is unbounded and the
+interval is [0, 1] (:func:`_auc_interval`)."""
+_AUC_SPLIT = (0.45, 0.45, 0.10)
+"""Shares of each side's error probability (1 − c)/2 for the three noise terms of the roc_auc test: the two linear
+terms A and B, and the product term C (:func:`_auc_interval`)."""
 
 _MIN_EPSILON = 1e-6
 _Released = tuple[float, tuple[float, float]]
@@ -325,26 +359,106 @@ _NOTES = {
     "accuracy": "share of validation rows classified correctly; Laplace on the count",
     "log_loss": f"mean of −log max(p, {LOG_LOSS_P_MIN:g}) of the true class (clipped log-loss); Laplace on the sum",
     "roc_auc": f"AUC of Laplace-noised per-class histograms of σ(score) over {AUC_BINS} bins (counts clamped at 0; "
-    "ties within a bin count ½); interval by parametric noise bootstrap",
+    "ties within a bin count ½); interval by test inversion, covering the exact AUC",
     "mae": "mean absolute error in the label's units (predictions clipped to the label's range); Laplace on the sum",
     "rmse": "root mean squared error in the label's units (predictions clipped to the label's range); Laplace on the "
     "sum of squares",
 }
 
 
-def _sum_release(plan: EvaluationPlan, metric: str, exact: float, rng: np.random.Generator) -> _Released:
-    """Release S̃ = S + Lap(b) (with the sampler in force: :func:`~.noise.laplace_release`) and map it and
-    [S̃ ± b·log(1/(1 − c))] ∩ [0, S_max] to the metric's scale (the discrete tail's half-width with the exact
-    sampler: module docstring)."""
+@dataclass(frozen=True)
+class _NoiseLaw:
+    """The public law of one released coordinate's error E = x̃ − x: a random part Y plus a rounding |r| ≤
+    :attr:`rounding` fixed by the true value (module docstring, "The noise sampler").
+
+    No ``lattice`` (the float sampler): Y ~ Laplace(β = ``scale``). A lattice (the exact sampler): Y = 2^k·Z with
+    Z discrete Laplace of the lattice's integer scale t, β = 2^k·t. Y is symmetric, its coordinates independent."""
+
+    scale: float
+    lattice: Lattice | None = None
+
+    @property
+    def rounding(self) -> float:
+        """The lattice rounding's bound 2^{k−1} (0 for the float sampler)."""
+        return 0.0 if self.lattice is None else self.lattice.spacing / 2.0
+
+    @property
+    def tail_factor(self) -> float:
+        """K with P(E > d) ≤ K·e^{−d/β} and P(E < −d) ≤ K·e^{−d/β} for every d: ½ (Laplace), or
+        e^{r/β}/(1 + q) (P(2^k·Z > y) = q^{⌊y/2^k⌋+1}/(1 + q) ≤ q^{y/2^k}/(1 + q), q = e^{−1/t}, y = d − r)."""
+        if self.lattice is None:
+            return 0.5
+        return math.exp(self.rounding / self.scale) / (1.0 + math.exp(-self.lattice.spacing / self.scale))
+
+    def draw(self, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
+        """Independent copies of Y (numpy's Laplace, or the exact sampler's discrete Laplace on the lattice)."""
+        if self.lattice is None:
+            return rng.laplace(0.0, self.scale, size=shape)
+        size = int(np.prod(shape))
+        return np.ldexp(integer_noise(self.lattice, size, rng).astype(np.float64), self.lattice.exponent).reshape(shape)
+
+
+def _noise_law(plan: EvaluationPlan, metric: str) -> _NoiseLaw:
+    """The law of the error of ``metric``'s released coordinates under the plan's sampler (the lattice
+    :func:`~.noise.laplace_release` uses: one coordinate for a sum, the 2·B counts for roc_auc)."""
     b = plan.scale(metric)
+    if plan.sampler == "float":
+        return _NoiseLaw(b)
+    auc = metric == "roc_auc"
+    lattice = laplace_lattice(b, 2.0 if auc else plan.sensitivity(metric), 2 * AUC_BINS if auc else 1,
+                              plan.value_bound(metric))  # fmt: skip
+    return _NoiseLaw(lattice.noise_scale, lattice)
+
+
+def _sum_interval(plan: EvaluationPlan, metric: str, noisy: float) -> _Released:
+    """The released value clip(x, 0, S_max) and the Feldman–Cousins interval of a sum S ∈ [0, S_max] from its
+    release x = S + E (module docstring), both mapped to the metric's scale.
+
+    Ordering by the likelihood ratio against ŝ = clip(x, 0, S_max) ranks x by D(x; S) = |x − S| − |x − ŝ|: D = |E|
+    while x ∈ [0, S_max], D = S when x < 0, D = S_max − S when x > S_max. Hence, with u = S and v = S_max − S the
+    distances to the bounds, P_S(D > d) = 1[d < u]·P(E < −d) + 1[d < v]·P(E > d) ≤ (1[d < u] + 1[d < v])·K·e^{−d/β}
+    (:attr:`_NoiseLaw.tail_factor`; equality for the Laplace). The smallest d with that bound ≤ α = 1 − c is, for
+    u ≤ v (symmetric otherwise), with d₀ = β·log(2K/α) and d₁ = β·log(K/α):
+
+        d_S = d₀ if u > d₀;   max(u, d₁) if u ≤ d₀ and v > d₁;   v if v ≤ d₁,
+
+    and the acceptance region {x : D(x; S) ≤ d_S} has probability ≥ c under S. The confidence set
+    {S : D(x; S) ≤ d_S} therefore covers the true S with probability ≥ c (the Neyman construction; exactly c in
+    the interior for the Laplace). d_S is continuous in S with slopes in {−1, 0, 1}, so D − d_S is monotone on
+    each side of ŝ (where it is −d_ŝ ≤ 0): the set is an interval containing ŝ, whose ends are found exactly
+    (piecewise-linear roots) and rounded outwards. If x < 0 it is [0, d₀] (at most) whatever x, not an interval
+    shrinking with x; if β·log(K/α) ≥ S_max, every S is accepted: the whole public range."""
+    law = _noise_law(plan, metric)
     s_max = plan.value_bound(metric)
-    noisy = float(laplace_release(rng, exact, scale=b, l1_sensitivity=plan.sensitivity(metric), bound=s_max))
-    level = math.log(1.0 / (1.0 - plan.confidence))
-    if current_sampler() == "float":
-        half = b * level
-    else:
-        lattice = laplace_lattice(b, plan.sensitivity(metric), 1, s_max)
-        half = (math.ceil(lattice.integer_parameter * level) + 0.5) * lattice.spacing
+    alpha = 1.0 - plan.confidence
+    k = law.tail_factor
+    d0 = law.scale * math.log(2.0 * k / alpha)
+    d1 = max(law.scale * math.log(k / alpha), 0.0)
+    best = min(max(noisy, 0.0), s_max)
+
+    def excess(s: float) -> float:
+        near, far = min(s, s_max - s), max(s, s_max - s)
+        radius = d0 if near > d0 else (max(near, d1) if far > d1 else far)
+        distance = s if noisy < 0.0 else (s_max - s if noisy > s_max else abs(noisy - s))
+        return distance - radius
+
+    def end(stop: float) -> float:
+        """Where acceptance ends between ``best`` (accepted) and ``stop``: ``excess`` is continuous, monotone and
+        linear between the breakpoints of d_S (d₀, d₁, their mirrors and S_max/2), so the end is found exactly on
+        the first segment where it exceeds ``slack`` (10⁻⁹ of S_max, for float rounding: outwards)."""
+        slack = 1e-9 * s_max + 1e-12 * d0
+        inner = (d0, s_max - d0, d1, s_max - d1, s_max / 2.0)
+        points = sorted({best, stop, *(p for p in inner if min(best, stop) < p < max(best, stop))},
+                        reverse=stop < best)  # fmt: skip
+        before = excess(points[0])
+        for start, point in itertools.pairwise(points):
+            after = excess(point)
+            if after > slack:
+                return start + (point - start) * (slack - before) / (after - before)
+            before = after
+        return stop
+
+    low, high = end(0.0), end(s_max)
 
     def to_metric(total: float) -> float:
         mean = min(max(total, 0.0), s_max) / plan.n
@@ -354,36 +468,141 @@ def _sum_release(plan: EvaluationPlan, metric: str, exact: float, rng: np.random
             return math.sqrt(mean) * plan.label_scale
         return mean
 
-    return to_metric(noisy), (to_metric(noisy - half), to_metric(noisy + half))
+    return to_metric(best), (to_metric(low), to_metric(high))
+
+
+def _sum_release(plan: EvaluationPlan, metric: str, exact: float, rng: np.random.Generator) -> _Released:
+    """Release S̃ = S + Lap(b) (with the plan's sampler: :func:`~.noise.laplace_release`) and its interval
+    (:func:`_sum_interval`)."""
+    noisy = laplace_release(rng, exact, scale=plan.scale(metric), l1_sensitivity=plan.sensitivity(metric),
+                            bound=plan.value_bound(metric))  # fmt: skip
+    return _sum_interval(plan, metric, float(noisy))
+
+
+def _order_statistic(values: np.ndarray, alpha: float) -> np.ndarray:
+    """Per row, a threshold q of the N copies in ``values`` (…, N; reordered in place) such that one more
+    exchangeable draw X exceeds it with probability ≤ ``alpha``: the k-th smallest, k = N + 1 − m with
+    m = ⌊(N + 1)·α⌋. X > X₍ₖ₎ needs k copies strictly below X, which at most N + 1 − k = m of the N + 1
+    exchangeable values can have, so P ≤ m/(N + 1) ≤ α (ties only lower it). +∞ when m = 0 (N + 1 < 1/α)."""
+    count = values.shape[-1]
+    allowed = math.floor((count + 1) * alpha * (1.0 - 1e-12))  # rounded down: never above α
+    if allowed < 1:
+        return np.full(values.shape[:-1], np.inf)
+    k = count + 1 - allowed
+    values.partition(k - 1, axis=-1)  # in place: the caller's scratch array
+    return values[..., k - 1]
+
+
+def _auc_interval(plan: EvaluationPlan, noisy: np.ndarray, rng: np.random.Generator) -> tuple[float, float]:
+    """An interval that covers the exact AUC of the validation scores with probability ≥ c, from the released
+    (unclamped) noisy histograms (Ñ, P̃) = (N + E_N, P + E_P), the public noise law and fresh copies of it.
+
+    **Target.** Positive i and negative j in bins β_i > β_j have s_i > s_j; pairs in one bin count 0, ½ or 1. So
+    the exact AUC a* (ties ½) lies in [a_s, a_w], a_s = PᵀM_sN/(n₊n₋), a_w = PᵀM_wN/(n₊n₋), with the public
+    M_s[b, b'] = 1[b' < b] and M_w[b, b'] = 1[b' ≤ b] (the binned AUC lies there too). With K = M − aJ (J all
+    ones), g(a) = PᵀKN = n₊n₋·(a_M − a): g_s(a*) ≤ 0 and g_w(a*) ≥ 0. (A class may be empty: then g ≡ 0 and
+    every a, the convention ½ included, satisfies both.)
+
+    **The statistic.** T(a) = P̃ᵀKÑ (computable) expands exactly as T(a) = g(a) + A + B − C with
+    A = E_Pᵀ(KÑ), B = (KᵀP̃)ᵀE_N and C = E_PᵀKE_N. E_P is independent of Ñ and E_N of P̃, so given the released
+    other class, A and B are weighted sums of independent errors with *known* weights; C's law is public. Each
+    is bounded by Monte Carlo with an exact finite-sample guarantee: :data:`AUC_COPIES` fresh copies of the noise
+    (from ``rng``: post-processing, independent of the rows) and the actual error are exchangeable given the
+    weights, so the copies' order statistic of :func:`_order_statistic` bounds the actual term with error
+    probability ≤ its share (a conditional bound holds unconditionally). The lattice rounding (exact sampler)
+    enters as its worst case, added to each copy.
+
+    **Inversion.** Lower side: a is refused when T_s(a) > q_A + q_B + q_C (error shares :data:`_AUC_SPLIT` of
+    α/2, α = 1 − c). At a = a*: T_s(a*) ≤ A + B − C, so a* is refused with probability ≤ α/2 (Bonferroni), and the
+    lower end — the smallest a not refused — is ≤ a* with probability ≥ 1 − α/2. Upper side: the same with M_w,
+    refusing a when T_w(a) < −(q_A + q_B + q_C). Both ends fail together with probability ≤ α: coverage ≥ c by
+    construction. The test runs on the cells of :data:`AUC_GRID`: T and each of A, B, C are affine in a, so over a
+    cell each lies below the larger of its values at the cell's ends; thresholds are taken on those per-cell
+    maxima (of the copies), so a cell is refused only if its a's all are. Ends are cell edges, outwards. A side
+    with no accepted cell (a refusal of a*: probability ≤ α/2) ends at 0 or 1; crossed ends (likewise) give
+    [0, 1].
+
+    **Noise domination.** When the noise terms exceed |g| for every a — the counts drowned in noise — nothing is
+    refused and the interval is [0, 1]; it narrows as ε·n_val grows, to the within-bin share of pairs (the ties
+    the histogram cannot order) plus about twice the noise's standard error."""
+    law = _noise_law(plan, "roc_auc")
+    alpha = (1.0 - plan.confidence) / 2.0
+    share_a, share_b, share_c = (alpha * share for share in _AUC_SPLIT)
+    copies = max(AUC_COPIES, min(math.ceil(4.0 / share_c), 20 * AUC_COPIES))
+    noise = law.draw(rng, (2, copies, AUC_BINS))
+    y_n, y_p = noise[0], noise[1]
+    negatives, positives = noisy[0], noisy[1]
+    n_total, p_total = float(negatives.sum()), float(positives.sum())
+    h = law.rounding
+    strict = np.tril(np.ones((AUC_BINS, AUC_BINS)), -1)  # M_s[b, b'] = 1[b' < b]: b the positive's bin
+
+    def side(weak: bool) -> Callable[[np.ndarray], np.ndarray]:
+        """The side's test: whether each cell [edges[i], edges[i + 1]] holds an a it does not refuse."""
+        m = strict + np.eye(AUC_BINS) if weak else strict
+        m_n, m_p = m @ negatives, m.T @ positives
+        sum_n, sum_p = y_n.sum(axis=1), y_p.sum(axis=1)
+        # Per copy j, each term is x0_j − a·x1_j: A = Y_Pᵀ(M Ñ − a·ΣÑ), B = Y_Nᵀ(MᵀP̃ − a·ΣP̃), −C = −Y_Pᵀ(M − aJ)Y_N.
+        a0, a1 = y_p @ m_n, n_total * sum_p
+        b0, b1 = y_n @ m_p, p_total * sum_n
+        c0, c1 = -np.einsum("jb,bc,jc->j", y_p, m, y_n), -sum_p * sum_n
+        if h > 0.0:  # −C's rounding terms at their worst for every a (|K x| ≤ |M x| + |Σx| per coordinate)
+            c0 = c0 + h * (np.abs(y_n @ m.T).sum(axis=1) + AUC_BINS * np.abs(sum_n)
+                           + np.abs(y_p @ m).sum(axis=1) + AUC_BINS * np.abs(sum_p)) + h * h * AUC_BINS**2  # fmt: skip
+        t0, t1 = float(positives @ m_n), p_total * n_total  # T(a) = t0 − a·t1
+
+        def bound(x0: np.ndarray, x1: np.ndarray, share: float, edges: np.ndarray) -> np.ndarray:
+            at = x0[None, :] - edges[:, None] * x1[None, :]  # (edges, copies)
+            return _order_statistic(np.maximum(at[:-1], at[1:]), share)
+
+        def rounding(m_x: np.ndarray, total: float, edges: np.ndarray) -> np.ndarray:
+            l1 = np.abs(m_x[None, :] - edges[:, None] * total).sum(axis=1)
+            return np.asarray(h * np.maximum(l1[:-1], l1[1:]))
+
+        def accepted(edges: np.ndarray) -> np.ndarray:
+            q = bound(a0, a1, share_a, edges) + bound(b0, b1, share_b, edges) + bound(c0, c1, share_c, edges)
+            if h > 0.0:
+                q = q + rounding(m_n, n_total, edges) + rounding(m_p, p_total, edges)
+            t = t0 - edges * t1
+            if weak:
+                return np.asarray(np.maximum(t[:-1], t[1:]) >= -q)
+            return np.asarray(np.minimum(t[:-1], t[1:]) <= q)
+
+        return accepted
+
+    def end(weak: bool) -> float | None:
+        """The lower end (strict side, from 0 up) or the upper end (weak side, from 1 down): depth-first through
+        the levels of :data:`AUC_GRID`, in order. A cell a finer level accepts lies in a cell every coarser level
+        accepts (a larger cell's bounds are looser), so this finds the first accepted cell of the finest grid."""
+        accepted = side(weak)
+
+        def search(low: float, high: float, level: int) -> float | None:
+            edges = np.linspace(low, high, AUC_GRID[level] + 1)
+            cells = np.flatnonzero(accepted(edges))
+            for cell in cells[::-1] if weak else cells:
+                if level + 1 == len(AUC_GRID):
+                    return float(edges[cell + 1] if weak else edges[cell])
+                found = search(float(edges[cell]), float(edges[cell + 1]), level + 1)
+                if found is not None:
+                    return found
+            return None
+
+        return search(0.0, 1.0, 0)
+
+    low, high = end(False), end(True)
+    low, high = 0.0 if low is None else low, 1.0 if high is None else high
+    return (low, high) if low <= high else (0.0, 1.0)
 
 
 def _auc_release(plan: EvaluationPlan, exact: np.ndarray, rng: np.random.Generator) -> _Released:
-    """Noisy histograms → clamped → AUC; interval by the calibrated basic parametric bootstrap (module docstring).
-
-    Calibration (Beran 1987, prepivoting; Hall 1992 §3.11, the iterated bootstrap): in the bootstrap world whose
-    truth is â = AUC(Ĥ), draw :data:`AUC_CALIBRATION` outer histograms Ĥ*_m = max(Ĥ + L, 0), and for each the
-    inner draws AUC(max(Ĥ*_m + L', 0)); u_m is the inner share ≤ 2·â*_m − â, so the basic interval of tail a
-    covers â iff 2·min(u_m, 1 − u_m) ≥ a. The tail a is the (1 − c)-quantile of those values (the level at which
-    the bootstrap world's coverage is c), floored at 1/:data:`AUC_BOOTSTRAP`, and the released interval is the
-    basic interval of tail a from :data:`AUC_BOOTSTRAP` draws around Ĥ."""
+    """Noisy histograms (one release) → clamped at 0 → AUC, the released value; its interval from the unclamped
+    release (:func:`_auc_interval`), the value moved into it if it falls outside."""
     b = plan.scale("roc_auc")
     # The release: the 2·B counts as ONE vector of L1 sensitivity 2 (the layer's rounding covers all its coordinates).
     noisy = laplace_release(rng, exact.reshape(-1), scale=b, l1_sensitivity=2.0, bound=plan.value_bound("roc_auc"))
-    released = np.maximum(noisy.reshape(exact.shape), 0.0)
-    value = float(auc_from_histograms(released))
-    # Below: the calibrated bootstrap, post-processing of the released histograms (numpy's draws whatever the sampler).
-    outer_count, inner_count = AUC_CALIBRATION
-    outer = np.maximum(released + rng.laplace(0.0, b, size=(outer_count, *exact.shape)), 0.0)
-    outer_values = auc_from_histograms(outer)
-    inner = auc_from_histograms(
-        np.maximum(outer[:, None] + rng.laplace(0.0, b, size=(outer_count, inner_count, *exact.shape)), 0.0)
-    )
-    below = np.mean(inner <= (2.0 * outer_values - value)[:, None], axis=1)
-    tail = max(float(np.quantile(2.0 * np.minimum(below, 1.0 - below), 1.0 - plan.confidence)), 1.0 / AUC_BOOTSTRAP)
-    draws = auc_from_histograms(np.maximum(released + rng.laplace(0.0, b, size=(AUC_BOOTSTRAP, *exact.shape)), 0.0))
-    low_q, high_q = np.quantile(draws, [tail / 2.0, 1.0 - tail / 2.0])
-    low, high = 2.0 * value - float(high_q), 2.0 * value - float(low_q)
-    return value, (min(max(low, 0.0), 1.0), min(max(high, 0.0), 1.0))
+    noisy = noisy.reshape(exact.shape)
+    low, high = _auc_interval(plan, noisy, rng)
+    value = float(auc_from_histograms(np.maximum(noisy, 0.0)))
+    return min(max(value, low), high), (low, high)
 
 
 def release(plan: EvaluationPlan, inputs: EvaluationInputs, rng: np.random.Generator) -> list[MetricRelease]:

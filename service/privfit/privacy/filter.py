@@ -11,7 +11,8 @@ arXiv:2602.15815). The filter below has a proof.
 **The filter.** Fixed when the dataset is created, from public numbers only, and stored with its budget:
 
 * a δ split δ_max = δ_A + δ_1 + … + δ_k: δ_A (default δ_max/10, the owner may choose) is the pot of every
-  δ-only part — the δ of (ε, δ)-DP charges and the approximate-RDP slacks; the rest, δ_R, goes to the orders;
+  δ-only part, itself split δ_A = δ_D + δ_S: δ_D for the δ of (ε, δ)-DP charges, δ_S (default δ_A/2, the owner
+  may choose 0 ≤ δ_S ≤ δ_A) for the approximate-RDP slacks; the rest, δ_R, goes to the orders;
 * a few RDP orders of the dataset's grid, each certified at its own δ_j: the order α* at which the Gaussian
   mechanism that exactly exhausts (ε_max, δ_R) converts best, α* = argmax_α (ε_max − c_α)/α with
   c_α = log(1 − 1/α) − (log δ + log α)/(α − 1) (Balle et al. 2020, Thm. 21; the conversion of
@@ -22,15 +23,26 @@ arXiv:2602.15815). The filter below has a proof.
 
 With S(α_j) the sum of the committed fits' RDP at α_j, E_∞ the sum of their pure-ε bounds (+∞ for any fit without
 one: :attr:`PrivacyCost.pure_epsilon`), D the composed δ parts 1 − Π(1 − δ_i) and A the sum of the
-approximate-RDP slacks, a fit is admitted iff, with it added,
+approximate-RDP slacks (all of them random: they depend on the fits the analyst chose, hence on earlier outputs),
+the condition the proof needs is on their WORST paths, k being the number of pinned finite orders:
 
-    (a)  D + k (1 + e^{ε_max}) · A ≤ δ_A  (k: the number of pinned finite orders),        and
-    (b)  S(α_j) + c_{α_j}(δ_j) ≤ ε_max for some j,    or    E_∞ ≤ ε_max.
+    (a)  sup_paths D + k (1 + e^{ε_max}) · sup_paths A ≤ δ_A,        and
+    (b)  S(α_j) + c_{α_j}(δ_j) ≤ ε_max for some j,    or    E_∞ ≤ ε_max   (on every path).
+
+The filter enforces (a) through the public split of δ_A: a fit is admitted iff, with it added (on the path the
+interaction took),
+
+    (a1)  D ≤ δ_D = δ_A − δ_S,     (a2)  k (1 + e^{ε_max}) · A ≤ δ_S,     and (b).
+
+Since every admission checks (a1) and (a2), they hold on every path, so sup D ≤ δ_D and k (1 + e^{ε_max}) sup A ≤
+δ_S: (a) holds. Checking D + k (1 + e^{ε_max}) A ≤ δ_A on the realised path alone, as privfit did before, does not
+give (a): an analyst whose paths spend the pot on D in one world and on A in the other brings step 1's bound
+E_P[D] + k E_P[A] + k e^{ε} E_Q[A] above δ_A (towards 2 δ_A; ``tests/ledger/test_delta_split.py`` computes it).
 
 **Theorem.** Let an analyst interact adaptively with the mechanisms privfit runs on a dataset: the i-th fit to
 start (to be charged) is chosen, with its settings, from everything observed before, fits may run concurrently,
 and a fit released before it reads any row (cancelled while queued, refunded on an early failure) is not
-counted. If every admission obeys (a) and (b), the transcript of the whole interaction is (ε_max, δ_max)-DP.
+counted. If every admission obeys (a1), (a2) and (b), the transcript of the whole interaction is (ε_max, δ_max)-DP.
 
 *Proof.* Order the charged fits by the time they were charged; fit i's cost c_i is fixed before any of its
 output exists (cost before data, DESIGN §1.4), so it is predictable. Outputs that arrive later than others are
@@ -43,15 +55,15 @@ write P, Q for the laws of the transcript, L for its privacy loss log dP/dQ.
    the post-processing kernel depending only on the history. Both worlds reveal with the same δ_i and the
    no-reveal sub-measures share the factor Π(1 − δ_i), so for every event S, P(S) − e^{ε}Q(S) ≤ P(reveal) +
    sup_f (E_{G^P} f − e^{ε} E_{G^Q} f) over f ∈ [0, 1], where G^P, G^Q are the "good" interactions in which no
-   reveal happens; P(reveal) = 1 − E_{G^P}[Π(1 − δ_i)] ≤ sup over paths of D. An approximate-RDP fit (Bun, Dwork,
-   Rothblum & Steinke 2018; Carmon et al. 2023) has, for each order α, laws within total variation a_i of laws
-   whose Rényi divergence at α is within its curve (the pair may depend on α). Split the event S by J, the first
-   certificate of (b) that holds at the end (a function of the transcript; step 2): for each finite order α_j,
+   reveal happens; P(reveal) = 1 − E_{G^P}[Π(1 − δ_i)] = E_{G^P}[D] ≤ sup over paths of D. An approximate-RDP fit
+   (Bun, Dwork, Rothblum & Steinke 2018; Carmon et al. 2023) has, for each order α, laws within total variation a_i
+   of laws whose Rényi divergence at α is within its curve (the pair may depend on α). Split the event S by J, the
+   first certificate of (b) that holds at the end (a function of the transcript; step 2): for each finite order α_j,
    couple step by step with the good interaction G_j whose approximate-RDP fits draw from their α_j pairs, which
-   costs (1 + e^{ε}) sup Σ a_i on the event {J = j} (the slack enters on both sides, as in Carmon et al., Cor. 1);
-   on {J = ∞} no approximate-RDP fit ran (their pure bound is +∞). With k finite orders the slacks cost at most
-   k (1 + e^{ε}) sup Σ a_i in all, and (a) — whose slack weight is k (1 + e^{ε_max}) — bounds the δ parts by δ_A on
-   every path.
+   costs E_{G^P}[Σ a_i] on the P side and e^{ε} E_{G^Q}[Σ a_i] on the Q side — expectations under DIFFERENT laws,
+   so the only common bound is (1 + e^{ε}) sup Σ a_i (the slack enters on both sides, as in Carmon et al., Cor. 1);
+   on {J = ∞} no approximate-RDP fit ran (their pure bound is +∞). With k finite orders the δ parts cost at most
+   sup D + k (1 + e^{ε}) sup Σ a_i ≤ δ_A in all, by (a) — which (a1) and (a2), checked at every admission, give.
 2. *RDP part.* In the good interaction G_j, M^j_t = exp((α_j − 1)(L_t − S_t(α_j))) is a non-negative
    supermartingale under G_j^P with M^j_0 = 1, since E[exp((α_j − 1) ℓ_i) | past] =
    exp((α_j − 1) D_{α_j}(P_i‖Q_i)) ≤ exp((α_j − 1) c_i(α_j)) (Feldman & Zrnic 2021, Thm. 3.1; Lécuyer 2021). For
@@ -62,7 +74,7 @@ write P, Q for the laws of the transcript, L for its privacy loss log dP/dQ.
    transcript). On {J = j}, S_T(α_j) ≤ ε − c_{α_j}(δ_j) and the bound above gives
    E[1{J = j} (1 − e^{ε − L_T})_+] ≤ δ_j · E[M^j_T] ≤ δ_j; on {J = ∞}, L_T ≤ E_∞ ≤ ε in the good interaction
    (randomised response, the Laplace mechanism and the pure releases have privacy loss bounded by their ε_∞), so
-   (1 − e^{ε − L_T})_+ = 0. Adding: δ(ε_max) ≤ δ_A + Σ_j δ_j = δ_max. ∎
+   (1 − e^{ε − L_T})_+ = 0. Adding: δ(ε_max) ≤ δ_D + δ_S + Σ_j δ_j = δ_max. ∎
 
 The union over certificates is the filter of Whitehouse, Ramdas, Rogers & Wu (ICML 2023) over a fixed set of
 "orders" with fixed δ shares (∞ at 0); a single pinned order is Feldman & Zrnic's filter. The orders and the split
@@ -73,13 +85,18 @@ order-∞ certificate keeps pure/Laplace workloads at their basic-composition co
 
 **What the ledger reports.** :meth:`PrivacyFilter.measure` gives the share of the budget that a set of committed
 fits uses by the filter's certificates: min(min_j S(α_j)/ρ_j, E_∞/ε_max) with ρ_j = ε_max − c_{α_j}(δ_j) the RDP
-the α_j certificate allows (+∞ if (a) fails). Each certificate's share is additive over fits, so the share tells
-how many more fits of the same kind fit; admission is exactly "share of committed + fit ≤ 1". The API shows
+the α_j certificate allows (+∞ if (a1) or (a2) fails). Each certificate's share is additive over fits, so the share
+tells how many more fits of the same kind fit; admission is exactly "share of committed + fit ≤ 1". The API shows
 ε_max × share as "committed ε" and ε_max − committed as "remaining ε", and says that it is the filter's measure:
 not an (ε, δ) guarantee of its own — the guarantee is (ε_max, δ_max) for whatever admitted sequence the analysts
 choose. A fit's own ε (its cost converted at δ_max over the whole grid) remains the (ε, δ_max)-DP statement of that
 fit alone; under RDP composition it is larger than its share of ε_max (82 Gaussian fits of own ε = 0.1 fill
 (ε, δ) = (1, 10⁻⁶)).
+
+**The allowance.** Solvers with δ-only parts size them before admission from :meth:`PrivacyFilter.allowance`:
+half of what the committed fits left of δ_D for the δ of an (ε, δ) charge, and half of what they left of δ_S for an
+approximate-RDP slack (in pot units; ÷ k (1 + e^{ε_max}) for the slack itself). Each such fit halves what is left
+of its pot, so δ parts alone never exhaust it.
 
 Numerics round against the user: shares are rounded up by a relative 1e-12 before they are compared with 1.
 """
@@ -95,11 +112,15 @@ from .cost import PrivacyCost, compose_deltas
 from .errors import PrivacyParameterError, require_non_negative, require_open_unit, require_positive
 from .orders import OrderGrid
 
-FILTER_VERSION = "filter:rdp-orders+pure+delta-pot/v1"
-"""Names the admission rule of the module docstring (stored with every budget)."""
+FILTER_VERSION = "filter:rdp-orders+pure+split-delta-pot/v2"
+"""Names the admission rule of the module docstring (stored with every budget). v1 checked D + k(1 + e^ε)A ≤ δ_A on
+the realised path; v2 checks (a1) D ≤ δ_A − δ_S and (a2) k(1 + e^ε)A ≤ δ_S (migration 0009)."""
 
 DEFAULT_APPROXIMATE_DELTA_SHARE = 0.1
 """The share of δ_max set apart for δ-only parts when the owner does not choose (module docstring)."""
+
+DEFAULT_SLACK_SHARE = 0.5
+"""The share of δ_A set apart for approximate-RDP slacks (δ_S) when the owner does not choose (module docstring)."""
 
 SECOND_ORDER_FACTOR = 10.0
 """The second pinned order is the grid order nearest this multiple of α* (module docstring)."""
@@ -152,8 +173,10 @@ class FilterReading:
         pure_share: E_∞/ε_max, the order-∞ certificate's share (+∞ if some fit has no pure bound).
         certificate: ``"order"`` or ``"pure"``, whichever gives ``share`` (None when it is +∞).
         certifying_order: the pinned order α_j that gives ``order_share`` when ``certificate`` is ``"order"``.
-        delta_used: D + k (1 + e^{ε_max}) A, the δ pot in use.
-        delta_fits: whether ``delta_used`` ≤ the pot δ_A.
+        delta_used: D + k (1 + e^{ε_max}) A, the δ pot δ_A in use (both parts).
+        delta_fits: whether (a1) D ≤ δ_D and (a2) k (1 + e^{ε_max}) A ≤ δ_S hold.
+        delta_parts: D, the composed δ parts (checked against δ_D by (a1)).
+        slack_used: k (1 + e^{ε_max}) A, the weighted slacks (checked against δ_S by (a2)).
     """
 
     share: float
@@ -164,20 +187,24 @@ class FilterReading:
     certifying_order: float | None
     delta_used: float
     delta_fits: bool
+    delta_parts: float
+    slack_used: float
 
 
 @dataclass(frozen=True)
 class DeltaAllowance:
-    """How much of the δ pot one more fit may use: ``delta`` in pot units; an approximate-RDP slack a counts
-    ``slack_weight`` · a (= k (1 + e^{ε_max}) a). Solvers with δ-only parts size them within it."""
+    """How much of each part of the δ pot one more fit may use (module docstring, "The allowance"): ``delta`` of
+    δ_D for the δ of an (ε, δ) charge; ``slack`` of δ_S, in pot units, for approximate-RDP slacks, where a slack a
+    counts ``slack_weight`` · a (= k (1 + e^{ε_max}) a). Solvers with δ-only parts size them within it."""
 
     delta: float
+    slack: float
     slack_weight: float
 
     @property
     def max_slack(self) -> float:
-        """The largest total approximate-RDP slack within the allowance."""
-        return self.delta / self.slack_weight
+        """The largest total approximate-RDP slack within the allowance: ``slack`` / ``slack_weight``."""
+        return self.slack / self.slack_weight
 
 
 @dataclass(frozen=True)
@@ -190,12 +217,14 @@ class PrivacyFilter:
     orders: tuple[float, ...]
     order_deltas: tuple[float, ...]
     approximate_delta: float
+    slack_delta: float
     version: str = FILTER_VERSION
 
     def __post_init__(self) -> None:
         require_positive("epsilon_max", self.epsilon_max)
         require_open_unit("delta_max", self.delta_max)
         require_non_negative("approximate_delta", self.approximate_delta)
+        object.__setattr__(self, "slack_delta", _require_slack_delta(self.slack_delta, self.approximate_delta))
         object.__setattr__(self, "orders", tuple(float(a) for a in self.orders))
         object.__setattr__(self, "order_deltas", tuple(float(d) for d in self.order_deltas))
         if not self.orders or len(self.orders) != len(self.order_deltas):
@@ -209,11 +238,17 @@ class PrivacyFilter:
 
     @classmethod
     def for_budget(
-        cls, epsilon_max: float, delta_max: float, grid: OrderGrid, approximate_delta: float | None = None
+        cls,
+        epsilon_max: float,
+        delta_max: float,
+        grid: OrderGrid,
+        approximate_delta: float | None = None,
+        slack_delta: float | None = None,
     ) -> PrivacyFilter:
-        """The filter of a new budget: δ_A = ``approximate_delta`` (default δ_max/10), δ_R = δ_max − δ_A, the
-        Gaussian-exhausting order α* at (ε_max, δ_R) with 99% of δ_R and the grid order nearest 10·α* with 1% (just
-        α* with all of δ_R when there is no larger order)."""
+        """The filter of a new budget: δ_A = ``approximate_delta`` (default δ_max/10), of which δ_S =
+        ``slack_delta`` (default δ_A/2) for approximate-RDP slacks, δ_R = δ_max − δ_A, the Gaussian-exhausting order
+        α* at (ε_max, δ_R) with 99% of δ_R and the grid order nearest 10·α* with 1% (just α* with all of δ_R when
+        there is no larger order)."""
         epsilon_max = require_positive("epsilon_max", epsilon_max)
         delta_max = require_open_unit("delta_max", delta_max)
         pot = DEFAULT_APPROXIMATE_DELTA_SHARE * delta_max if approximate_delta is None else approximate_delta
@@ -222,13 +257,14 @@ class PrivacyFilter:
             raise PrivacyParameterError(
                 "approximate_delta", f"must be below the budget's δ = {delta_max:g} (the rest goes to RDP), got {pot:g}"
             )
+        slack = DEFAULT_SLACK_SHARE * pot if slack_delta is None else _require_slack_delta(slack_delta, pot)
         rdp_delta = delta_max - pot
         first = gaussian_exhausting_order(grid, epsilon_max, rdp_delta)
         second = float(grid.orders[int(np.argmin(np.abs(grid.orders - SECOND_ORDER_FACTOR * first)))])
         if not second > first:
-            return cls(epsilon_max, delta_max, grid, (first,), (rdp_delta,), pot)
+            return cls(epsilon_max, delta_max, grid, (first,), (rdp_delta,), pot, slack)
         shares = ((1.0 - SECOND_ORDER_SHARE) * rdp_delta, SECOND_ORDER_SHARE * rdp_delta)
-        return cls(epsilon_max, delta_max, grid, (first, second), shares, pot)
+        return cls(epsilon_max, delta_max, grid, (first, second), shares, pot, slack)
 
     @property
     def order(self) -> float:
@@ -239,6 +275,11 @@ class PrivacyFilter:
     def rdp_delta(self) -> float:
         """δ_R: the δ of all the pinned orders."""
         return math.fsum(self.order_deltas)
+
+    @property
+    def parts_delta(self) -> float:
+        """δ_D = δ_A − δ_S: the pot of the δ parts of (ε, δ) charges (condition (a1))."""
+        return self.approximate_delta - self.slack_delta
 
     @property
     def order_indices(self) -> tuple[int, ...]:
@@ -263,9 +304,25 @@ class PrivacyFilter:
         """k (1 + e^{ε_max}): the weight of an approximate-RDP slack in the δ pot (proof, step 1)."""
         return len(self.orders) * (1.0 + math.exp(min(self.epsilon_max, 700.0)))
 
+    def delta_parts(self, cost: PrivacyCost) -> float:
+        """D of ``cost``: its composed δ parts (condition (a1))."""
+        return compose_deltas([cost.extra_delta])
+
+    def slack_used(self, cost: PrivacyCost) -> float:
+        """k (1 + e^{ε_max}) A of ``cost``: its weighted approximate-RDP slacks (condition (a2))."""
+        return self.slack_weight * cost.approx_delta
+
     def delta_used(self, cost: PrivacyCost) -> float:
-        """D + k (1 + e^{ε_max}) A of ``cost`` (condition (a))."""
-        return compose_deltas([cost.extra_delta]) + self.slack_weight * cost.approx_delta
+        """D + k (1 + e^{ε_max}) A of ``cost``: the δ pot δ_A in use, both parts together (shown, not checked)."""
+        return self.delta_parts(cost) + self.slack_used(cost)
+
+    def delta_fits(self, cost: PrivacyCost) -> bool:
+        """Conditions (a1) D ≤ δ_D and (a2) k (1 + e^{ε_max}) A ≤ δ_S for ``cost``."""
+        return self._parts_fit(self.delta_parts(cost), self.slack_used(cost))
+
+    def _parts_fit(self, parts: float, slack: float) -> bool:
+        """(a1) ``parts`` ≤ δ_D and (a2) ``slack`` ≤ δ_S, for D and k (1 + e^{ε_max}) A already computed."""
+        return parts <= self.parts_delta and slack <= self.slack_delta
 
     def measure(self, cost: PrivacyCost) -> FilterReading:
         """What the certificates say of ``cost`` (usually the composition of the committed fits)."""
@@ -278,22 +335,34 @@ class PrivacyFilter:
         best_order = int(np.argmin(shares))
         order_share = shares[best_order]
         pure_share = _share(cost.pure_epsilon, self.epsilon_max)
-        used = self.delta_used(cost)
-        fits = used <= self.approximate_delta
+        parts, slack = self.delta_parts(cost), self.slack_used(cost)
+        fits = self._parts_fit(parts, slack)
         best = min(order_share, pure_share) if fits else math.inf
         certificate = None if not math.isfinite(best) else ("order" if order_share <= pure_share else "pure")
         return FilterReading(
             share=best, epsilon=self.epsilon_max * best, order_share=order_share, pure_share=pure_share,
             certificate=certificate, certifying_order=self.orders[best_order] if certificate == "order" else None,
-            delta_used=used, delta_fits=fits,
+            delta_used=parts + slack, delta_fits=fits, delta_parts=parts, slack_used=slack,
         )  # fmt: skip
 
     def admits(self, cost: PrivacyCost) -> bool:
-        """Conditions (a) and (b) for ``cost`` = committed + the new fit."""
+        """Conditions (a1), (a2) and (b) for ``cost`` = committed + the new fit."""
         return self.measure(cost).share <= 1.0
 
     def allowance(self, committed: PrivacyCost) -> DeltaAllowance:
-        """Half of the δ pot still unused: what the next fit's δ-only parts may take (each fit halves what is left,
-        so the pot is never exhausted by δ parts alone). Zero when the pot is used up or empty."""
-        left = max(self.approximate_delta - self.delta_used(committed), 0.0)
-        return DeltaAllowance(delta=left / 2.0, slack_weight=self.slack_weight)
+        """Half of each part of the δ pot still unused: what the next fit's δ parts may take of δ_D, and its
+        weighted slacks of δ_S (each fit halves what is left of its part, so δ parts alone never exhaust it). Zero
+        for a part used up or empty."""
+        parts_left = max(self.parts_delta - self.delta_parts(committed), 0.0)
+        slack_left = max(self.slack_delta - self.slack_used(committed), 0.0)
+        return DeltaAllowance(delta=parts_left / 2.0, slack=slack_left / 2.0, slack_weight=self.slack_weight)
+
+
+def _require_slack_delta(slack_delta: float, approximate_delta: float) -> float:
+    """δ_S must lie in [0, δ_A] (:class:`PrivacyParameterError` naming ``slack_delta`` otherwise)."""
+    value = require_non_negative("slack_delta", slack_delta)
+    if not value <= approximate_delta:
+        raise PrivacyParameterError(
+            "slack_delta", f"must be at most the budget's approximate_delta = {approximate_delta:g}, got {value:g}"
+        )
+    return value

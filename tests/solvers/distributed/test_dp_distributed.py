@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from numpy.typing import NDArray
 
+import privfit.solvers.distributed.solver as distributed_module
 from privfit.privacy import DEFAULT_GRID, PrivacyCost, laplace_rdp, make_generator, pure_dp_rdp
 from privfit.privacy.noise import describe_sampler
 from privfit.solvers import (
@@ -25,11 +26,15 @@ from privfit.solvers import (
 from privfit.solvers.distributed.mixing import MixingSchedule, make_mixing
 from privfit.solvers.distributed.solver import (
     MIN_ROUNDS,
+    OUTLOOK_BLOCK_FRACTION,
+    OUTLOOK_EXACT_ROUNDS,
     SQUARED_ROUNDS,
     assign_batches,
+    broadcast_noise_sum,
     default_l2,
     laplace_scales,
     local_update,
+    round_schedule,
     run_rounds,
     step_sizes,
 )
@@ -239,6 +244,56 @@ def test_squared_loss_defaults_start_with_a_stable_step() -> None:
     assert r.clip_norm == pytest.approx(math.sqrt(beta) / 2)
     rounds = SOLVER.resolve({"rounds": 25}, meta, target_epsilon=1.0, delta=1e-6)
     assert (rounds.rounds_per_pass, rounds.batch_size) == (25, 160)
+
+
+def per_round_noise_sum(rounds: int, **schedule: float | int | str) -> float:
+    """Σ_j μ_j² Π_{i>j} (1 − α_i λ)² round by round over the whole schedule (the outlook before issue 35)."""
+    alphas, mus = round_schedule(rounds, **schedule)  # type: ignore[arg-type]
+    reach = np.append(np.cumprod(np.abs(1.0 - alphas * schedule["l2"])[::-1])[::-1][1:], 1.0)
+    return float(np.sum((mus * reach) ** 2))
+
+
+@pytest.mark.parametrize(
+    ("rounds", "schedule", "l2", "lr_scale", "lr_offset"),
+    [(20, "strongly_convex", 0.1, 1.0, 0), (5_000, "strongly_convex", 0.02, 3.0, 7), (60_000, "convex", 0.5, 1.0, 0),
+     (300_000, "strongly_convex", 0.3, 1.0, 0), (300_000, "strongly_convex", 0.05, 2.5, 100),
+     (400_000, "convex", 1.5, 1.1, 0), (400_000, "convex", 0.01, 0.5, 10)],
+)  # fmt: skip
+def test_the_outlooks_noise_sum_is_the_per_round_one(rounds, schedule, l2, lr_scale, lr_offset) -> None:
+    """Up to 2¹⁶ rounds the sum runs round by round (to 1e-12); beyond, by blocks of k/4096 rounds (to 1e-4)."""
+    common = {"schedule": schedule, "l2": l2, "lr_scale": lr_scale, "lr_offset": lr_offset, "dimension": 12,
+              "clip_norm": 0.7, "batch_size": 3, "noise_multiplier": 2.0}  # fmt: skip
+    expected = per_round_noise_sum(rounds, **common)
+    rel = 1e-12 if rounds <= OUTLOOK_EXACT_ROUNDS else 1e-4
+    assert broadcast_noise_sum(rounds, **common) == pytest.approx(expected, rel=rel)
+
+
+def test_planning_a_billion_rounds_evaluates_a_bounded_schedule(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 35: an online fit of 10⁸ rows over 10 passes has 10⁹ rounds. Its plan and outlook never build the
+    per-round schedule (8 GB an array before) and evaluate the step-size formula at ≈ 2¹⁶ + 4096·ln(10⁹/2¹⁶)
+    points; the plan's first and last noise scales are the per-round schedule's (same operations)."""
+    sizes: list[int] = []
+    original = distributed_module.step_sizes_at
+
+    def recorded(rounds, **kwargs):
+        sizes.append(int(np.size(rounds)))
+        return original(rounds, **kwargs)
+
+    def refused(*args, **kwargs):
+        raise AssertionError("the per-round schedule was built")
+
+    monkeypatch.setattr(distributed_module, "step_sizes_at", recorded)
+    monkeypatch.setattr(distributed_module, "round_schedule", refused)
+    meta = PublicMetadata(n=10**8, d=20, row_norm_bound=1.0)
+    plan = SOLVER.plan({"algorithm": "online", "passes": 10}, meta, target_epsilon=1.0, delta=1e-9)
+    outlook = SOLVER.outlook(plan.resolved, meta)
+    assert plan.resolved.rounds_per_pass * plan.resolved.passes == 10**9 and outlook is not None
+    blocks = math.log(10**9 / OUTLOOK_EXACT_ROUNDS) / math.log1p(OUTLOOK_BLOCK_FRACTION)
+    assert max(sizes) <= OUTLOOK_EXACT_ROUNDS + blocks + 2 < 110_000
+    small = SOLVER.resolve({"rounds": 40, "passes": 2}, meta, target_epsilon=1.0, delta=1e-9)
+    monkeypatch.undo()
+    _, mus = small.round_schedule()
+    assert (small.first_noise_scale, small.last_noise_scale) == (mus[0], mus[-1])
 
 
 # ---------------------------------------------------------------------------------------------------------

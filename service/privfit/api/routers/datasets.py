@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import logging
-import unicodedata
 import uuid
 from dataclasses import asdict
 from typing import Annotated, Any
@@ -31,7 +30,8 @@ from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, Field, ValidationError
 from sqlalchemy import delete, func, or_, select
 
-from privfit.datasets import DatasetSchema, EncodedDataset, encode_parquet, is_parquet_upload, parse_and_encode
+from privfit.datasets import DatasetSchema, EncodedDataset, encode_parquet, is_parquet_upload
+from privfit.datasets.columnar import encode_csv_upload
 from privfit.datasets.encoding import DatasetTooLargeError
 from privfit.datasets.lifecycle import (
     DuplicateDatasetError,
@@ -52,6 +52,7 @@ from privfit.jobs import cancel
 from privfit.ledger import charge_preprocessing, create_budget, status
 from privfit.privacy import OrderGrid, PrivacyFilter, get_grid, secure_generator
 from privfit.settings import Settings
+from privfit.text import nfc, refused_character
 
 from ..auth import Principal, current_principal, require_role, visible_dataset
 from ..encoding import UtcDateTime, public_json
@@ -131,6 +132,10 @@ class FilterOut(BaseModel):
     order_deltas: list[float]
     order_budgets: list[Unbounded]
     approximate_delta: float
+    slack_delta: float = Field(
+        description="δ_S ≤ δ_A: the pot's part for approximate-RDP slacks, weighted by slack_weight; δ_A − δ_S is "
+        "for the δ of (ε, δ) charges. Each part is checked on its own at every admission."
+    )
     slack_weight: float
 
 
@@ -196,8 +201,10 @@ class LedgerPage(BaseModel):
 
 
 def _default_name(filename: str | None) -> str:
-    """The display name of an upload sent without one: its file name without control characters, or "dataset"."""
-    cleaned = "".join(c for c in filename or "" if unicodedata.category(c) not in ("Cc", "Cs"))
+    """The display name of an upload sent without one: its file name in NFC without the characters a name may not
+    contain (:func:`privfit.text.refused_character`: controls, bidirectional controls, invisible ones), or
+    "dataset"."""
+    cleaned = "".join(c for c in nfc(filename or "") if refused_character(c) is None)
     return cleaned[:NAME_MAX_LENGTH] or "dataset"
 
 
@@ -285,9 +292,10 @@ def upload_dataset(
 ) -> DatasetOut:
     # A sync endpoint: FastAPI runs all of it in the threadpool (schema parsing, CSV encoding, the store and the
     # database insert), so none of it blocks the event loop. The body was spooled to disk by the form parser; the
-    # CSV is read from that file in blocks (parse_and_encode), a Parquet file in batches of rows (encode_parquet),
-    # never as a whole in memory. (A comment, not a docstring: a docstring would become the operation's public
-    # OpenAPI description.)
+    # CSV is read from that file in blocks (encode_csv_upload), a Parquet file in batches of rows (encode_parquet),
+    # never as a whole in memory, after the caps that need no decoding (a CSV's cells and lines from one pass over
+    # its bytes; a Parquet file's footer and page headers, and δ < 1/n from the footer's row count). (A comment,
+    # not a docstring: a docstring would become the operation's public OpenAPI description.)
     settings: Settings = request.app.state.settings
     if isinstance(schema_field, str):
         raw_schema = schema_field
@@ -301,20 +309,23 @@ def upload_dataset(
     _check_dimension(declared, settings)
     grid = get_grid(settings.grid)
     file.file.seek(0)
-    encode = encode_parquet if is_parquet_upload(file.content_type, file.filename) else parse_and_encode
+    caps = {"max_matrix_bytes": settings.max_matrix_bytes, "max_cell_bytes": settings.max_cell_bytes}
     try:
         with counting_clipped_cells() as clipped:
-            encoded = encode(file.file, declared, max_matrix_bytes=settings.max_matrix_bytes)
+            if is_parquet_upload(file.content_type, file.filename):
+                encoded = encode_parquet(file.file, declared, max_page_bytes=settings.max_parquet_page_bytes,
+                                         admit_rows=lambda n: _check_delta(declared, n), **caps)  # fmt: skip
+            else:
+                encoded = encode_csv_upload(file.file, declared, **caps)
     except DatasetTooLargeError as error:
         raise Problem(413, "Dataset too large", error.message, setting=error.setting, limit=error.limit) from None
     except MemoryError:  # the caps make this unlikely; when the machine is short anyway, it is a retryable state
         raise _short_of_memory() from None
-    too_large = declared.budget.delta_too_large_for(encoded.n)
-    if too_large is not None:
-        raise Problem(422, "Invalid schema", f"schema.budget.{too_large}", field="schema.budget.delta")
+    _check_delta(declared, encoded.n)
     validation, content_hash = None, encoded.content_hash  # the hash of all the rows, split or not
+    budget = declared.budget
     privacy_filter = PrivacyFilter.for_budget(
-        declared.budget.epsilon, declared.budget.delta, grid, declared.budget.approximate_delta
+        budget.epsilon, budget.delta, grid, budget.approximate_delta, budget.slack_delta
     )
     try:  # charged in _register, shown only after
         preprocessing = preprocess(encoded, privacy_filter, secure_generator())
@@ -332,6 +343,14 @@ def upload_dataset(
         encoded, validation, content_hash, grid, allow_duplicate, preprocessing,
     )  # fmt: skip
     return _out(dataset, principal).model_copy(update={"clipped_cells": clipped})
+
+
+def _check_delta(declared: DatasetSchema, n: int) -> None:
+    """Refuse δ ≥ 1/n for an upload of n rows (:meth:`privfit.datasets.schema.Budget.delta_too_large_for`): a 422
+    naming ``schema.budget.delta``. A Parquet upload applies it to its footer's row count, before decoding a page."""
+    too_large = declared.budget.delta_too_large_for(n)
+    if too_large is not None:
+        raise Problem(422, "Invalid schema", f"schema.budget.{too_large}", field="schema.budget.delta")
 
 
 def _short_of_memory() -> HTTPException:
@@ -440,7 +459,7 @@ def _register(
         session.add(dataset)
         session.flush()
         create_budget(session, dataset_id, schema.budget.epsilon, schema.budget.delta, grid,
-                      schema.budget.approximate_delta)  # fmt: skip
+                      schema.budget.approximate_delta, schema.budget.slack_delta)  # fmt: skip
         if preprocessing is not None:
             session.flush()
             entry = charge_preprocessing(session, dataset_id, preprocessing.cost, "private preprocessing at upload")

@@ -27,7 +27,7 @@ from dataclasses import asdict
 from typing import Any, Literal
 
 import numpy as np
-from fastapi import APIRouter, Depends, Header, Request
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from sqlalchemy import select
@@ -53,7 +53,7 @@ from privfit.solvers.base import MIN_EPSILON, FitResult
 
 from ..auth import Principal, confirm_access, require_role, usable_dataset
 from ..encoding import UtcDateTime, public_json
-from ..idempotency import replayed
+from ..idempotency import IdempotencyKey, replayed
 from ..problems import Problem, problem_responses
 from .fits import CostOut, FilterDryRunOut, FitId, cost_json, visible_job
 
@@ -228,7 +228,7 @@ def evaluate(
     job_id: FitId,
     body: EvaluationRequest,
     request: Request,
-    idempotency_key: str | None = Header(None, max_length=200),
+    idempotency_key: IdempotencyKey = None,
     principal: Principal = Depends(require_role("owner", "analyst")),  # noqa: B008
 ) -> JSONResponse:
     db: Database = request.app.state.db

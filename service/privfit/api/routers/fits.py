@@ -19,7 +19,7 @@ from dataclasses import asdict
 from typing import Annotated, Any
 
 import numpy as np
-from fastapi import APIRouter, Depends, Header, Query, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import select
@@ -30,9 +30,10 @@ from privfit.db import Budget, Database, Dataset, Job
 from privfit.errors import ParameterError
 from privfit.jobs import cancel
 from privfit.ledger import allowance_for, budget_filter, estimate_for
-from privfit.privacy import PrivacyCost, curve_to_json, get_grid, pure_epsilon_to_json
+from privfit.privacy import DeltaAllowance, PrivacyCost, curve_to_json, get_grid, pure_epsilon_to_json
 from privfit.solvers.base import (
     MIN_EPSILON,
+    AnySolver,
     FitPlan,
     FitResult,
     NoiseOutlook,
@@ -46,7 +47,7 @@ from privfit.solvers.registry import get_solver
 from ..admission import Admission, AdmissionGroups
 from ..auth import Principal, require_role, usable_dataset, visible_dataset
 from ..encoding import UtcDateTime, public_json
-from ..idempotency import replayed
+from ..idempotency import IdempotencyKey, replayed
 from ..identifiers import ResourceId, id_path, is_resource_id, normalize_id
 from ..planning import PlannedFit, plan_key
 from ..problems import Problem, fit_not_found, problem_responses
@@ -223,16 +224,30 @@ def _plan(request: Request, body: FitRequest, principal: Principal) -> tuple[Dat
     allowance = allowance_for(budget) if solver.uses_delta_parts else None  # the plan reads it only then
 
     def compute() -> PlannedFit:
-        plan = solver.plan(params, meta, target_epsilon=body.privacy.epsilon, delta=budget.delta_max,
-                           grid=get_grid(budget.grid_name), delta_allowance=allowance)  # fmt: skip
-        settings_json = plan.resolved.model_dump(mode="json")
-        return PlannedFit(plan, cost=_cost_json(plan, budget), settings=settings_json,
-                          outlook=_outlook_json(solver.outlook(plan.resolved, meta)),
-                          stored_outlook=_stored_outlook(body.solver, settings_json))  # fmt: skip
+        return planned_fit(solver, params, meta, body.privacy.epsilon, budget, allowance)
 
     key = plan_key(body.solver, body.model, params, body.privacy.epsilon, meta, budget, allowance,
                    tuple(sorted(limits.items())))  # fmt: skip
     return dataset, budget, request.app.state.plans.get(key, compute)
+
+
+def planned_fit(
+    solver: AnySolver,
+    params: dict[str, Any],
+    meta: PublicMetadata,
+    target_epsilon: float | None,
+    budget: Budget,
+    allowance: DeltaAllowance | None,
+) -> PlannedFit:
+    """Plan a fit (validate, resolve — calibrate the noise —, cost) and render what an estimate or an admission
+    shows of it: the work of a plan-cache miss, from public inputs only. ``benchmarks/request_cost.py`` times this
+    very function over every solver's parameter space (issue 35: at most 1 s of CPU per plan)."""
+    plan = solver.plan(params, meta, target_epsilon=target_epsilon, delta=budget.delta_max,
+                       grid=get_grid(budget.grid_name), delta_allowance=allowance)  # fmt: skip
+    settings_json = plan.resolved.model_dump(mode="json")
+    return PlannedFit(plan, cost=_cost_json(plan, budget), settings=settings_json,
+                      outlook=_outlook_json(solver.outlook(plan.resolved, meta)),
+                      stored_outlook=_stored_outlook(solver.name, settings_json))  # fmt: skip
 
 
 def cost_json(cost: PrivacyCost, budget: Budget, formula_version: str) -> dict[str, Any]:
@@ -317,7 +332,7 @@ _FIT_HEADERS = {"Location": {"description": "The fit's URL.", "schema": {"type":
 def create_fit(
     body: FitRequest,
     request: Request,
-    idempotency_key: str | None = Header(None, max_length=200),
+    idempotency_key: IdempotencyKey = None,
     principal: Principal = Depends(require_role("owner", "analyst")),  # noqa: B008
 ) -> JSONResponse:
     db: Database = request.app.state.db
@@ -496,7 +511,7 @@ def predict(job_id: FitId, body: PredictRequest, request: Request,
     if dataset is None or dataset.deleted_at is not None:
         raise Problem(410, "Dataset deleted", f"fit {job_id} was trained on dataset {job.dataset_id}, which was "
                       "deleted; its model no longer serves predictions")  # fmt: skip
-    schema = DatasetSchema.model_validate(dataset.schema_json)
+    schema = DatasetSchema.from_stored(dataset.schema_json)
     encoded = encode_rows(body.rows, schema)
     result = FitResult(**{k: job.result[k] for k in ("solver", "model", "coefficients", "intercept")},
                        classes=job.result.get("classes"))  # fmt: skip

@@ -18,7 +18,7 @@ const ALLOWED = {
   ignore: ["name", "type"],
   transform: ["clip", "log", "standardize"],
   standardize: ["mean", "std", "clip_at"],
-  budget: ["epsilon", "delta", "approximate_delta"],
+  budget: ["epsilon", "delta", "approximate_delta", "slack_delta"],
   csv: ["header", "columns", "na_values", "delimiter", "comment"],
 };
 
@@ -161,6 +161,14 @@ export function validateSchema(schema) {
       if (!isNumber(approx) || approx < 0) report("schema.budget.approximate_delta", "must be a number ≥ 0");
       else if (isNumber(budget.delta) && approx >= budget.delta) {
         report("schema.budget.approximate_delta", `must be below delta = ${budget.delta}`);
+      }
+    }
+    const slack = budget.slack_delta;  // its part for approximate-RDP slacks: 0 ≤ slack ≤ approximate_delta
+    if (slack !== undefined && slack !== null) {
+      const pot = isNumber(approx) ? approx : isNumber(budget.delta) ? 0.1 * budget.delta : undefined;
+      if (!isNumber(slack) || slack < 0) report("schema.budget.slack_delta", "must be a number ≥ 0");
+      else if (pot !== undefined && slack > pot) {
+        report("schema.budget.slack_delta", `must be at most approximate_delta = ${pot}`);
       }
     }
   }
