@@ -263,7 +263,7 @@ def test_database_connections_dropped_during_a_job(postgresql_url: str, tmp_path
             stack(postgresql_url, tmp_path, settings) as (base, headers, dataset_id),
             celery_worker(postgresql_url, tmp_path, "w1", settings),
         ):
-            fit_id = submit(base, headers, dataset_id, steps=4000)
+            fit_id = submit(base, headers, dataset_id, steps=60_000)  # long enough to be seen running
             wait_running(base, headers, fit_id)
             with admin.connect() as connection:
                 dropped = connection.execute(

@@ -26,6 +26,7 @@ from sqlalchemy import select
 from privfit.db import Job, make_database
 
 LONG = {"privacy": {"epsilon": 0.5}, "params": {"steps": 60_000}}
+LONGEST = {"privacy": {"epsilon": 0.5}, "params": {"steps": 100_000}}  # dp_gd's largest step count
 FAST = {"PRIVFIT_LEASE_SECONDS": "2", "PRIVFIT_HEARTBEAT_SECONDS": "0.2", "PRIVFIT_POLL_SECONDS": "0.1"}
 
 
@@ -107,10 +108,13 @@ def serve(database_url: str, tmp_path: Path, name: str, **extra: str) -> Iterato
 def test_sigterm_stops_a_running_fit_at_its_next_step_and_the_next_start_runs_it(database_url: str, tmp_path: Path):
     owner, _ = keys_for(database_url)
     headers = {"Authorization": f"Bearer {owner}"}
-    with serve(database_url, tmp_path, "serve1", PRIVFIT_STOP_GRACE_SECONDS="60") as (base, proc):
+    with serve(database_url, tmp_path, "serve1", PRIVFIT_STOP_GRACE_SECONDS="60", PRIVFIT_HEARTBEAT_SECONDS="0.2") as (
+        base,
+        proc,
+    ):
         dataset_id = register(base, owner, 10.0)
-        fit_id = httpx.post(f"{base}/v1/fits", headers=headers, json={"dataset_id": dataset_id, **LONG}).json()["id"]
-        seen = wait_for(base, headers, fit_id, running)
+        fit_id = httpx.post(f"{base}/v1/fits", headers=headers, json={"dataset_id": dataset_id, **LONGEST}).json()["id"]
+        seen = wait_for(base, headers, fit_id, running)  # progress within a 0.2 s heartbeat
         os.kill(proc.pid, signal.SIGTERM)
         assert proc.wait(120) == 0  # a wait bound, not a timing: the fit alone would run far longer
     db = make_database(database_url)
