@@ -1,19 +1,24 @@
 """The ``privfit`` command: the server side (``serve``, ``worker``, ``migrate``, ``keys create``) and the client
 commands of :mod:`privfit.client.cli` (``datasets``, ``fit``, ``estimate``, ``fits``, ``predict``, ``budget``,
-``ledger``, ``solvers``, ``whoami``)."""
+``ledger``, ``solvers``, ``whoami``), and ``schema draft``, which runs locally (:mod:`privfit.client.schema_cli`).
+
+Start-up cost: ``privfit --help`` and the client commands import only what they use. This module imports nothing
+but :mod:`argparse` and the client's command table (:mod:`privfit.client.cli`, which needs httpx and rich only
+when a command runs); each server command imports the service (settings, database, numpy, scipy, …) inside its
+handler. ``benchmarks/cli_start.py`` measures it; ``tests/api/test_cli_start.py`` keeps the heavy packages out of
+``--help``.
+"""
 
 from __future__ import annotations
 
 import argparse
-import logging
-import signal
 import sys
-import threading
+from typing import TYPE_CHECKING
 
 from privfit.client.cli import add_client_commands, add_global_options
-from privfit.logs import configure_logging
-from privfit.privacy.noise import configure_sampler
-from privfit.settings import Settings, get_settings
+
+if TYPE_CHECKING:
+    from privfit.settings import Settings
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -23,6 +28,7 @@ def _serve(args: argparse.Namespace) -> int:
     happen once or that must fail the command runs here first, before the workers are forked: SQLite's migrations
     (not N processes racing), and the check that this process's dataset store holds the live datasets."""
     from privfit.api.serving import serve
+    from privfit.settings import get_settings
 
     settings = get_settings()
     workers = args.workers or settings.api_workers
@@ -63,10 +69,15 @@ def _startup_checks(settings: Settings) -> bool:
 
 
 def _worker(args: argparse.Namespace) -> int:
+    import signal
+    import threading
+
     from privfit.datasets.lifecycle import check_store
     from privfit.datasets.store import make_store
     from privfit.db import make_database
     from privfit.jobs import WorkerPool
+    from privfit.privacy.noise import configure_sampler
+    from privfit.settings import get_settings
 
     settings = get_settings()
     configure_sampler(settings.noise_sampler)
@@ -101,6 +112,7 @@ def _worker(args: argparse.Namespace) -> int:
 
 def _migrate(_: argparse.Namespace) -> int:
     from privfit.db.migrate import upgrade
+    from privfit.settings import get_settings
 
     upgrade(get_settings().database_url)
     print("database migrated to the latest revision")
@@ -108,11 +120,14 @@ def _migrate(_: argparse.Namespace) -> int:
 
 
 def _keys_create(args: argparse.Namespace) -> int:
+    import logging
+
     # the key is this command's output: Alembic's INFO lines (plugin set-up, one per migration) would bury it
     logging.getLogger("alembic").setLevel(logging.WARNING)
     from privfit.api.auth import create_api_key
     from privfit.db import make_database
     from privfit.db.migrate import upgrade
+    from privfit.settings import get_settings
 
     settings = get_settings()
     db = make_database(settings.database_url)
@@ -124,30 +139,63 @@ def _keys_create(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="privfit", description="Differentially private model fitting service.")
-    add_global_options(parser)
-    commands = parser.add_subparsers(dest="command", required=True)
-    serve = commands.add_parser("serve", help="run the API with its embedded worker pool")
-    serve.add_argument("--host", default="127.0.0.1")
-    serve.add_argument("--port", type=int, default=8000)
-    serve.add_argument("--log-level", default="info")
-    serve.add_argument("--workers", type=int, default=0, help="processes (default: PRIVFIT_API_WORKERS)")
-    serve.set_defaults(handler=_serve)
-    worker = commands.add_parser(
-        "worker", help="run a worker alone (no API): a polling pool, or a Celery worker with PRIVFIT_QUEUE=celery"
+def _schema(args: argparse.Namespace) -> int:
+    """``privfit schema draft FILE …``: runs locally, no server (:mod:`privfit.client.schema_cli`)."""
+    from privfit.client.schema_cli import main as schema_main
+
+    return schema_main(args.schema_args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``privfit`` command's parser: every command, with help text on every argument (building it imports
+    nothing beyond the client's command table)."""
+    parser = argparse.ArgumentParser(
+        prog="privfit",
+        description="Differentially private model fitting service: the server (serve, worker, migrate, keys create) "
+        "and its client. `privfit COMMAND --help` shows a command's arguments.",
     )
-    worker.add_argument("--concurrency", type=int, default=0, help="threads (default: PRIVFIT_WORKERS)")
+    add_global_options(parser)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    serve_help = "run the API with its embedded worker pool (settings from PRIVFIT_* variables)"
+    serve = commands.add_parser("serve", help=serve_help, description=serve_help)
+    serve.add_argument("--host", default="127.0.0.1", metavar="ADDRESS",
+                       help="address to listen on (default 127.0.0.1: this machine only)")  # fmt: skip
+    serve.add_argument("--port", type=int, default=8000, metavar="PORT", help="port to listen on (default 8000)")
+    serve.add_argument("--log-level", default="info", metavar="LEVEL",
+                       help="the HTTP server's log level: critical, error, warning, info, debug")  # fmt: skip
+    serve.add_argument("--workers", type=int, default=0, metavar="N",
+                       help="API processes (default: $PRIVFIT_API_WORKERS, 2)")  # fmt: skip
+    serve.set_defaults(handler=_serve)
+    worker_help = "run a worker alone (no API): a polling pool, or a Celery worker with PRIVFIT_QUEUE=celery"
+    worker = commands.add_parser("worker", help=worker_help, description=worker_help)
+    worker.add_argument("--concurrency", type=int, default=0, metavar="N",
+                        help="fits run at once (default: $PRIVFIT_WORKERS)")  # fmt: skip
     worker.set_defaults(handler=_worker)
     commands.add_parser("migrate", help="apply database migrations").set_defaults(handler=_migrate)
-    keys = commands.add_parser("keys", help="manage API keys").add_subparsers(dest="keys_command", required=True)
-    create = keys.add_parser("create", help="create an API key and print it once (on the server: its database)")
-    create.add_argument("--role", required=True, choices=["owner", "analyst", "admin"])
-    create.add_argument("--name", default="")
+    keys_parser = commands.add_parser("keys", help="manage API keys", description="manage API keys")
+    keys = keys_parser.add_subparsers(dest="keys_command", required=True)
+    create_help = "create an API key and print it once (on the server: its database)"
+    create = keys.add_parser("create", help=create_help, description=create_help)
+    create.add_argument("--role", required=True, choices=["owner", "analyst", "admin"],
+                        help="owner: uploads; analyst: fits the datasets granted to it; admin: keys")  # fmt: skip
+    create.add_argument("--name", default="", metavar="NAME", help="a display name for the key (default: none)")
     create.set_defaults(handler=_keys_create)
     add_client_commands(commands, keys=keys)
-    args = parser.parse_args(argv)
+    # `privfit schema …` hands every argument after `schema` to privfit.client.schema_cli, imported only when it
+    # runs (a prefix char no argument uses: `schema --help` and `schema draft … --json` are its to parse)
+    schema = commands.add_parser("schema", help="draft a dataset's schema from a CSV or Parquet file (locally)",
+                                 add_help=False, prefix_chars="\0")  # fmt: skip
+    schema.add_argument("schema_args", nargs=argparse.REMAINDER)
+    schema.set_defaults(handler=_schema, client_command=True)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     if not getattr(args, "client_command", False):  # the server's logging; client commands print only results
+        from privfit.logs import configure_logging
+        from privfit.settings import get_settings
+
         configure_logging(get_settings().log_format)
     return int(args.handler(args))
 

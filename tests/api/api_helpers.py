@@ -132,8 +132,9 @@ def wait_for(test_client: TestClient, fit_id: str, headers: dict[str, str], time
 
 
 def fit_and_wait(test_client: TestClient, keys: Keys, request: dict[str, Any]) -> tuple[dict, dict]:
-    """POST the fit (must be accepted, 202), wait for it to succeed with progress 1; (its admitted cost, its body)."""
-    created = test_client.post("/v1/fits", headers=keys.analyst, json=request)
+    """POST the fit (must be accepted, 202), wait for it to succeed with progress 1; (its admitted cost with its RDP
+    curve — asked for with ``include=rdp`` —, its body)."""
+    created = test_client.post("/v1/fits?include=rdp", headers=keys.analyst, json=request)
     assert created.status_code == 202, created.text
     done = wait_for(test_client, created.json()["id"], keys.analyst)
     assert done["status"] == "succeeded" and done["progress"] == 1.0, done

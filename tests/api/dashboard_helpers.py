@@ -82,6 +82,19 @@ def wait_fit(base: str, key: str, fit_id: str, timeout: float = FIT_WAIT) -> dic
     raise AssertionError(f"fit {fit_id} did not finish in {timeout:.0f} s: {body}")
 
 
+def fit_with_validation_rows(live: Live, name: str) -> str:
+    """A succeeded dp_gd fit (ε = 0.5), by the owner, on a new dataset with a 25 % validation split (its
+    evaluations can run); the fit's id."""
+    dataset_id = register(live.base, live.owner, 3.0, name, validation_fraction=0.25)
+    created = httpx.post(f"{live.base}/v1/fits", headers=bearer(live.owner), timeout=30, json={
+        "dataset_id": dataset_id, "solver": "dp_gd", "model": "logistic", "privacy": {"epsilon": 0.5},
+    })  # fmt: skip
+    assert created.status_code == 202, created.text
+    fit_id = str(created.json()["id"])
+    assert wait_fit(live.base, live.owner, fit_id)["status"] == "succeeded"
+    return fit_id
+
+
 def start_live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     """``privfit serve`` on a fresh SQLite database, with an owner's dataset (one small fit already done) granted
     to an analyst, a second dataset with a small budget, and an analyst key without any grant (the body of each

@@ -117,7 +117,7 @@ def job_rows(database_url: str, ids: list[str]) -> dict[str, Job]:
 
 def assert_ledger_exact(base: str, headers: dict[str, str], dataset_id: str, bodies: dict[str, dict]) -> None:
     """Each job: one reservation; one charge iff it started; the committed curve = Σ charges + live reservations."""
-    entries = httpx.get(f"{base}/v1/datasets/{dataset_id}/ledger?limit=1000", headers=headers,
+    entries = httpx.get(f"{base}/v1/datasets/{dataset_id}/ledger?limit=1000&include=rdp", headers=headers,
                         timeout=WAIT_SECONDS).json()["entries"]  # fmt: skip
     kinds: dict[str, list[str]] = {}
     for entry in entries:
@@ -135,7 +135,8 @@ def assert_ledger_exact(base: str, headers: dict[str, str], dataset_id: str, bod
     for entry in entries:
         if entry["kind"] == "charge" or (entry["kind"] == "reservation" and kinds[entry["job_id"]] == ["reservation"]):
             committed += np.array(entry["rdp"])
-    budget = httpx.get(f"{base}/v1/datasets/{dataset_id}/budget", headers=headers, timeout=WAIT_SECONDS).json()
+    budget = httpx.get(f"{base}/v1/datasets/{dataset_id}/budget?include=rdp", headers=headers,
+                       timeout=WAIT_SECONDS).json()  # fmt: skip
     np.testing.assert_allclose(budget["committed_rdp"], committed, rtol=1e-12, atol=1e-15)
 
 

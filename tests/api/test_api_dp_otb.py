@@ -34,7 +34,7 @@ def test_every_learner_fits_end_to_end_and_is_charged_its_cost(client, keys, lea
     grid = get_grid(cost["grid"])
     np.testing.assert_allclose(cost["rdp"], grid.orders * settings["rho"] ** 2 / 2, rtol=1e-12)
     assert PrivacyCost(np.array(cost["rdp"]), grid).epsilon(1e-6).epsilon <= 0.9
-    budget = client.get(f"/v1/datasets/{dataset_id}/budget", headers=keys.analyst).json()
+    budget = client.get(f"/v1/datasets/{dataset_id}/budget?include=rdp", headers=keys.analyst).json()
     np.testing.assert_allclose(budget["committed_rdp"], cost["rdp"], rtol=1e-12)
     entries = client.get(f"/v1/datasets/{dataset_id}/ledger", headers=keys.owner).json()["entries"]
     assert [entry["kind"] for entry in entries] == ["reservation", "charge"]

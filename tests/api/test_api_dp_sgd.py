@@ -49,7 +49,7 @@ def test_fits_end_to_end_and_is_charged_exactly_the_solver_cost(client, keys, pa
     expected = SOLVER.cost(settings, meta, grid)
     np.testing.assert_array_equal(np.array(cost["rdp"]), expected.rdp)  # the admitted cost IS the solver's cost
     assert PrivacyCost(np.array(cost["rdp"]), grid).epsilon(1e-6).epsilon <= 0.8
-    budget = client.get(f"/v1/datasets/{dataset_id}/budget", headers=keys.analyst).json()
+    budget = client.get(f"/v1/datasets/{dataset_id}/budget?include=rdp", headers=keys.analyst).json()
     np.testing.assert_array_equal(np.array(budget["committed_rdp"]), expected.rdp)
     entries = client.get(f"/v1/datasets/{dataset_id}/ledger", headers=keys.owner).json()["entries"]
     assert [entry["kind"] for entry in entries] == ["reservation", "charge"]

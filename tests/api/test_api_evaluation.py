@@ -83,8 +83,9 @@ def test_an_invalid_validation_fraction_is_a_422_naming_the_field(
 def test_evaluate_charges_the_ledger_before_reading_and_releases_metrics(client: TestClient, keys: Keys):
     dataset_id = split_dataset(client, keys)
     fit_id = fitted(client, keys, dataset_id)
-    before = client.get(f"/v1/datasets/{dataset_id}/budget", headers=keys.owner).json()
-    response = client.post(f"/v1/fits/{fit_id}/evaluate", headers=keys.analyst, json={"privacy": {"epsilon": 1.0}})
+    before = client.get(f"/v1/datasets/{dataset_id}/budget?include=rdp", headers=keys.owner).json()
+    response = client.post(f"/v1/fits/{fit_id}/evaluate?include=rdp", headers=keys.analyst,
+                           json={"privacy": {"epsilon": 1.0}})  # fmt: skip
     assert response.status_code == 201, response.text
     evaluation = response.json()
     assert evaluation["status"] == "succeeded" and evaluation["n_validation"] == 1000
@@ -100,7 +101,7 @@ def test_evaluate_charges_the_ledger_before_reading_and_releases_metrics(client:
     assert [(e["kind"], e["job_id"], e["evaluation_id"]) for e in entries[-2:]] == [
         ("reservation", None, evaluation["id"]), ("charge", None, evaluation["id"])
     ]  # fmt: skip
-    after = client.get(f"/v1/datasets/{dataset_id}/budget", headers=keys.owner).json()
+    after = client.get(f"/v1/datasets/{dataset_id}/budget?include=rdp", headers=keys.owner).json()
     added = curve_from_json(after["committed_rdp"]) - curve_from_json(before["committed_rdp"])
     assert list(added) == pytest.approx(list(curve_from_json(evaluation["cost"]["rdp"])), rel=1e-9, abs=1e-15)
     assert after["charged_epsilon"] > before["charged_epsilon"] and after["reserved_epsilon"] == 0.0
@@ -201,7 +202,7 @@ def test_an_evaluation_estimate_shows_the_cost_and_the_filter_and_charges_nothin
     fit_id = fitted(client, keys, dataset_id)
     before = ledger(client, dataset_id, keys)
     request = {"privacy": {"epsilon": 0.5}, "metrics": ["accuracy", "log_loss"]}
-    response = client.post(f"/v1/fits/{fit_id}/evaluate/estimate", headers=keys.analyst, json=request)
+    response = client.post(f"/v1/fits/{fit_id}/evaluate/estimate?include=rdp", headers=keys.analyst, json=request)
     assert response.status_code == 200, response.text
     estimate = response.json()
     assert estimate["admissible"] and estimate["n_validation"] == 1000 and estimate["epsilon_max"] == 2.0
@@ -211,7 +212,7 @@ def test_an_evaluation_estimate_shows_the_cost_and_the_filter_and_charges_nothin
     assert estimate["cost"]["pure_epsilon"] == pytest.approx(0.5)
     assert estimate["committed_epsilon_after"] > estimate["committed_epsilon_before"]
     assert ledger(client, dataset_id, keys) == before  # nothing written
-    charged = client.post(f"/v1/fits/{fit_id}/evaluate", headers=keys.analyst, json=request).json()
+    charged = client.post(f"/v1/fits/{fit_id}/evaluate?include=rdp", headers=keys.analyst, json=request).json()
     assert charged["cost"]["rdp"] == estimate["cost"]["rdp"]  # the estimate is the charge
     too_much = client.post(f"/v1/fits/{fit_id}/evaluate/estimate", headers=keys.analyst,
                            json={"privacy": {"epsilon": 50.0}})  # fmt: skip

@@ -173,7 +173,7 @@ def test_what_an_analyst_sees_of_the_release_beyond_the_noisy_statistics_does_no
     for seed in (1, 2):
         dataset_id = _upload(client, keys, csv=wide_csv(seed=seed))
         dataset = client.get(f"/v1/datasets/{dataset_id}", headers=keys.analyst).json()
-        ledger = client.get(f"/v1/datasets/{dataset_id}/ledger", headers=keys.analyst).json()["entries"]
+        ledger = client.get(f"/v1/datasets/{dataset_id}/ledger?include=rdp", headers=keys.analyst).json()["entries"]
         views.append((dataset, ledger))
     (a, ledger_a), (b, ledger_b) = views
     for key in ("share", "epsilon", "committed_epsilon", "noise_variance", "bins", "mechanism"):

@@ -50,7 +50,9 @@ def test_64_concurrent_fit_requests_admit_exactly_k(database_url: str, tmp_path:
     fit = {"model": "logistic", "solver": "dp_gd", "privacy": {"epsilon": 0.3}}
     with server(database_url, tmp_path, PRIVFIT_QUEUE="none", PRIVFIT_API_WORKERS=str(api_workers)) as base:
         probe = register(base, owner, 100.0)
-        cost = httpx.post(f"{base}/v1/fits/estimate", headers=headers, json={"dataset_id": probe, **fit}).json()["cost"]
+        estimate = httpx.post(f"{base}/v1/fits/estimate", headers=headers, params={"include": "rdp"},
+                              json={"dataset_id": probe, **fit})  # fmt: skip
+        cost = estimate.json()["cost"]
         one = PrivacyCost(np.array(cost["rdp"]), get_grid(cost["grid"]))
         limit = ((one * admitted).epsilon(1e-6).epsilon + (one * (admitted + 1)).epsilon(1e-6).epsilon) / 2
         dataset_id = register(base, owner, limit)

@@ -26,14 +26,15 @@ def test_cached_and_uncached_plans_answer_identically(idle_client: TestClient, i
     dataset_id = upload(idle_client, idle_keys, epsilon=100.0)
     request = {"dataset_id": dataset_id, **FIT, "params": {"steps": 50}}
     plans: PlanCache = idle_client.app.state.plans
-    first = idle_client.post("/v1/fits/estimate", headers=idle_keys.analyst, json=request)
-    cached = idle_client.post("/v1/fits/estimate", headers=idle_keys.analyst, json=request)
+    first = idle_client.post("/v1/fits/estimate?include=rdp", headers=idle_keys.analyst, json=request)
+    cached = idle_client.post("/v1/fits/estimate?include=rdp", headers=idle_keys.analyst, json=request)
     assert first.status_code == cached.status_code == 200, first.text
     assert plans.hits >= 1
     idle_client.app.state.plans = PlanCache(size=0)  # nothing kept: every request plans anew
-    uncached = idle_client.post("/v1/fits/estimate", headers=idle_keys.analyst, json=request)
+    uncached = idle_client.post("/v1/fits/estimate?include=rdp", headers=idle_keys.analyst, json=request)
     assert first.content == cached.content == uncached.content
-    other = idle_client.post("/v1/fits/estimate", headers=idle_keys.analyst, json={**request, "params": {"steps": 60}})
+    other = idle_client.post("/v1/fits/estimate?include=rdp", headers=idle_keys.analyst,
+                             json={**request, "params": {"steps": 60}})  # fmt: skip
     assert other.json()["settings"]["steps"] == 60 and other.json()["cost"] != first.json()["cost"]
 
 
@@ -109,7 +110,8 @@ def test_a_batch_admits_in_order_and_each_member_gets_its_own_outcome(idle_clien
     """One shared transaction: fits admitted in arrival order until the budget is full, then refused (409), and a
     revoked key's fit refused (401) without touching the others; the ledger holds exactly the admitted ones."""
     probe = upload(idle_client, idle_keys, epsilon=100.0)
-    estimate = idle_client.post("/v1/fits/estimate", headers=idle_keys.owner, json={"dataset_id": probe, **FIT})
+    estimate = idle_client.post("/v1/fits/estimate?include=rdp", headers=idle_keys.owner,
+                                json={"dataset_id": probe, **FIT})  # fmt: skip
     cost = estimate.json()["cost"]
     one = PrivacyCost(np.array(cost["rdp"], dtype=float), get_grid(cost["grid"]))
     limit = ((one * 2).epsilon(cost["delta"]).epsilon + (one * 3).epsilon(cost["delta"]).epsilon) / 2
@@ -140,7 +142,8 @@ def test_a_batch_that_fails_as_a_whole_is_run_one_transaction_each(idle_client: 
     """Two fits under one Idempotency-Key in one batch: the shared transaction fails on the unique constraint, the
     members are run again alone — the first is admitted, the second gets the constraint's error (the API replays)."""
     dataset_id = upload(idle_client, idle_keys, epsilon=100.0)
-    estimate = idle_client.post("/v1/fits/estimate", headers=idle_keys.owner, json={"dataset_id": dataset_id, **FIT})
+    estimate = idle_client.post("/v1/fits/estimate?include=rdp", headers=idle_keys.owner,
+                                json={"dataset_id": dataset_id, **FIT})  # fmt: skip
     owner = authenticate(idle_client.app.state.db, idle_keys.owner["Authorization"])
     first, second = (_admission(idle_client, dataset_id, owner, estimate.json()) for _ in range(2))
     first.job["idempotency_key"] = second.job["idempotency_key"] = "same"

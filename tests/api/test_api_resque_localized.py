@@ -57,7 +57,7 @@ def test_enabled_a_tiny_fit_runs_and_the_ledger_holds_its_approximate_rdp_charge
     assert cost["epsilon"] <= 1.0
     assert PrivacyCost(curve, grid, 0.0, cost["approx_delta"]).epsilon(1e-6).epsilon == pytest.approx(cost["epsilon"])
     assert len(done["result"]["coefficients"]) == 5 and math.isfinite(done["result"]["intercept"])
-    ledger = client.get(f"/v1/datasets/{dataset_id}/ledger", headers=keys.owner).json()
+    ledger = client.get(f"/v1/datasets/{dataset_id}/ledger?include=rdp", headers=keys.owner).json()
     assert [e["kind"] for e in ledger["entries"]] == ["reservation", "charge"]
     assert all(None in e["rdp"] and e["approx_delta"] > 0 for e in ledger["entries"])
     budget = client.get(f"/v1/datasets/{dataset_id}/budget", headers=keys.owner)

@@ -18,8 +18,8 @@ import pyarrow.parquet as pq
 import pytest
 from process_helpers import PRIVFIT, environment, keys_for, register, server, sqlite_server
 from sqlalchemy import create_engine, text
+from walkthrough import clone_environment, section, shape_matches, steps
 from walkthrough import run as run_walkthrough
-from walkthrough import section, shape_matches, steps
 
 from privfit.client.cli import (
     EXIT_AUTH,
@@ -52,14 +52,16 @@ def cli_env(database_url: str, tmp_path: Path, base: str, key: str | None) -> di
     return env
 
 
-def test_the_docs_cli_example_runs_verbatim(database_url: str, tmp_path: Path):
-    """docs/client.md's CLI walkthrough as printed, then its console example (the 409 over-budget message, exit 6):
-    every step succeeds and every answer shown has the shape printed (:mod:`walkthrough`; issue 24)."""
-    walk = steps(section((REPO / "docs" / "client.md").read_text(), "## CLI"))
+def test_the_docs_cli_example_runs_verbatim(database_url: str, tmp_path: Path, clone: Path):
+    """docs/client.md's CLI walkthrough as printed, from a fresh clone with nothing beside it (issue 36), then its
+    console example (the 409 over-budget message, exit 6): every step succeeds and every answer shown has the shape
+    printed (:mod:`walkthrough`; issue 24)."""
+    walk = steps(section((clone / "docs" / "client.md").read_text(), "## CLI"))
     assert any(step.may_fail for step in walk) and any(step.expected == "6" for step in walk)
     _, admin = keys_for(database_url)
     with server(database_url, tmp_path) as base:
-        outputs = run_walkthrough(walk, cwd=REPO, env=cli_env(database_url, tmp_path, base, None), timeout=300)
+        env = clone_environment(clone, cli_env(database_url, tmp_path, base, None))
+        outputs = run_walkthrough(walk, cwd=clone, env=env, timeout=300)
         headers = {"Authorization": f"Bearer {admin}"}
         (dataset,) = httpx.get(f"{base}/v1/datasets", headers=headers).json()
         (fit,) = httpx.get(f"{base}/v1/fits", params={"dataset_id": dataset["id"]}, headers=headers).json()
@@ -276,7 +278,8 @@ def test_keys_and_grants_are_listed_and_revoked_from_the_cli(live: dict[str, str
     assert run(owner, "datasets", "grant", dataset, key_id).returncode == EXIT_OK
     grants = json.loads(run(owner, "datasets", "grants", dataset, "--json").stdout)
     assert [g["api_key_id"] for g in grants] == [key_id]
-    assert key_id in run(owner, "datasets", "grants", dataset).stdout
+    shown = run(owner, "datasets", "grants", dataset).stdout
+    assert key_id in shown and "[bold]temp[/bold]" in shown  # the key's name, printed as plain text, and its id
     revoked = run(owner, "datasets", "revoke", dataset, key_id)
     assert revoked.returncode == EXIT_OK and "may no longer see or fit" in revoked.stderr
     again = run(owner, "datasets", "revoke", dataset, key_id)

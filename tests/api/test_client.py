@@ -55,13 +55,13 @@ def schema(epsilon: float) -> dict:
 
 
 def test_the_docs_python_example_runs(live: dict[str, str], capsys: pytest.CaptureFixture[str],
-                                     monkeypatch: pytest.MonkeyPatch):  # fmt: skip
+                                     monkeypatch: pytest.MonkeyPatch, clone: Path):  # fmt: skip
     """docs/client.md's Python block as printed (issue 24): the server and key from PRIVFIT_URL and PRIVFIT_API_KEY,
-    the example's paths relative to the repository."""
-    monkeypatch.chdir(REPO)
+    the example's paths relative to a fresh clone with nothing beside it (issue 36)."""
+    monkeypatch.chdir(clone)
     monkeypatch.setenv("PRIVFIT_URL", live["base"])
     monkeypatch.setenv("PRIVFIT_API_KEY", live["owner"])
-    doc = (REPO / "docs" / "client.md").read_text()
+    doc = (clone / "docs" / "client.md").read_text()
     section = doc.split("\n## Python client\n", 1)[1].split("\n## ", 1)[0]
     code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     exec(compile(code, "docs/client.md", "exec"), {"__name__": "client_doc"})
@@ -224,6 +224,10 @@ def test_a_fit_whose_answer_is_lost_is_retried_with_its_key_and_charged_once(liv
 
 
 # --- the retry policy, against scripted transports ------------------------------------------------
+#: A dataset id (a name would first be looked up with GET /v1/datasets, an extra scripted answer)
+DATASET_ID = "3fa85f64-5717-4562-b3fc-2c963f66afa6"
+
+
 def scripted(*answers: int | type[Exception]) -> tuple[httpx.MockTransport, list[httpx.Request]]:
     """A transport answering each request with the next status (a JSON body) or raising the next exception."""
     seen: list[httpx.Request] = []
@@ -243,11 +247,11 @@ def scripted(*answers: int | type[Exception]) -> tuple[httpx.MockTransport, list
 def test_fit_creation_retries_503_and_dropped_reads_with_one_idempotency_key():
     transport, seen = scripted(503, httpx.ReadError, 202)
     with Client("http://privfit.test", "pf_a_b", transport=transport, backoff=0.001) as client:
-        assert client.fit("d", epsilon=1.0, idempotency_key="mine").id == "f1"
+        assert client.fit(DATASET_ID, epsilon=1.0, idempotency_key="mine").id == "f1"
     assert [r.headers["Idempotency-Key"] for r in seen] == ["mine"] * 3
     transport, seen = scripted(202)
     with Client("http://privfit.test", "pf_a_b", transport=transport) as client:
-        client.fit("d", epsilon=1.0)
+        client.fit(DATASET_ID, epsilon=1.0)
     assert re.fullmatch(r"[0-9a-f-]{36}", seen[0].headers["Idempotency-Key"])  # a fresh UUID by default
 
 
@@ -271,7 +275,7 @@ def test_gives_up_after_the_allowed_retries_with_the_typed_error():
     assert len(seen) == 3
     transport, seen = scripted(503)
     with Client("http://privfit.test", transport=transport, retries=0) as client, pytest.raises(ServerError):
-        client.budget("d")
+        client.budget(DATASET_ID)
     assert len(seen) == 1
 
 

@@ -31,7 +31,6 @@ from dashboard_helpers import (
     WAIT,
     Live,
     by_testid,
-    chromium,
     login,
     screenshot,
     start_live,
@@ -52,13 +51,6 @@ NARROW = 420
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     """This module's own server (:func:`dashboard_helpers.start_live`): its tests add and delete datasets."""
     yield from start_live(tmp_path_factory)
-
-
-@pytest.fixture
-def driver(tmp_path: Path) -> Iterator[WebDriver]:
-    """A fresh headless Chromium that fails the test on a console error (:func:`dashboard_helpers.chromium`)."""
-    with chromium(tmp_path) as browser:
-        yield browser
 
 
 def _type(element: WebElement, text: str) -> None:
@@ -443,7 +435,7 @@ def _wait_download(folder: Path, timeout: float = WAIT) -> Path:
 def test_coefficients_sort_by_column_and_download_as_csv_and_settings_show_once(
     live: Live, driver: WebDriver, tmp_path: Path
 ):
-    fit: dict[str, Any] = live.get(f"/v1/fits/{live.warmup_fit_id}")
+    fit: dict[str, Any] = live.get(f"/v1/fits/{live.warmup_fit_id}?include=metadata")  # the whole release metadata
     names, values = fit["result"]["feature_names"], fit["result"]["coefficients"]
     login(driver, live.base, live.owner)
     driver.get(f"{live.base}/ui#/fits/{live.warmup_fit_id}")

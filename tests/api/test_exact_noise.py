@@ -61,7 +61,7 @@ def test_what_has_no_exact_sampler_is_refused_naming_the_field(exact, solver: st
     assert answer.status_code == 422, answer.text
     problem = answer.json()
     assert field in str(problem) and "noise_sampler = exact" in str(problem)
-    budget = client.get(f"/v1/datasets/{dataset_id}/budget", headers=keys.analyst).json()
+    budget = client.get(f"/v1/datasets/{dataset_id}/budget?include=rdp", headers=keys.analyst).json()
     assert not any(budget["committed_rdp"])  # nothing charged
 
 

@@ -37,6 +37,22 @@ def test_the_api_reference_renders_with_no_route_to_the_internet(live: Live, dri
     screenshot(driver, "30-api-reference-offline.png")
 
 
+def test_redoc_renders_with_no_route_to_the_internet_and_fetches_nothing_else(live: Live, driver: WebDriver) -> None:
+    """Issue 36: ReDoc's page renders air-gapped, every resource it loads is the service's own (its bundle's credit
+    logo, fetched from cdn.redoc.ly as shipped, is an inline image in the bundle served), and nothing fails."""
+    driver.get(f"{live.base}/redoc")
+    title = wait(driver, lambda b: b.find_elements(By.CSS_SELECTOR, ".api-info h1"), "ReDoc's title")
+    assert "privfit" in title[0].text
+    operations = wait(driver, lambda b: b.find_elements(By.CSS_SELECTOR, "[data-section-id^='operation/']"),
+                      "the operations")  # fmt: skip
+    assert len(operations) > 20
+    logo = wait(driver, lambda b: b.find_elements(By.CSS_SELECTOR, "img[alt='redocly logo']"), "the credit's logo")
+    assert logo[0].get_attribute("src").startswith("data:image/svg+xml,")
+    loaded = driver.execute_script("return performance.getEntriesByType('resource').map(e => e.name)")
+    assert loaded and all(url.startswith((live.base, "data:")) for url in loaded), loaded
+    screenshot(driver, "31-redoc-offline.png")
+
+
 def test_the_front_door_links_where_things_are(live: Live, driver: WebDriver) -> None:
     driver.get(f"{live.base}/")
     links = {a.get_attribute("href").removeprefix(live.base) for a in driver.find_elements(By.TAG_NAME, "a")}

@@ -8,6 +8,8 @@ import re
 import pytest
 from fastapi.testclient import TestClient
 
+from privfit.api.reference import ASSET_DIR, REDOC_LOGO, REDOC_REMOTE_LOGO
+
 #: an absolute or protocol-relative URL of another host (XML/SVG namespace identifiers are names, never fetched)
 EXTERNAL = re.compile(r"""(?:https?:)?//(?!www\.w3\.org/)[a-z0-9-]+(?:\.[a-z0-9-]+)+""", re.I)
 
@@ -46,6 +48,21 @@ def test_the_api_reference_is_served_from_the_package(idle_client: TestClient) -
     assert script.status_code == 200 and len(script.content) > 500_000  # the real bundle, not a stub
     redoc = idle_client.get("/redoc").text
     assert "/docs/assets/redoc.standalone.js" in redoc and "fonts.googleapis" not in redoc
+
+
+def test_redocs_bundle_is_served_without_its_remote_logo(idle_client: TestClient) -> None:
+    """Issue 36: ReDoc's bundle fetches the logo of its "API docs by Redocly" credit from cdn.redoc.ly; the bundle
+    served is the shipped one with that URL (and only it) replaced by an inline image, and it revalidates by ETag."""
+    shipped = (ASSET_DIR / "redoc.standalone.js").read_bytes()
+    assert shipped.count(REDOC_REMOTE_LOGO) == 1  # the fetch this test is about is still in the package's bundle
+    served = idle_client.get("/docs/assets/redoc.standalone.js")
+    assert served.status_code == 200 and served.headers["content-type"].startswith("text/javascript")
+    assert b"cdn.redoc.ly" not in served.content and served.content.count(REDOC_LOGO) == 1
+    assert served.content == shipped.replace(REDOC_REMOTE_LOGO, REDOC_LOGO)  # nothing else changed
+    etag = served.headers["etag"]
+    again = idle_client.get("/docs/assets/redoc.standalone.js", headers={"if-none-match": etag})
+    assert again.status_code == 304 and again.headers["etag"] == etag and not again.content
+    assert idle_client.get("/docs/assets/swagger-ui.css").status_code == 200  # the other assets as shipped
 
 
 def test_the_front_door_says_where_things_are(idle_client: TestClient) -> None:

@@ -10,12 +10,17 @@ exit status itself (``echo $?``).
 Answers are compared by *shape* (:func:`shape_matches`): a JSON answer is re-printed with ``", "`` / ``": "``
 separators in its own key order; in both the answer and the comment, UUIDs become ``<id>`` and numbers ``<n>``
 (ids and numbers vary from run to run), and ``…`` in the comment matches anything.
+
+Walkthroughs run from a *fresh clone* (:func:`fresh_clone`): a copy of the repository's files in a directory with
+nothing beside it, so a walkthrough that reads a file outside the repository fails as it would for a new user.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
+import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -120,3 +125,46 @@ def shape_matches(expected: str, answer: str) -> bool:
     pattern = _mask(_ELIDED_UUID.sub("<id>", expected))
     regex = ".*?".join(re.escape(piece) for piece in pattern.split("…"))
     return re.fullmatch(regex, _mask(normalised(answer)), re.S) is not None
+
+
+def repository_files(repo: Path) -> list[Path]:
+    """The files a clone of ``repo`` would have, with the work not yet committed: those git tracks or would track
+    (``git ls-files --cached --others --exclude-standard``) that exist in the working tree, relative to ``repo``."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=repo,
+                            check=True, capture_output=True).stdout.decode()  # fmt: skip
+    return [Path(name) for name in listed.split("\0") if name and (repo / name).is_file()]
+
+
+def venv_is_current(repo: Path) -> bool:
+    """Whether ``repo``'s .venv holds an install of its pyproject.toml, by the stamp scripts/setup-venv.sh writes
+    (``<sha256 of pyproject.toml and the venv's Python version> <extras>``): then that script skips pip."""
+    stamp = repo / ".venv" / ".privfit-install"
+    python = repo / ".venv" / "bin" / "python"
+    if not (stamp.is_file() and python.exists()):
+        return False
+    version = subprocess.run([str(python), "--version"], check=True, capture_output=True).stdout
+    fingerprint = hashlib.sha256((repo / "pyproject.toml").read_bytes() + version).hexdigest()
+    return stamp.read_text().split(" ", 1)[0].strip() == fingerprint
+
+
+def fresh_clone(repo: Path, parent: Path) -> Path:
+    """A copy of ``repo``'s files (:func:`repository_files`) at ``parent/<repo's name>``, with nothing else in
+    ``parent`` (so no ``../shared``), and ``repo``'s .venv linked in: installing it afresh would take minutes.
+
+    The link is safe only while scripts/setup-venv.sh skips pip (:func:`venv_is_current`; callers check it):
+    otherwise it would re-install the editable package into the shared .venv from the copy. The .venv's editable
+    install points at ``repo/service``; run the copy's own code by putting ``<clone>/service`` first on PYTHONPATH
+    (:func:`clone_environment`)."""
+    clone = parent / repo.name
+    for name in repository_files(repo):
+        (clone / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(repo / name, clone / name, follow_symlinks=False)
+    (clone / ".venv").symlink_to(repo / ".venv", target_is_directory=True)
+    assert sorted(entry.name for entry in parent.iterdir()) == [clone.name], "the clone must be alone in its folder"
+    return clone
+
+
+def clone_environment(clone: Path, env: dict[str, str]) -> dict[str, str]:
+    """``env`` with ``clone``'s package first on PYTHONPATH: the linked .venv then imports privfit from the clone
+    (its own code, migrations and static files), as a clone's own editable install would."""
+    return {**env, "PYTHONPATH": str(clone / "service")}

@@ -23,6 +23,7 @@ from privfit.settings import Settings, get_settings
 from privfit.ui import mount_ui
 
 from .admission import AdmissionGroups
+from .headroom import HeadroomCache
 from .limits import BodySizeLimit, UploadConcurrencyLimit
 from .planning import PlanCache
 from .problems import finish_openapi, install_problem_handlers
@@ -94,6 +95,7 @@ def create_app(settings: Settings | None = None, *, run_workers: bool | None = N
     )
     app.state.settings = settings
     app.state.plans = PlanCache()  # fit plans by their public inputs (estimates and admissions)
+    app.state.headroom = HeadroomCache()  # the largest admissible ε of a fit request, by its public inputs
     app.openapi = finish_openapi(app)  # type: ignore[method-assign]
     install_problem_handlers(app)
     for router in (health.router, keys.router, datasets.router, fits.router, evaluations.router, solvers.router):

@@ -18,8 +18,6 @@ and the JSON members are only ever serialised (into a response or a JSON column)
 from __future__ import annotations
 
 import json
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +26,8 @@ from privfit.db import Budget
 from privfit.privacy import DeltaAllowance
 from privfit.privacy.noise import current_sampler
 from privfit.solvers.base import FitPlan, PublicMetadata
+
+from .lru import LruCache
 
 #: Entries kept per process; one entry is a few kilobytes (a 156-order curve twice: as floats and as JSON).
 PLAN_CACHE_SIZE = 1024
@@ -73,34 +73,18 @@ def plan_key(
     return (solver, model, canonical, target_epsilon, meta, budget_key(budget), allowance, limits, sampler)
 
 
-class PlanCache:
-    """A thread-safe LRU of :class:`PlannedFit` by :func:`plan_key` (at most ``size`` entries)."""
+class PlanCache(LruCache[PlannedFit]):
+    """The :class:`PlannedFit` of requests by :func:`plan_key` (at most ``size`` entries)."""
 
     def __init__(self, size: int = PLAN_CACHE_SIZE) -> None:
-        self.size = size
-        self._entries: OrderedDict[tuple[Hashable, ...], PlannedFit] = OrderedDict()
-        self._lock = threading.Lock()
-        self.hits = 0
-        self.misses = 0
+        super().__init__(size)
 
     def get(self, key: tuple[Hashable, ...], compute: Callable[[], PlannedFit]) -> PlannedFit:
         """The entry of ``key``, computed by ``compute()`` (outside the lock) on a miss; errors are not cached."""
-        with self._lock:
-            entry = self._entries.get(key)
-            if entry is not None:
-                self._entries.move_to_end(key)
-                self.hits += 1
-                return entry
-            self.misses += 1
-        entry = compute()
-        entry.plan.cost.rdp.flags.writeable = False  # shared between requests: nobody may modify it in place
-        with self._lock:
-            self._entries[key] = entry
-            self._entries.move_to_end(key)
-            while len(self._entries) > self.size:
-                self._entries.popitem(last=False)
-        return entry
 
-    def clear(self) -> None:
-        with self._lock:
-            self._entries.clear()
+        def frozen() -> PlannedFit:
+            entry = compute()
+            entry.plan.cost.rdp.flags.writeable = False  # shared between requests: nobody may modify it in place
+            return entry
+
+        return super().get(key, frozen)

@@ -38,6 +38,7 @@ from privfit.errors import ParameterError
 from privfit.ledger import BudgetExceededError
 
 from .encoding import public_json
+from .identifiers import MalformedId, malformed_path_id
 from .limits import JsonLimitError, loads_limited
 
 PROBLEM_JSON = "application/problem+json"
@@ -70,13 +71,22 @@ class ProblemDetails(BaseModel):
     code: str | None = Field(
         None,
         description="A stable machine-readable code where the problem has one: dataset_not_found, fit_not_found, "
-        "key_not_found, grant_not_found.",
+        "key_not_found, grant_not_found; malformed_id (404: the path has something other than an id where an id "
+        "belongs, e.g. a dataset's name).",
     )
-    errors: list[ProblemError] | None = Field(None, description="422: each invalid field.")
+    errors: list[ProblemError] | None = Field(
+        None, description="422: each invalid field; 404 malformed_id: the path parameter (`loc` path, name)."
+    )
     field: str | None = Field(None, description="The request field the problem is about.")
     parameter: str | None = Field(None, description="422 Invalid parameter: the solver parameter at fault.")
     setting: str | None = Field(None, description="413/429: the server setting whose limit was reached.")
     limit: int | None = Field(None, description="413/429: that setting's value.")
+    max_admissible_epsilon: float | None = Field(
+        None,
+        description="409 Privacy budget exceeded (a fit): the largest target ε (privacy.epsilon) at which the "
+        "dataset's privacy filter would admit the same solver, model and parameters now, rounded down to 4 "
+        "significant digits (0 when none is admissible); as in a fit estimate.",
+    )
 
 
 #: What each status means across the API (the OpenAPI description of that response).
@@ -175,6 +185,8 @@ def install_problem_handlers(app: FastAPI) -> None:
     async def _http(request: Request, error: StarletteHTTPException) -> JSONResponse:
         if _is_json_limit_failure(error):
             return await _json_limit_problem(request)
+        if error.status_code == 404 and (malformed := _malformed_id(request)) is not None:  # no route: a bad id?
+            return problem_response(404, "Not Found", malformed.detail, request.url.path, **malformed.problem_members())
         response = problem_response(error.status_code, _title(error.status_code), str(error.detail), request.url.path)
         for name, value in (error.headers or {}).items():
             response.headers[name] = value
@@ -184,11 +196,12 @@ def install_problem_handlers(app: FastAPI) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _validation(request: Request, error: RequestValidationError) -> JSONResponse:
-        form = _is_form(request)
+        form, content_type = _is_form(request), _content_type(request)
         errors = [
-            {"loc": [str(part) for part in item.get("loc", ())], "msg": _message(item, form), "type": item.get("type")}
+            {"loc": [str(part) for part in item.get("loc", ())], "msg": _message(item, form, content_type),
+             "type": item.get("type")}
             for item in error.errors()
-        ]
+        ]  # fmt: skip
         detail = "; ".join(f"{'.'.join(e['loc'])}: {e['msg']}" for e in errors) or "invalid request"
         return problem_response(422, "Invalid request", detail, request.url.path, errors=errors)
 
@@ -263,14 +276,48 @@ _FORM_FIELDS = {
 }
 
 
+def _content_type(request: Request) -> str:
+    """The request's media type, lower case, without parameters ("" without the header)."""
+    return request.headers.get("content-type", "").split(";")[0].strip().lower()
+
+
 def _is_form(request: Request) -> bool:
-    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    return content_type in ("multipart/form-data", "application/x-www-form-urlencoded")
+    return _content_type(request) in ("multipart/form-data", "application/x-www-form-urlencoded")
 
 
-def _message(item: Any, form: bool) -> str:
-    """A validation error's message; a missing form field (which includes one sent empty) says what it must hold."""
+def _malformed_id(request: Request) -> MalformedId | None:
+    """For a 404 of the routing (no route matched): the id path parameter holding something else, if that is why
+    (:func:`~privfit.api.identifiers.malformed_path_id`)."""
+    root, path = str(request.scope.get("root_path", "")), request.url.path
+    return malformed_path_id(_route_paths(request.app.router.routes), path.removeprefix(root) if root else path)
+
+
+def _route_paths(routes: list[Any]) -> list[str]:
+    """The path templates of the app's routes, those of included routers too (which this FastAPI keeps nested:
+    :func:`fastapi.routing.iter_route_contexts` walks them; older versions list them flat)."""
+    try:
+        from fastapi.routing import iter_route_contexts
+    except ImportError:  # pragma: no cover - FastAPI before nested included routers
+        return [path for route in routes if isinstance(path := getattr(route, "path", None), str)]
+    return [path for context in iter_route_contexts(routes) if isinstance(path := context.path, str)]
+
+
+#: FastAPI reads a body as JSON only when its Content-Type says JSON: anything else (curl -d sends
+#: application/x-www-form-urlencoded; no header at all) reaches validation as bytes, "not an object".
+_NOT_READ_AS_JSON = frozenset({"model_attributes_type", "dict_type", "model_type", "missing"})
+
+
+def _message(item: Any, form: bool, content_type: str = "") -> str:
+    """A validation error's message; a missing form field (which includes one sent empty) says what it must hold,
+    and a JSON body sent without ``Content-Type: application/json`` says to send that header."""
     loc = tuple(item.get("loc", ()))
+    json_sent = content_type == "application/json" or content_type.endswith("+json")
+    if loc == ("body",) and item.get("type") in _NOT_READ_AS_JSON and not json_sent:
+        sent = f"Content-Type: {content_type}" if content_type else "no Content-Type"
+        return (
+            f"{item.get('msg', '')}: the body must be a JSON object sent with the header Content-Type: "
+            f"application/json (this request has {sent}; with curl: -H 'Content-Type: application/json')"
+        )
     if form and item.get("type") == "missing" and len(loc) == 2 and loc[0] == "body":
         what = _FORM_FIELDS.get(str(loc[1]))
         if what:

@@ -3,9 +3,15 @@
 Errors are typed exceptions carrying the server's problem+json (:mod:`privfit.client.errors`); answers are typed
 dataclasses (:mod:`privfit.client.models`). The ``privfit`` command's client commands
 (:mod:`privfit.client.cli`) are built on it.
+
+``Client`` and the errors of dataset names (:class:`~privfit.client._client.UnknownDatasetNameError`,
+:class:`~privfit.client._client.AmbiguousDatasetNameError`) live in ``_client``, which imports httpx: they are
+imported on first use (:func:`__getattr__`), so that ``import privfit.client.cli`` for ``privfit --help`` loads only
+the standard library (the other errors and the models are plain classes and dataclasses).
 """
 
-from ._client import Client
+from typing import TYPE_CHECKING, Any
+
 from .errors import (
     ApiError,
     AuthenticationError,
@@ -32,6 +38,7 @@ from .models import (
     Evaluation,
     EvaluationEstimate,
     Fit,
+    FitPrivacy,
     FitResult,
     Grant,
     LedgerEntry,
@@ -43,7 +50,24 @@ from .models import (
     SolverInfo,
 )
 
+if TYPE_CHECKING:
+    from ._client import AmbiguousDatasetNameError, Client, UnknownDatasetNameError
+
+_LAZY = frozenset({"AmbiguousDatasetNameError", "Client", "UnknownDatasetNameError"})
+
+
+def __getattr__(name: str) -> Any:
+    """The members of ``_client`` on first access (PEP 562): importing it imports httpx, which a bare
+    ``privfit --help`` never needs."""
+    if name in _LAZY:
+        from . import _client
+
+        return getattr(_client, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
+    "AmbiguousDatasetNameError",
     "ApiError",
     "ApiKeyInfo",
     "AuthenticationError",
@@ -59,6 +83,7 @@ __all__ = [
     "EvaluationEstimate",
     "Fit",
     "FitFailedError",
+    "FitPrivacy",
     "FitResult",
     "Grant",
     "InvalidRequestError",
@@ -76,5 +101,6 @@ __all__ = [
     "ServerError",
     "SolverInfo",
     "TransportError",
+    "UnknownDatasetNameError",
     "WaitTimeoutError",
 ]

@@ -13,14 +13,23 @@ Retries (``retries`` extra attempts, exponential back-off from ``backoff`` secon
 * an evaluation is retried like fit creation, with one ``Idempotency-Key``: charged at most once;
 * key revocation is retried like a request without side effects: revoking a revoked key changes nothing;
 * uploads, deletes (of datasets and grants) and key creation are not retried once sent.
+
+Names or ids: every method that takes a dataset (``dataset_id``) accepts its id or its name
+(:meth:`Client.resolve_dataset`). A value in the form of an id (a UUID) is sent as it is; anything else is looked
+up among the datasets this key may see (``GET /v1/datasets``, live datasets only): exactly one with that name is
+used, none raises :class:`UnknownDatasetNameError` (a :class:`~privfit.client.errors.NotFoundError`), several
+raise :class:`AmbiguousDatasetNameError` listing their ids. The API itself takes ids only.
 """
 
 from __future__ import annotations
 
+import difflib
 import io
 import json
 import math
+import re
 import time
+import unicodedata
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -30,7 +39,7 @@ import httpx
 
 from privfit import __version__
 
-from .errors import ApiError, FitFailedError, TransportError, WaitTimeoutError, error_for
+from .errors import ApiError, FitFailedError, NotFoundError, PrivfitError, TransportError, WaitTimeoutError, error_for
 from .models import (
     ApiKeyInfo,
     Budget,
@@ -40,6 +49,7 @@ from .models import (
     Evaluation,
     EvaluationEstimate,
     Fit,
+    FitPrivacy,
     Grant,
     LedgerEntry,
     LedgerPage,
@@ -58,6 +68,47 @@ PARQUET_CONTENT_TYPE = "application/vnd.apache.parquet"
 _PARQUET_MAGIC = b"PAR1"
 #: What ``upload_dataset`` accepts as schema: a dict, a JSON string, or a path to a JSON file.
 SchemaSource = Mapping[str, Any] | str | Path
+
+#: The form of every id the service issues (``str(uuid.uuid4())``, either case): such a value is always an id.
+_ID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+#: How to see the names this key may use, in the messages of the two errors below.
+_HOW_TO_LIST = "list them with `privfit datasets list` (GET /v1/datasets)"
+
+
+def is_id(value: str) -> bool:
+    """Whether ``value`` has the form of an id the service issues (a UUID): then it is never read as a name."""
+    return _ID.fullmatch(value) is not None
+
+
+class UnknownDatasetNameError(NotFoundError):
+    """No dataset this key may see has the name given where a dataset was expected (raised by the client after
+    ``GET /v1/datasets``, with a problem document of the API's shape: ``title``, ``detail``, ``name``,
+    ``similar``). A :class:`~privfit.client.errors.NotFoundError`, like the 404 an unknown id gets."""
+
+    def __init__(self, name: str, similar: Sequence[str] = (), *, url: str = "") -> None:
+        hint = f"; did you mean {', '.join(repr(s) for s in similar)}?" if similar else ""
+        detail = (f"no dataset named {name!r} among the datasets this key may see{hint} ({_HOW_TO_LIST}, or pass "
+                  "the dataset's id)")  # fmt: skip
+        problem = {"type": "about:blank", "title": "No dataset of that name", "status": 404, "detail": detail,
+                   "name": name, "similar": list(similar)}  # fmt: skip
+        super().__init__(404, problem, method="GET", url=url)
+        self.args = (detail,)  # a client-side finding: no HTTP status in the message
+        self.name, self.similar = name, list(similar)
+
+
+class AmbiguousDatasetNameError(PrivfitError, LookupError):
+    """Several datasets this key may see have the name given where one dataset was expected; ``matches`` are
+    those datasets (oldest first): pass one of their ids instead."""
+
+    def __init__(self, name: str, matches: Sequence[Dataset]) -> None:
+        self.name, self.matches = name, list(matches)
+        listed = "; ".join(f"{d.id} (created {_created(d)}, n = {d.n})" for d in self.matches)
+        super().__init__(f"{len(self.matches)} datasets this key may see are named {name!r}: {listed}; pass the id "
+                         "of the one you mean")  # fmt: skip
+
+
+def _created(dataset: Dataset) -> str:
+    return dataset.created_at.isoformat(sep=" ", timespec="seconds") if dataset.created_at else "?"
 
 
 class Client:
@@ -193,42 +244,72 @@ class Client:
         """``GET /v1/datasets``: the datasets this key may see."""
         return [Dataset.from_json(item) for item in self._json("GET", "/v1/datasets")]
 
+    def resolve_dataset(self, dataset: str) -> str:
+        """The id of ``dataset``, given as an id or as a name (every ``dataset_id`` argument goes through this).
+
+        A value in the form of an id (a UUID) is returned as it is, with no request: the server says whether it
+        exists. Any other value is a name, looked up among the datasets this key may see (``GET /v1/datasets``:
+        live datasets; a deleted one is reached by its id) by exact match in Unicode NFC, the form names are stored
+        in. Raises :class:`UnknownDatasetNameError` (a :class:`~privfit.client.errors.NotFoundError`; with up to
+        three similar names) if none has it, and :class:`AmbiguousDatasetNameError` (listing their ids) if several
+        do: a name never silently picks one of several datasets, as the budget spent would then be another's.
+        """
+        if is_id(dataset):
+            return dataset
+        name = unicodedata.normalize("NFC", dataset)
+        visible = self.datasets()
+        matches = [d for d in visible if d.name == name]
+        if len(matches) == 1:
+            return matches[0].id
+        if matches:
+            raise AmbiguousDatasetNameError(name, matches)
+        names = sorted({d.name for d in visible})
+        similar = [n for n in names if n.casefold() == name.casefold()] or difflib.get_close_matches(name, names, 3)
+        raise UnknownDatasetNameError(name, similar, url=f"{self.url}/v1/datasets")
+
     def dataset(self, dataset_id: str) -> Dataset:
-        """``GET /v1/datasets/{id}``: public metadata."""
-        return Dataset.from_json(self._json("GET", f"/v1/datasets/{dataset_id}"))
+        """``GET /v1/datasets/{id}``: public metadata (``dataset_id``: an id or a name)."""
+        return Dataset.from_json(self._json("GET", f"/v1/datasets/{self.resolve_dataset(dataset_id)}"))
 
     def delete_dataset(self, dataset_id: str) -> None:
         """``DELETE /v1/datasets/{id}`` (its owner): purge the rows; the ledger is kept."""
-        self._request("DELETE", f"/v1/datasets/{dataset_id}", retry=False)
+        self._request("DELETE", f"/v1/datasets/{self.resolve_dataset(dataset_id)}", retry=False)
 
     def grant(self, dataset_id: str, api_key_id: str) -> None:
         """``POST /v1/datasets/{id}/grants`` (its owner): let an analyst key fit the dataset (idempotent)."""
-        self._request("POST", f"/v1/datasets/{dataset_id}/grants", retry=True, json={"api_key_id": api_key_id})
+        path = f"/v1/datasets/{self.resolve_dataset(dataset_id)}/grants"
+        self._request("POST", path, retry=True, json={"api_key_id": api_key_id})
 
     def grants(self, dataset_id: str) -> list[Grant]:
         """``GET /v1/datasets/{id}/grants`` (its owner, admins): the analyst keys granted the dataset."""
-        return [Grant.from_json(item) for item in self._json("GET", f"/v1/datasets/{dataset_id}/grants")]
+        path = f"/v1/datasets/{self.resolve_dataset(dataset_id)}/grants"
+        return [Grant.from_json(item) for item in self._json("GET", path)]
 
     def revoke_grant(self, dataset_id: str, api_key_id: str) -> None:
         """``DELETE /v1/datasets/{id}/grants/{key id}`` (its owner, admins): the analyst can no longer see or fit
         the dataset; its queued fits on it are cancelled and its running ones stop (a fit that read rows keeps its
         charge). A grant that does not exist is :class:`~privfit.client.errors.NotFoundError`."""
-        self._request("DELETE", f"/v1/datasets/{dataset_id}/grants/{api_key_id}", retry=False)
+        self._request("DELETE", f"/v1/datasets/{self.resolve_dataset(dataset_id)}/grants/{api_key_id}", retry=False)
 
-    def budget(self, dataset_id: str) -> Budget:
-        """``GET /v1/datasets/{id}/budget``: limits, spent / reserved / remaining ε and the spent RDP curve."""
-        return Budget.from_json(self._json("GET", f"/v1/datasets/{dataset_id}/budget"))
+    def budget(self, dataset_id: str, *, rdp: bool = False) -> Budget:
+        """``GET /v1/datasets/{id}/budget``: limits, spent / reserved / remaining ε; with ``rdp`` also the grid's
+        orders and the committed RDP curve (``include=rdp``)."""
+        path = f"/v1/datasets/{self.resolve_dataset(dataset_id)}/budget"
+        return Budget.from_json(self._json("GET", path, params=_include(rdp)))
 
-    def ledger(self, dataset_id: str, *, limit: int = 100, offset: int = 0) -> LedgerPage:
-        """``GET /v1/datasets/{id}/ledger``: one page of entries, oldest first."""
-        params = {"limit": limit, "offset": offset}
-        return LedgerPage.from_json(self._json("GET", f"/v1/datasets/{dataset_id}/ledger", params=params))
+    def ledger(self, dataset_id: str, *, limit: int = 100, offset: int = 0, rdp: bool = False) -> LedgerPage:
+        """``GET /v1/datasets/{id}/ledger``: one page of entries, oldest first; with ``rdp`` each entry's RDP
+        curve too."""
+        params = {"limit": limit, "offset": offset, **_include(rdp)}
+        path = f"/v1/datasets/{self.resolve_dataset(dataset_id)}/ledger"
+        return LedgerPage.from_json(self._json("GET", path, params=params))
 
-    def iter_ledger(self, dataset_id: str, *, page_size: int = 1000) -> Iterator[LedgerEntry]:
-        """Every ledger entry of the dataset, oldest first, fetched page by page."""
+    def iter_ledger(self, dataset_id: str, *, page_size: int = 1000, rdp: bool = False) -> Iterator[LedgerEntry]:
+        """Every ledger entry of the dataset, oldest first, fetched page by page (with their curves if ``rdp``)."""
+        dataset_id = self.resolve_dataset(dataset_id)  # once, not per page
         offset = 0
         while True:
-            page = self.ledger(dataset_id, limit=page_size, offset=offset)
+            page = self.ledger(dataset_id, limit=page_size, offset=offset, rdp=rdp)
             yield from page.entries
             offset += len(page.entries)
             if not page.entries or offset >= page.total:
@@ -243,10 +324,12 @@ class Client:
         solver: str = "dp_gd",
         epsilon: float | None = None,
         params: Mapping[str, Any] | None = None,
+        rdp: bool = False,
     ) -> Estimate:
-        """``POST /v1/fits/estimate``: the cost of a proposed fit and what would remain; charges nothing."""
-        body = _fit_body(dataset_id, model, solver, epsilon, params)
-        return Estimate.from_json(self._json("POST", "/v1/fits/estimate", json=body))
+        """``POST /v1/fits/estimate``: the cost of a proposed fit and what would remain; charges nothing. With
+        ``rdp``, the cost carries its RDP curve (``include=rdp``)."""
+        body = _fit_body(self.resolve_dataset(dataset_id), model, solver, epsilon, params)
+        return Estimate.from_json(self._json("POST", "/v1/fits/estimate", json=body, params=_include(rdp)))
 
     def fit(
         self,
@@ -260,17 +343,23 @@ class Client:
     ) -> Fit:
         """``POST /v1/fits``: request a fit. The ledger admits it (a queued :class:`Fit`) or refuses it
         (:class:`~privfit.client.errors.BudgetExceededError`). Retried safely with one ``Idempotency-Key``."""
-        body = _fit_body(dataset_id, model, solver, epsilon, params)
+        body = _fit_body(self.resolve_dataset(dataset_id), model, solver, epsilon, params)
         headers = {"Idempotency-Key": idempotency_key or str(uuid.uuid4())}
         return Fit.from_json(self._json("POST", "/v1/fits", json=body, headers=headers))
 
     def fits(self, dataset_id: str) -> list[Fit]:
         """``GET /v1/fits?dataset_id=``: the dataset's fits this key may see, oldest first."""
-        return [Fit.from_json(item) for item in self._json("GET", "/v1/fits", params={"dataset_id": dataset_id})]
+        params = {"dataset_id": self.resolve_dataset(dataset_id)}
+        return [Fit.from_json(item) for item in self._json("GET", "/v1/fits", params=params)]
 
-    def get_fit(self, fit_id: str) -> Fit:
-        """``GET /v1/fits/{id}``: status, progress and, when succeeded, the result."""
-        return Fit.from_json(self._json("GET", f"/v1/fits/{fit_id}"))
+    def get_fit(self, fit_id: str, *, rdp: bool = False) -> Fit:
+        """``GET /v1/fits/{id}``: status, progress and, when succeeded, the result; with ``rdp`` the cost's RDP
+        curve too (``include=rdp``)."""
+        return Fit.from_json(self._json("GET", f"/v1/fits/{fit_id}", params=_include(rdp)))
+
+    def fit_privacy(self, fit_id: str) -> FitPrivacy:
+        """``GET /v1/fits/{id}/privacy``: the fit's whole cost, its RDP curve with the grid's orders."""
+        return FitPrivacy.from_json(self._json("GET", f"/v1/fits/{fit_id}/privacy"))
 
     def cancel(self, fit_id: str) -> Fit:
         """``POST /v1/fits/{id}/cancel``: a queued fit is released, a running one stops (its charge is kept once it
@@ -342,6 +431,11 @@ class Client:
     def evaluations(self, fit_id: str) -> list[Evaluation]:
         """``GET /v1/fits/{id}/evaluations``: the fit's private evaluations, oldest first."""
         return [Evaluation.from_json(item) for item in self._json("GET", f"/v1/fits/{fit_id}/evaluations")]
+
+
+def _include(rdp: bool) -> dict[str, str]:
+    """The query of an answer with its RDP arrays (``include=rdp``) or without them (the API's lean default)."""
+    return {"include": "rdp"} if rdp else {}
 
 
 def _evaluation_body(epsilon: float, metrics: Sequence[str] | None, confidence: float | None) -> dict[str, Any]:

@@ -11,6 +11,13 @@ goes to stdout) and the exit status says what happened (:data:`EXIT_CODES`).
 Everything the server sends (dataset and key names, error details, statuses, …) is shown as plain text, never
 as rich markup: ``[bold]`` or ``[link=…]`` in a dataset's name is printed as written, and control characters
 (terminal escape sequences) are shown escaped (:func:`safe_text`).
+
+Wherever a command takes a dataset, its name does as well as its id when exactly one of the datasets this key
+may see has it (:meth:`Client.resolve_dataset <privfit.client._client.Client.resolve_dataset>`): ``privfit budget
+loans``. No such name is exit 5, a name several datasets share is exit 2, each listing what to pass instead.
+
+Start-up: ``privfit --help`` builds this module's parsers only, so the module imports the standard library alone;
+the client (httpx) is imported when a command runs and rich when it prints (``privfit.cli``'s docstring).
 """
 
 from __future__ import annotations
@@ -26,16 +33,15 @@ import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import Any
-
-from rich.console import Console
-from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
-from rich.table import Table
-from rich.text import Text
+from typing import TYPE_CHECKING, Any
 
 from . import errors
-from ._client import Client
 from .models import ApiObject, Evaluation, Fit, LedgerEntry, Outlook
+
+if TYPE_CHECKING:
+    from rich.text import Text
+
+    from ._client import Client
 
 DEFAULT_URL = "http://127.0.0.1:8000"
 
@@ -53,10 +59,10 @@ EXIT_TIMEOUT = 9  # --wait: the fit did not finish in --timeout seconds
 EXIT_CODES: dict[int, str] = {
     EXIT_OK: "success",
     EXIT_ERROR: "unexpected error",
-    EXIT_USAGE: "bad command line or unreadable local file",
+    EXIT_USAGE: "bad command line or unreadable local file, or a dataset name several datasets share",
     EXIT_UNAVAILABLE: "server unreachable or failing (5xx)",
     EXIT_AUTH: "missing, invalid or insufficient API key (401, 403)",
-    EXIT_NOT_FOUND: "no such dataset, fit, key or grant, or not visible to this key (404)",
+    EXIT_NOT_FOUND: "no such dataset (id or name), fit, key or grant, or not visible to this key (404)",
     EXIT_CONFLICT: "refused by the server's state, e.g. privacy budget exceeded (409)",
     EXIT_INVALID: "invalid request: field, parameter, schema or CSV (400, 413, 422)",
     EXIT_FIT_FAILED: "the fit ended failed or cancelled (--wait)",
@@ -86,6 +92,8 @@ def exit_code_for(error: BaseException) -> int:
         return EXIT_TIMEOUT
     if isinstance(error, UsageError | OSError):  # OSError: a local file (httpx's errors are TransportError)
         return EXIT_USAGE
+    if isinstance(error, LookupError) and isinstance(error, errors.PrivfitError):  # an ambiguous dataset name
+        return EXIT_USAGE
     return EXIT_ERROR
 
 
@@ -94,6 +102,8 @@ class Output:
     """Where results go: JSON documents, or rich tables on stdout; messages and progress on stderr."""
 
     def __init__(self, as_json: bool, quiet: bool) -> None:
+        from rich.console import Console  # here, not at import: `privfit --help` never prints a table
+
         self.as_json, self.quiet = as_json, quiet
         self.out = Console(highlight=False)
         if not self.out.is_terminal:  # a pipe or file: wide enough that ids and timestamps stay on one line
@@ -105,6 +115,8 @@ class Output:
 
     def table(self, title: str | None, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
         """A table; the title and every cell are plain text (they hold server-supplied strings)."""
+        from rich.table import Table
+
         table = Table(title=safe_text(title) if title else None, title_justify="left", header_style="bold")
         for column in columns:
             table.add_column(safe_text(column), overflow="fold")
@@ -122,6 +134,8 @@ class Output:
 def safe_text(value: str, *, keep_newlines: bool = False) -> Text:
     """``value`` as a rich :class:`Text`: never read as markup (``[bold]``, ``[link=…]``) nor emoji codes, and with
     every control character (terminal escape sequences included) shown escaped, e.g. ``\\x1b``."""
+    from rich.text import Text
+
     return Text("".join(_visible(char, keep_newlines) for char in value))
 
 
@@ -214,20 +228,22 @@ def _datasets_show(client: Client, args: argparse.Namespace, out: Output) -> int
 
 
 def _datasets_delete(client: Client, args: argparse.Namespace, out: Output) -> int:
-    client.delete_dataset(args.dataset)
+    dataset_id = client.resolve_dataset(args.dataset)  # a name: the message and the JSON say which id was deleted
+    client.delete_dataset(dataset_id)
     if out.as_json:
-        out.json({"id": args.dataset, "deleted": True})
+        out.json({"id": dataset_id, "deleted": True})
     else:
-        out.message(f"dataset {args.dataset} deleted (its rows are purged; its ledger is kept)")
+        out.message(f"dataset {dataset_id} deleted (its rows are purged; its ledger is kept)")
     return EXIT_OK
 
 
 def _datasets_grant(client: Client, args: argparse.Namespace, out: Output) -> int:
-    client.grant(args.dataset, args.key_id)
+    dataset_id = client.resolve_dataset(args.dataset)
+    client.grant(dataset_id, args.key_id)
     if out.as_json:
-        out.json({"dataset_id": args.dataset, "api_key_id": args.key_id})
+        out.json({"dataset_id": dataset_id, "api_key_id": args.key_id})
     else:
-        out.message(f"key {args.key_id} may now fit dataset {args.dataset}")
+        out.message(f"key {args.key_id} may now fit dataset {dataset_id}")
     return EXIT_OK
 
 
@@ -236,17 +252,18 @@ def _datasets_grants(client: Client, args: argparse.Namespace, out: Output) -> i
     if out.as_json:
         out.json(grants)
     else:
-        rows = [(g.api_key_id, g.created_at, "revoked" if g.key_revoked else "valid") for g in grants]
-        out.table(f"grants of {args.dataset}", ("analyst key", "granted", "key"), rows)
+        rows = [(g.api_key_name, g.api_key_id, g.created_at, "revoked" if g.key_revoked else "valid") for g in grants]
+        out.table(f"grants of {args.dataset}", ("analyst key", "key id", "granted", "key"), rows)
     return EXIT_OK
 
 
 def _datasets_revoke(client: Client, args: argparse.Namespace, out: Output) -> int:
-    client.revoke_grant(args.dataset, args.key_id)
+    dataset_id = client.resolve_dataset(args.dataset)
+    client.revoke_grant(dataset_id, args.key_id)
     if out.as_json:
-        out.json({"dataset_id": args.dataset, "api_key_id": args.key_id, "revoked": True})
+        out.json({"dataset_id": dataset_id, "api_key_id": args.key_id, "revoked": True})
     else:
-        out.message(f"key {args.key_id} may no longer see or fit dataset {args.dataset} (its queued fits on it are "
+        out.message(f"key {args.key_id} may no longer see or fit dataset {dataset_id} (its queued fits on it are "
                     "cancelled)")  # fmt: skip
     return EXIT_OK
 
@@ -325,10 +342,16 @@ def _estimate(client: Client, args: argparse.Namespace, out: Output) -> int:
         ("committed ε after (filter)", estimate.committed_epsilon_after),
         ("remaining ε after (filter)", estimate.remaining_epsilon_after), ("budget ε", estimate.epsilon_max),
         ("admissible", "yes" if estimate.admissible else f"no: {_REFUSALS.get(estimate.refusal_reason or '', '')}"),
+        ("largest admissible ε now", _largest(estimate.max_admissible_epsilon)),
     ])  # fmt: skip
     if estimate.measure and not out.quiet:
         out.message(f"(fit ε: this fit alone at δ; committed/remaining: {estimate.measure})")
     return EXIT_OK
+
+
+def _largest(epsilon: float | None) -> str | float | None:
+    """The largest admissible target ε as the CLI shows it: "none" for 0 (nothing is admissible now)."""
+    return "none (nothing is admissible now)" if epsilon == 0.0 else epsilon
 
 
 _REFUSALS = {
@@ -363,6 +386,8 @@ class ProgressReporter:
     """A progress bar on stderr (a terminal), or one line per status change / 10 % step (a pipe or file)."""
 
     def __init__(self, out: Output) -> None:
+        from rich.progress import BarColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
+
         self.out = out
         self.live = out.err.is_terminal and not out.quiet
         self.progress = Progress(TextColumn("{task.description}", style="bold", markup=False), BarColumn(),
@@ -440,7 +465,20 @@ def _fits_wait(client: Client, args: argparse.Namespace, out: Output) -> int:
 
 
 def _fits_cancel(client: Client, args: argparse.Namespace, out: Output) -> int:
-    fit = client.cancel(args.fit)
+    """Cancel, then show the fit as the cancel left it, fetched again. A queued fit is cancelled at once; a running
+    one stops at its next step, so the command waits up to ``--timeout`` seconds (default 10) for it to end: the
+    answer of the cancel request itself still says ``running`` (with ``cancel_requested``), the state before the
+    cancel took effect. Past the timeout it shows the state fetched then and says how to follow the fit."""
+    client.cancel(args.fit)
+    try:
+        fit = client.wait(args.fit, timeout=args.timeout, raise_on_failure=False)
+    except errors.WaitTimeoutError as timed_out:
+        fit = timed_out.fit
+        out.message(f"cancel requested: fit {fit.id} is still {fit.status} after {args.timeout:g} s and stops at its "
+                    f"next step (follow it with `privfit fits wait {fit.id}`)")  # fmt: skip
+    else:
+        if fit.status != "cancelled":  # it finished its last step before it saw the request: its result stands
+            out.message(f"fit {fit.id} {fit.status} before it could stop: nothing was cancelled")
     return _show(out, fit, lambda: _fit_fields(out, fit))
 
 
@@ -579,12 +617,18 @@ def first_clause(description: str) -> str:
 
 
 def _solvers(client: Client, args: argparse.Namespace, out: Output) -> int:
+    """``privfit solvers``: every solver with its models, whether this server runs it and a summary; then, for those
+    it does not run, the server's reason and the setting that enables each (``GET /v1/solvers``)."""
     solvers = client.solvers()
     if out.as_json:
         out.json(solvers)
     else:
-        rows = [(s.name, ", ".join(s.models), first_clause(s.description)) for s in solvers]
-        out.table("solvers", ("solver", "models", "what it is"), rows)
+        rows = [(s.name, ", ".join(s.models), "yes" if s.available else f"no: needs {s.enabled_by}",
+                 first_clause(s.description)) for s in solvers]  # fmt: skip
+        out.table("solvers", ("solver", "models", "on this server", "what it is"), rows)
+        refused = [(s.name, s.unavailable_reason, s.enabled_by) for s in solvers if not s.available]
+        if refused:  # the server refuses a fit naming one of these (422): say why, and what would enable it
+            out.table("not available on this server", ("solver", "why", "enabled by"), refused)
     return EXIT_OK
 
 
@@ -616,21 +660,34 @@ def _add_connection_options(parser: argparse.ArgumentParser, prefix: str = "") -
     """``--url``, ``--api-key``, ``--json``, ``-q``, ``--request-timeout``: on every client command, and on the
     ``privfit`` command itself (``privfit --url … datasets list``) under ``global_``-prefixed names, so that a
     subcommand's own defaults never overwrite a value given before it (the subcommand's wins when both are)."""
-    parser.add_argument("--url", dest=f"{prefix}url", default=None,
+    parser.add_argument("--url", dest=f"{prefix}url", default=None, metavar="URL",
                         help=f"service URL (default: $PRIVFIT_URL or {DEFAULT_URL})")  # fmt: skip
-    parser.add_argument("--api-key", dest=f"{prefix}api_key", default=None, help="API key (default: $PRIVFIT_API_KEY)")
+    parser.add_argument("--api-key", dest=f"{prefix}api_key", default=None, metavar="KEY",
+                        help="API key, pf_… (default: $PRIVFIT_API_KEY)")  # fmt: skip
     parser.add_argument("--json", dest=f"{prefix}json", action="store_true",
                         help="print the API's JSON instead of tables")  # fmt: skip
     parser.add_argument("-q", "--quiet", dest=f"{prefix}quiet", action="store_true",
                         help="print only the id of what was created")  # fmt: skip
     parser.add_argument("--request-timeout", dest=f"{prefix}request_timeout", type=float, default=None,
-                        help="seconds per HTTP request (default 60)")  # fmt: skip
+                        metavar="SECONDS", help="seconds per HTTP request (default 60)")  # fmt: skip
 
 
 def add_global_options(parser: argparse.ArgumentParser) -> None:
     """The client options on the ``privfit`` command itself, before the subcommand (they apply to client
     commands; the server's commands read their settings from the environment)."""
     _add_connection_options(parser, prefix="global_")
+
+
+def _dataset_argument(parser: argparse.ArgumentParser) -> None:
+    """The positional DATASET: an id, or a name that exactly one of the key's datasets has."""
+    parser.add_argument("dataset", metavar="DATASET",
+                        help="the dataset's id, or its name if no other dataset of yours has it (privfit datasets "
+                        "list)")  # fmt: skip
+
+
+def _fit_argument(parser: argparse.ArgumentParser) -> None:
+    """The positional FIT_ID."""
+    parser.add_argument("fit", metavar="FIT_ID", help="the fit's id (privfit fits list DATASET)")
 
 
 def add_client_commands(commands: argparse._SubParsersAction, keys: argparse._SubParsersAction | None = None) -> None:
@@ -649,82 +706,97 @@ def add_client_commands(commands: argparse._SubParsersAction, keys: argparse._Su
         parser.set_defaults(handler=_client_handler(handler), client_command=True)
         return parser
 
-    datasets = commands.add_parser("datasets", help="upload, list, show, delete and share datasets")
+    datasets_help = "upload, list, show, delete and share datasets"
+    datasets = commands.add_parser("datasets", help=datasets_help, description=datasets_help)
     sub = datasets.add_subparsers(dest="datasets_command", required=True)
     upload = command(sub, "upload", _datasets_upload,
                      "upload a CSV or Parquet file with its public schema and budget (owners)")  # fmt: skip
-    upload.add_argument("csv", metavar="file", help="the CSV file, or a Parquet file (name ending in .parquet)")
-    upload.add_argument("--schema", required=True, help="the schema JSON file (label, features, missing, budget)")
-    upload.add_argument("--name", default=None, help="a display name (default: the file name)")
+    upload.add_argument("csv", metavar="FILE", help="the CSV file, or a Parquet file (name ending in .parquet)")
+    upload.add_argument("--schema", required=True, metavar="FILE",
+                        help="the schema JSON file (label, features, missing, budget)")  # fmt: skip
+    upload.add_argument("--name", default=None, metavar="NAME",
+                        help="a display name, usable instead of the id (default: the file name)")  # fmt: skip
     upload.add_argument(
         "--allow-duplicate",
         action="store_true",
         help="register content you already uploaded as a separate dataset with its own budget",
     )
     command(sub, "list", _datasets_list, "the datasets this key may see")
-    command(sub, "show", _datasets_show, "a dataset's public metadata").add_argument("dataset")
-    command(sub, "delete", _datasets_delete, "purge a dataset's rows (owners; the ledger is kept)").add_argument(
-        "dataset"
-    )
+    _dataset_argument(command(sub, "show", _datasets_show, "a dataset's public metadata"))
+    _dataset_argument(command(sub, "delete", _datasets_delete, "purge a dataset's rows (owners; the ledger is kept)"))
     grant = command(sub, "grant", _datasets_grant, "let an analyst key fit a dataset (owners)")
-    grant.add_argument("dataset")
-    grant.add_argument("key_id", help="the analyst key's id (not its secret)")
-    command(sub, "grants", _datasets_grants, "the analyst keys granted a dataset (owners)").add_argument("dataset")
+    _dataset_argument(grant)
+    grant.add_argument("key_id", metavar="KEY_ID", help="the analyst key's id (not its secret)")
+    _dataset_argument(command(sub, "grants", _datasets_grants, "the analyst keys granted a dataset (owners)"))
     revoke_help = "revoke an analyst key's grant (owners; its queued fits on the dataset are cancelled)"
     revoke = command(sub, "revoke", _datasets_revoke, revoke_help)
-    revoke.add_argument("dataset")
-    revoke.add_argument("key_id", help="the analyst key's id")
+    _dataset_argument(revoke)
+    revoke.add_argument("key_id", metavar="KEY_ID", help="the analyst key's id")
     if keys is not None:
         command(keys, "list", _keys_list, "every API key, without secrets (admins)")
-        command(keys, "revoke", _keys_revoke,
-                "revoke an API key (admins): refused from its next request on").add_argument("key_id")  # fmt: skip
+        command(keys, "revoke", _keys_revoke, "revoke an API key (admins): refused from its next request on"
+                ).add_argument("key_id", metavar="KEY_ID", help="the key's id (privfit keys list)")  # fmt: skip
 
     for name, handler, help_text in (
         ("fit", _fit, "request a fit (the ledger admits or refuses it); --wait shows progress until it finishes"),
         ("estimate", _estimate, "what a fit would cost and what would remain; nothing is charged"),
     ):
         parser = command(commands, name, handler, help_text)
-        parser.add_argument("dataset")
-        parser.add_argument(
-            "--model", default="logistic", help="logistic | linear | huber | svm | … (default logistic)"
-        )
-        parser.add_argument("--solver", default="dp_gd", help="a solver from `privfit solvers` (default dp_gd)")
-        parser.add_argument("--epsilon", type=float, default=None, help="target ε of this fit at the dataset's δ")
+        _dataset_argument(parser)
+        parser.add_argument("--model", default="logistic", metavar="MODEL",
+                            help="logistic | linear | huber | svm | … (default logistic)")  # fmt: skip
+        parser.add_argument("--solver", default="dp_gd", metavar="SOLVER",
+                            help="a solver from `privfit solvers` (default dp_gd)")  # fmt: skip
+        parser.add_argument("--epsilon", type=float, default=None, metavar="EPSILON",
+                            help="target ε of this fit at the dataset's δ")  # fmt: skip
         parser.add_argument("--param", action="append", metavar="NAME=VALUE", help="a solver parameter (repeatable)")
-        parser.add_argument("--params", default=None, help="solver parameters as a JSON object, or @file.json")
+        parser.add_argument("--params", default=None, metavar="JSON",
+                            help="solver parameters as a JSON object, or @file.json")  # fmt: skip
         if name == "fit":
             parser.add_argument("--wait", action="store_true", help="wait for the fit, with a progress bar")
-            parser.add_argument("--timeout", type=float, default=None, help="with --wait: give up after S seconds")
-            parser.add_argument("--idempotency-key", default=None, help="reuse to make a retried request safe")
+            parser.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                                help="with --wait: stop waiting after S seconds (the fit goes on)")  # fmt: skip
+            parser.add_argument("--idempotency-key", default=None, metavar="KEY",
+                                help="reuse to make a retried request safe")  # fmt: skip
 
-    fits = commands.add_parser("fits", help="list, show, wait for, cancel and privately evaluate fits")
+    fits_help = "list, show, wait for, cancel and privately evaluate fits"
+    fits = commands.add_parser("fits", help=fits_help, description=fits_help)
     sub = fits.add_subparsers(dest="fits_command", required=True)
-    command(sub, "list", _fits_list, "the fits of a dataset").add_argument("dataset")
-    command(sub, "show", _fits_show, "a fit's status, cost and result").add_argument("fit")
+    _dataset_argument(command(sub, "list", _fits_list, "the fits of a dataset"))
+    _fit_argument(command(sub, "show", _fits_show, "a fit's status, cost and result"))
     wait = command(sub, "wait", _fits_wait, "wait for a fit to finish, with a progress bar")
-    wait.add_argument("fit")
-    wait.add_argument("--timeout", type=float, default=None, help="give up after S seconds")
-    command(sub, "cancel", _fits_cancel, "cancel a queued or running fit").add_argument("fit")
+    _fit_argument(wait)
+    wait.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                      help="give up waiting after this many seconds (the fit goes on)")  # fmt: skip
+    cancel = command(sub, "cancel", _fits_cancel,
+                     "cancel a queued or running fit, then show it as the cancel left it")  # fmt: skip
+    _fit_argument(cancel)
+    cancel.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
+                        help="how long to wait for a running fit to stop at its next step (default 10)")  # fmt: skip
     evaluate_help = "DP metrics of a succeeded fit on its dataset's private validation rows (charged to the ledger)"
     evaluate = command(sub, "evaluate", _fits_evaluate, evaluate_help)
-    evaluate.add_argument("fit")
-    evaluate.add_argument("--epsilon", type=float, required=True, help="the evaluation's ε (pure, Laplace noise)")
-    evaluate.add_argument("--metrics", default=None, help="comma-separated, e.g. accuracy,roc_auc (default: all that "
-                          "apply: accuracy, roc_auc, log_loss | rmse, mae)")  # fmt: skip
-    evaluate.add_argument("--confidence", type=float, default=None, help="interval level (default 0.95)")
-    evaluate.add_argument("--idempotency-key", default=None, help="reuse to make a retried request safe")
-    command(sub, "evaluations", _fits_evaluations, "a fit's private evaluations").add_argument("fit")
+    _fit_argument(evaluate)
+    evaluate.add_argument("--epsilon", type=float, required=True, metavar="EPSILON",
+                          help="the evaluation's ε (pure, Laplace noise)")  # fmt: skip
+    evaluate.add_argument("--metrics", default=None, metavar="LIST", help="comma-separated, e.g. accuracy,roc_auc "
+                          "(default: all that apply: accuracy, roc_auc, log_loss | rmse, mae)")  # fmt: skip
+    evaluate.add_argument("--confidence", type=float, default=None, metavar="LEVEL",
+                          help="interval level (default 0.95)")  # fmt: skip
+    evaluate.add_argument("--idempotency-key", default=None, metavar="KEY",
+                          help="reuse to make a retried request safe")  # fmt: skip
+    _fit_argument(command(sub, "evaluations", _fits_evaluations, "a fit's private evaluations"))
 
     predict = command(commands, "predict", _predict, "predict with a finished fit on your own rows")
-    predict.add_argument("fit")
-    predict.add_argument("--rows", required=True, help="a JSON (list of objects) or CSV file of rows; - for stdin")
-    command(commands, "budget", _budget, "a dataset's budget: spent, reserved, remaining ε").add_argument("dataset")
+    _fit_argument(predict)
+    predict.add_argument("--rows", required=True, metavar="FILE",
+                         help="a JSON (list of objects) or CSV file of rows; - for stdin")  # fmt: skip
+    _dataset_argument(command(commands, "budget", _budget, "a dataset's budget: spent, reserved, remaining ε"))
     ledger = command(commands, "ledger", _ledger, "a dataset's ledger entries, oldest first")
-    ledger.add_argument("dataset")
-    ledger.add_argument("--limit", type=int, default=100)
-    ledger.add_argument("--offset", type=int, default=0)
+    _dataset_argument(ledger)
+    ledger.add_argument("--limit", type=int, default=100, metavar="N", help="entries per page (default 100)")
+    ledger.add_argument("--offset", type=int, default=0, metavar="N", help="entries to skip (default 0)")
     ledger.add_argument("--all", action="store_true", help="every entry (all pages)")
-    command(commands, "solvers", _solvers, "the solvers and the models each fits")
+    command(commands, "solvers", _solvers, "the solvers, the models each fits and whether this server runs it")
     command(commands, "whoami", _whoami, "the API key's id, role and name")
 
 
@@ -742,20 +814,46 @@ def _client_handler(handler: Callable[[Client, argparse.Namespace, Output], int]
         api_key = option("api_key") or os.environ.get("PRIVFIT_API_KEY")
         timeout = option("request_timeout")
         try:
+            from ._client import Client  # httpx: imported by the commands that talk to the server, not by --help
+
             with Client(url, api_key, timeout=60.0 if timeout is None else timeout) as client:
                 return handler(client, args, out)
         except (errors.PrivfitError, UsageError, OSError) as error:
             if isinstance(error, errors.ApiError) and out.as_json:
                 out.json(error.problem)
-            out.message(f"error: {error}" + _hint(error, api_key))
+            out.message(f"error: {as_cli_text(error)}" + _hint(error, api_key))
             return exit_code_for(error)
 
     return run
+
+
+#: The API's request fields that a client command sets with an option: a problem about one (its ``field``) is
+#: worded with the option, not the form field a curl user sends.
+_OPTION_OF_FIELD = {"allow_duplicate": "--allow-duplicate"}
+
+
+def as_cli_text(error: BaseException) -> str:
+    """An error's message as the command line says it: the server's "send allow_duplicate=true" (a form field)
+    becomes "pass --allow-duplicate" (the option that sends it); another message about that field gets the option
+    appended."""
+    text = str(error)
+    field = error.problem.get("field") if isinstance(error, errors.ApiError) else None
+    option = _OPTION_OF_FIELD.get(str(field))
+    if option is None:
+        return text
+    worded = text.replace(f"send {field}=true", f"pass {option}")
+    return worded if worded != text else f"{text} (the command's option: {option})"
 
 
 def _hint(error: BaseException, api_key: str | None) -> str:
     if isinstance(error, errors.AuthenticationError) and not api_key:
         return "\n(no API key given: pass --api-key or set PRIVFIT_API_KEY)"
     if isinstance(error, errors.BudgetExceededError) and error.remaining_epsilon is not None:
-        return f"\n(remaining ε on this dataset: {error.remaining_epsilon:.6g})"
+        hint = f"\n(remaining ε on this dataset: {error.remaining_epsilon:.6g}"
+        largest = error.max_admissible_epsilon
+        if largest is not None and largest > 0.0:
+            hint += f"; the largest --epsilon this fit can have now: {largest:.4g}"
+        elif largest is not None:
+            hint += "; no --epsilon of this fit is admissible now"
+        return hint + ")"
     return ""

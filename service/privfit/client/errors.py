@@ -68,6 +68,13 @@ class BudgetExceededError(ConflictError):
         value = self.problem.get("requested_epsilon")
         return None if value is None else float(value)
 
+    @property
+    def max_admissible_epsilon(self) -> float | None:
+        """The largest target ε the dataset's filter would admit now for the same solver, model and parameters
+        (0 when none; None when the refusal does not state it, e.g. an evaluation's or an older server's)."""
+        value = self.problem.get("max_admissible_epsilon")
+        return None if value is None else float(value)
+
 
 class PayloadTooLargeError(ApiError):
     """413: the upload is larger than the server accepts."""

@@ -8,7 +8,7 @@ whole answer stays in ``raw`` so that members a newer server adds are never lost
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
 from typing import Any, ClassVar, Self
 
@@ -111,6 +111,7 @@ class Grant(ApiObject):
 
     dataset_id: str = ""
     api_key_id: str = ""
+    api_key_name: str = ""
     created_at: datetime | None = None
     key_revoked: bool = False
 
@@ -144,7 +145,8 @@ class Dataset(ApiObject):
 @dataclass(frozen=True)
 class Budget(ApiObject):
     """``GET /v1/datasets/{id}/budget``: limits and privacy filter, charged / reserved / committed / remaining ε as
-    the filter measures them (``measure`` says how), the committed curve and δ parts."""
+    the filter measures them (``measure`` says how) and δ parts; ``orders`` and ``committed_rdp`` (the grid and the
+    committed curve) only when requested (``Client.budget(..., rdp=True)``), else None."""
 
     _curves: ClassVar[tuple[str, ...]] = ("committed_rdp",)
     _unbounded: ClassVar[tuple[str, ...]] = (
@@ -156,7 +158,7 @@ class Budget(ApiObject):
     epsilon_max: float = 0.0
     delta_max: float = 0.0
     grid_name: str = ""
-    orders: list[float] = field(default_factory=list)
+    orders: list[float] | None = None
     filter: dict[str, Any] = field(default_factory=dict)
     charged_epsilon: float = 0.0
     reserved_epsilon: float = 0.0
@@ -167,7 +169,7 @@ class Budget(ApiObject):
     committed_order_share: float = 0.0
     committed_pure_share: float = 0.0
     remaining_epsilon: float = 0.0
-    committed_rdp: list[float] = field(default_factory=list)
+    committed_rdp: list[float] | None = None
     committed_extra_delta: float = 0.0
     committed_approx_delta: float = 0.0
     committed_pure_epsilon: float = 0.0
@@ -217,8 +219,9 @@ class LedgerPage(ApiObject):
 
 @dataclass(frozen=True)
 class Cost(ApiObject):
-    """A fit's exact privacy cost: its own ε at the dataset's δ (this fit alone), the order, its RDP curve, δ parts
-    and pure bound, and ``filter_epsilon``: the part of the dataset's ε budget it uses by the filter's measure."""
+    """A fit's exact privacy cost: its own ε at the dataset's δ (this fit alone), the order, δ parts and pure bound,
+    ``filter_epsilon``: the part of the dataset's ε budget it uses by the filter's measure, and its RDP curve
+    ``rdp`` only when requested (``rdp=True``; else None)."""
 
     _curves: ClassVar[tuple[str, ...]] = ("rdp",)
     _unbounded: ClassVar[tuple[str, ...]] = ("epsilon", "pure_epsilon", "filter_epsilon", "filter_share")
@@ -234,8 +237,17 @@ class Cost(ApiObject):
     extra_delta: float = 0.0
     approx_delta: float = 0.0
     pure_epsilon: float = math.inf
-    rdp: list[float] = field(default_factory=list)
+    rdp: list[float] | None = None
     formula_version: str = ""
+
+
+@dataclass(frozen=True)
+class FitPrivacy(Cost):
+    """``GET /v1/fits/{id}/privacy``: a fit's whole cost, its RDP curve ``rdp`` included (+∞ where the mechanism
+    has no finite bound), with ``orders``, the grid's orders α, one per entry of ``rdp``."""
+
+    fit_id: str = ""
+    orders: list[float] | None = None
 
 
 @dataclass(frozen=True)
@@ -259,7 +271,9 @@ class Outlook(ApiObject):
 @dataclass(frozen=True)
 class Estimate(ApiObject):
     """``POST /v1/fits/estimate``: what a proposed fit would cost and what would remain (the filter's measure);
-    nothing is charged. ``refusal_reason``: ``epsilon``, ``delta`` (δ pot) or ``closed`` when not admissible."""
+    nothing is charged. ``refusal_reason``: ``epsilon``, ``delta`` (δ pot) or ``closed`` when not admissible.
+    ``max_admissible_epsilon``: the largest target ε the filter would admit now for the same solver, model and
+    parameters (rounded down to 4 significant digits; 0 when none; None from a server that does not state it)."""
 
     _nested: ClassVar[dict[str, type[ApiObject]]] = {"cost": Cost, "outlook": Outlook}
     _unbounded: ClassVar[tuple[str, ...]] = ("epsilon", "committed_epsilon_before", "committed_epsilon_after")
@@ -279,6 +293,7 @@ class Estimate(ApiObject):
     measure: str = ""
     epsilon_max: float = 0.0
     outlook: Outlook | None = None
+    max_admissible_epsilon: float | None = None
 
 
 @dataclass(frozen=True)
@@ -347,6 +362,16 @@ class Fit(ApiObject):
     result: FitResult | None = None
     error: dict[str, Any] | None = None
     outlook: Outlook | None = None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Self:
+        """The fit, with its result's ``metadata`` whole: an API answer lists in it only what the release adds to
+        ``settings`` (unless asked for ``include=metadata``), and the whole metadata is ``settings`` overlaid with
+        it. ``raw`` keeps the answer as sent."""
+        fit = super().from_json(data)
+        if fit.result is None or not fit.settings:
+            return fit
+        return replace(fit, result=replace(fit.result, metadata={**fit.settings, **fit.result.metadata}))
 
     @property
     def finished(self) -> bool:
@@ -441,10 +466,15 @@ class Prediction(ApiObject):
 
 @dataclass(frozen=True)
 class SolverInfo(ApiObject):
-    """``GET /v1/solvers``: a solver, the models it fits and its parameters' JSON schema."""
+    """``GET /v1/solvers``: a solver, the models it fits, its parameters' JSON schema and whether this server runs
+    it (if not: why, and the setting that enables it, e.g. ``PRIVFIT_NOISE_SAMPLER=float``). A server older than
+    these fields leaves ``available`` True."""
 
     name: str = ""
     description: str = ""
     models: list[str] = field(default_factory=list)
     formula_version: str = ""
     params_schema: dict[str, Any] = field(default_factory=dict)
+    available: bool = True
+    unavailable_reason: str | None = None
+    enabled_by: str | None = None

@@ -97,9 +97,27 @@ class BudgetExceededError(LedgerError):
         self.delta_parts_after = delta_parts_after
         self.slack_used_after = slack_used_after
         self.note = note
+        self.max_admissible_epsilon: float | None = None
         super().__init__(self._message())
 
+    def state_headroom(self, max_admissible_epsilon: float) -> None:
+        """Add the largest target ε at which the filter would admit the same fit now (:mod:`privfit.ledger.headroom`,
+        found by the API for a fit refusal) to the message and the problem document."""
+        self.max_admissible_epsilon = max_admissible_epsilon
+        self.args = (self._message(),)
+
     def _message(self) -> str:
+        return self._refusal_message() + self._headroom_message()
+
+    def _headroom_message(self) -> str:
+        if self.max_admissible_epsilon is None:
+            return ""
+        if self.max_admissible_epsilon <= 0.0:
+            return "; no target ε of this solver, model and parameters is admissible now"
+        return (f"; the largest target ε this solver, model and parameters could have now is "
+                f"{self.max_admissible_epsilon:.4g}")  # fmt: skip
+
+    def _refusal_message(self) -> str:
         own = f"this fit costs ε = {self.requested_epsilon:.6g} on its own (at δ = {self.delta_max:.3g})"
         if self.reason == "closed":
             return f"this dataset admits no more fits: {self.note}"
@@ -123,8 +141,8 @@ class BudgetExceededError(LedgerError):
         )
 
     def problem_fields(self) -> dict[str, Any]:
-        """The public members of the 409 problem document."""
-        return {
+        """The public members of the 409 problem document (``max_admissible_epsilon`` once stated)."""
+        fields = {
             "requested_epsilon": self.requested_epsilon,
             "committed_epsilon": self.committed_epsilon,
             "epsilon_max": self.epsilon_max,
@@ -136,6 +154,9 @@ class BudgetExceededError(LedgerError):
             "slack_delta": self.slack_delta,
             "note": self.note,
         }
+        if self.max_admissible_epsilon is not None:
+            fields["max_admissible_epsilon"] = self.max_admissible_epsilon
+        return fields
 
 
 MEASURE_NOTE = (

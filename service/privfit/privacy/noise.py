@@ -142,8 +142,8 @@ def describe_sampler(name: SamplerName | None = None) -> dict[str, Any]:
         }
     return {
         "name": "exact",
-        "gaussian": "discrete Gaussian on the lattice 2^k·Z (Canonne, Kamath & Steinke 2020, Alg. 3)",
-        "laplace": "discrete Laplace on the lattice 2^k·Z (Canonne, Kamath & Steinke 2020, Alg. 2)",
+        "gaussian": "discrete Gaussian on 2^k·Z (CKS 2020, Alg. 3)",
+        "laplace": "discrete Laplace on 2^k·Z (CKS 2020, Alg. 2)",
         "noise_bits": NOISE_BITS,
     }
 

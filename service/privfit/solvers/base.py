@@ -66,7 +66,7 @@ from scipy.special import softmax
 
 from privfit.errors import ParameterError
 from privfit.privacy import DEFAULT_GRID, DeltaAllowance, OrderGrid, PrivacyCost
-from privfit.privacy.noise import current_sampler, describe_sampler, using_sampler
+from privfit.privacy.noise import SamplerName, current_sampler, describe_sampler, using_sampler
 
 from .geometry import augment_intercept, augmented_bound, clip_rows
 from .losses import GLMLoss, MultinomialLogisticLoss, available_models, make_loss
@@ -122,8 +122,10 @@ __all__ = [
     "numeric_guard",
     "outlook_level",
     "parameter_loss",
+    "require_float_sampler",
     "resolved_loss",
     "resolved_metadata",
+    "sampler_refusal",
     "validation_error_to_parameter_error",
 ]
 
@@ -850,6 +852,11 @@ class Solver(ABC, Generic[ParamsT, ResolvedT]):
     enforces_declared_bounds: ClassVar[bool] = False
     #: experimental solvers are hidden and refused by the API unless the operator enables them
     experimental: ClassVar[bool] = False
+    #: why this solver's noise cannot come from the exact lattice samplers of :mod:`privfit.privacy.noise` (a public
+    #: fact, worded to follow the solver's name), or None when it runs under both samplers. A server whose sampler
+    #: is ``exact`` refuses such a solver: :func:`sampler_refusal` is the one rule, which :meth:`resolve` enforces
+    #: (:func:`require_float_sampler`) and ``GET /v1/solvers`` reports (:mod:`privfit.solvers.availability`)
+    float_sampler_only: ClassVar[str | None] = None
     #: True: fits a categorical label (k ≥ 3 classes, :attr:`PublicMetadata.classes`) with the multinomial logistic
     #: model (the solver's name must then be in :data:`MULTICLASS_SOLVERS`); False: :meth:`resolve` refuses such
     #: a dataset on ``solver``
@@ -1274,15 +1281,25 @@ def delta_part(default: float, allowance: float | None, parameter: str, what: st
     return value
 
 
-def require_float_sampler(solver: str, why: str) -> None:
+def sampler_refusal(solver: AnySolver, sampler: SamplerName) -> str | None:
+    """Why ``solver`` cannot run under the noise ``sampler`` (a sentence naming the solver and the setting in force),
+    or None when it can: a solver with :attr:`Solver.float_sampler_only` has no exact sampler. The one rule behind
+    both the refusal at resolve time (:func:`require_float_sampler`) and the catalogue's availability
+    (:func:`privfit.solvers.availability.solver_availability`), so the two cannot disagree."""
+    why = solver.float_sampler_only
+    if why is None or sampler != "exact":
+        return None
+    return (f"{solver.name} {why}, so it has no exact sampler; this server draws exact lattice noise (noise_sampler = "
+            "exact)")  # fmt: skip
+
+
+def require_float_sampler(solver: AnySolver) -> None:
     """Refuse a solver whose noise cannot come from the exact lattice samplers (:mod:`privfit.privacy.noise`) on a
-    server that draws exact noise: a 422 naming ``solver`` that says ``why`` (a public fact about the solver)."""
-    if current_sampler() == "exact":
-        raise SolverParameterError(
-            "solver",
-            f"{solver} {why}, so it has no exact sampler; this server draws exact lattice noise (noise_sampler = "
-            "exact): choose another solver, or a server whose noise_sampler is float",
-        )
+    server that draws exact noise (:func:`sampler_refusal` under the sampler in force): a 422 naming ``solver``."""
+    refusal = sampler_refusal(solver, current_sampler())
+    if refusal is not None:
+        message = f"{refusal}: choose another solver, or a server whose noise_sampler is float"
+        raise SolverParameterError("solver", message)
 
 
 def check_resolved_metadata(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .availability import unknown_solver_message
 from .base import AnySolver, Solver, SolverParameterError
 from .baselines.dp_gd import DPGradientDescent
 from .baselines.dp_sgd import DPSGD
@@ -60,11 +61,12 @@ def known_models() -> tuple[str, ...]:
 
 
 def get_solver(name: str) -> AnySolver:
-    """The solver registered as ``name``; :class:`UnknownSolverError` (a ``ParameterError`` on "solver") else."""
+    """The solver registered as ``name``; :class:`UnknownSolverError` (a ``ParameterError`` on "solver", with a "did
+    you mean …?" when a registered name is close) else. The API checks availability too
+    (:func:`~privfit.solvers.availability.available_solver`)."""
     if isinstance(name, str) and name in _REGISTRY:
         return _REGISTRY[name]
-    known = ", ".join(repr(n) for n in solver_names())
-    raise UnknownSolverError("solver", f"unknown solver {name!r}; known solvers: {known}")
+    raise UnknownSolverError("solver", unknown_solver_message(name, solver_names(), "known solvers"))
 
 
 def solver_names() -> tuple[str, ...]:

@@ -57,6 +57,7 @@ from privfit.text import nfc, refused_character
 from ..auth import Principal, current_principal, require_role, visible_dataset
 from ..encoding import UtcDateTime, public_json
 from ..identifiers import NAME_MAX_LENGTH, DisplayName, ResourceId, id_path, is_resource_id, normalize_id
+from ..include import RdpInclude, lean_budget, lean_entry
 from ..limits import JsonLimitError, loads_limited
 from ..problems import Problem, dataset_not_found, grant_not_found, problem_responses
 
@@ -116,6 +117,10 @@ class GrantCreated(BaseModel):
 class GrantOut(BaseModel):
     dataset_id: str
     api_key_id: str
+    api_key_name: str = Field(
+        description="The analyst key's name (as its admin created it; may be empty), to tell grants apart by more "
+        "than an id."
+    )
     created_at: UtcDateTime
     key_revoked: bool = Field(description="The analyst key was revoked (the grant can no longer be used).")
 
@@ -141,13 +146,16 @@ class FilterOut(BaseModel):
 
 class BudgetOut(BaseModel):
     """Budget limits and privacy filter, charged / reserved / committed / remaining ε as the filter measures them
-    (``measure`` says how), the committed RDP curve (null = +∞ at that order) and δ parts."""
+    (``measure`` says how), δ parts and, with ``?include=rdp``, the grid's orders and the committed RDP curve
+    (null = +∞ at that order)."""
 
     dataset_id: str
     epsilon_max: float
     delta_max: float
     grid_name: str
-    orders: list[float]
+    orders: list[float] | None = Field(
+        None, description="Only with ?include=rdp: the orders α of the grid, one per entry of `committed_rdp`."
+    )
     filter: FilterOut
     charged_epsilon: Unbounded
     reserved_epsilon: Unbounded
@@ -158,7 +166,9 @@ class BudgetOut(BaseModel):
     committed_order_share: Unbounded
     committed_pure_share: Unbounded
     remaining_epsilon: Unbounded
-    committed_rdp: list[float | None]
+    committed_rdp: list[float | None] | None = Field(
+        None, description="Only with ?include=rdp: the committed ε(α) at each of `orders` (null = +∞ at that order)."
+    )
     committed_extra_delta: float
     committed_approx_delta: float
     committed_pure_epsilon: Unbounded
@@ -189,7 +199,9 @@ class LedgerEntryOut(BaseModel):
     budget_version: int
     description: str
     created_at: UtcDateTime
-    rdp: list[float | None]
+    rdp: list[float | None] | None = Field(
+        None, description="Only with ?include=rdp: the entry's ε(α) at each order of its grid (null = +∞)."
+    )
 
 
 class LedgerPage(BaseModel):
@@ -616,17 +628,18 @@ def list_grants(dataset_id: DatasetId, request: Request,
     dataset = visible_dataset(db, dataset_id, principal, manage=True)
     with db.read() as session:
         rows = session.execute(
-            select(DatasetGrant, ApiKey.revoked_at).join(ApiKey, ApiKey.id == DatasetGrant.api_key_id)
+            select(DatasetGrant, ApiKey.revoked_at, ApiKey.name).join(ApiKey, ApiKey.id == DatasetGrant.api_key_id)
             .where(DatasetGrant.dataset_id == dataset.id).order_by(DatasetGrant.created_at, DatasetGrant.id)
         ).all()  # fmt: skip
     return [
         GrantOut(
             dataset_id=row.dataset_id,
             api_key_id=row.api_key_id,
+            api_key_name=name or "",
             created_at=row.created_at,
             key_revoked=revoked_at is not None,
         )
-        for row, revoked_at in rows
+        for row, revoked_at, name in rows
     ]
 
 
@@ -668,23 +681,31 @@ def revoke_grant(
 @router.get(
     "/{dataset_id:id}/budget",
     response_model=BudgetOut,
+    response_model_exclude_unset=True,
     summary="Budget limits and privacy filter, charged / reserved / committed / remaining ε as the filter measures "
-    "them, the committed RDP curve and δ parts",
-    responses=problem_responses(401, 404, 503),
+    "them, δ parts and, with ?include=rdp, the committed RDP curve",
+    responses=problem_responses(401, 404, 422, 503),
 )
-def budget(dataset_id: DatasetId, request: Request, principal: Principal = Depends(current_principal)) -> Any:  # noqa: B008
+def budget(
+    dataset_id: DatasetId,
+    request: Request,
+    include: RdpInclude,
+    principal: Principal = Depends(current_principal),  # noqa: B008
+) -> Any:
     db = request.app.state.db
     dataset = visible_dataset(db, dataset_id, principal, include_deleted=True)
     with db.read() as session:
         view = status(session, dataset.id)
-    return public_json({"dataset_id": dataset.id, **asdict(view)})
+    return lean_budget(public_json({"dataset_id": dataset.id, **asdict(view)}), include)
 
 
-@router.get("/{dataset_id:id}/ledger", response_model=LedgerPage, summary="Ledger entries, oldest first (paginated)",
+@router.get("/{dataset_id:id}/ledger", response_model=LedgerPage, response_model_exclude_unset=True,
+            summary="Ledger entries, oldest first (paginated)",
             responses=problem_responses(401, 404, 422, 503))  # fmt: skip
 def ledger(
     dataset_id: DatasetId,
     request: Request,
+    include: RdpInclude,
     limit: int = Query(100, ge=1, le=1000),
     offset: int = Query(0, ge=0, le=2**31 - 1),
     principal: Principal = Depends(current_principal),  # noqa: B008
@@ -720,4 +741,6 @@ def ledger(
             }
             for row in rows
         ]
-    return public_json({"dataset_id": dataset_id, "total": total, "limit": limit, "offset": offset, "entries": entries})
+    page = {"dataset_id": dataset_id, "total": total, "limit": limit, "offset": offset,
+            "entries": [lean_entry(entry, include) for entry in entries]}  # fmt: skip
+    return public_json(page)

@@ -23,6 +23,7 @@ import hashlib
 import json
 import logging
 import uuid
+from collections.abc import Collection
 from dataclasses import asdict
 from typing import Any, Literal
 
@@ -54,6 +55,7 @@ from privfit.solvers.base import MIN_EPSILON, FitResult
 from ..auth import Principal, confirm_access, require_role, usable_dataset
 from ..encoding import UtcDateTime, public_json
 from ..idempotency import IdempotencyKey, replayed
+from ..include import RdpInclude, lean_cost
 from ..problems import Problem, problem_responses
 from .fits import CostOut, FilterDryRunOut, FitId, cost_json, visible_job
 
@@ -125,11 +127,13 @@ class EvaluationOut(BaseModel):
     finished_at: UtcDateTime | None = None
 
 
-def _json(evaluation: Evaluation) -> dict[str, Any]:
+def _json(evaluation: Evaluation, include: Collection[str]) -> dict[str, Any]:
+    """The evaluation's answer; its cost's RDP curve only if ``include`` has ``rdp`` (:mod:`privfit.api.include`)."""
     body: dict[str, Any] = {
         "id": evaluation.id, "fit_id": evaluation.job_id, "dataset_id": evaluation.dataset_id,
         "status": evaluation.status, "epsilon": evaluation.epsilon, "confidence": evaluation.confidence,
-        "metrics": evaluation.metrics, "n_validation": evaluation.n_validation, "cost": evaluation.cost,
+        "metrics": evaluation.metrics, "n_validation": evaluation.n_validation,
+        "cost": lean_cost(evaluation.cost, include),
         "created_at": evaluation.created_at, "finished_at": evaluation.finished_at,
     }  # fmt: skip
     if evaluation.result is not None:
@@ -144,14 +148,16 @@ def _request_hash(job_id: str, body: EvaluationRequest) -> str:
     return hashlib.sha256(json.dumps(document, sort_keys=True).encode()).hexdigest()
 
 
-def _replay(db: Database, principal: Principal, key: str, request_hash: str) -> JSONResponse | None:
+def _replay(
+    db: Database, principal: Principal, key: str, request_hash: str, include: Collection[str]
+) -> JSONResponse | None:
     found = replayed(db, Evaluation, principal, key, request_hash)
-    return None if found is None else _created(found)
+    return None if found is None else _created(found, include)
 
 
-def _created(evaluation: Evaluation) -> JSONResponse:
+def _created(evaluation: Evaluation, include: Collection[str]) -> JSONResponse:
     location = f"/v1/fits/{evaluation.job_id}/evaluations"
-    return JSONResponse(_json(evaluation), status_code=201, headers={"Location": location})
+    return JSONResponse(_json(evaluation, include), status_code=201, headers={"Location": location})
 
 
 def _plan(job: Job, dataset: Dataset, body: EvaluationRequest) -> EvaluationPlan:
@@ -228,6 +234,7 @@ def evaluate(
     job_id: FitId,
     body: EvaluationRequest,
     request: Request,
+    include: RdpInclude,
     idempotency_key: IdempotencyKey = None,
     principal: Principal = Depends(require_role("owner", "analyst")),  # noqa: B008
 ) -> JSONResponse:
@@ -237,7 +244,7 @@ def evaluate(
     request_hash = _request_hash(job.id, body)
     if idempotency_key is not None:
         key = idempotency_key
-        replay = db.retrying(lambda: _replay(db, principal, key, request_hash), what="evaluation replay")
+        replay = db.retrying(lambda: _replay(db, principal, key, request_hash, include), what="evaluation replay")
         if replay is not None:
             return replay
     dataset, plan, budget, cost = _public_plan(db, job, body, principal)
@@ -266,7 +273,7 @@ def evaluate(
     try:
         db.retrying(admit, what="evaluation admission")
     except IntegrityError:
-        replay = _replay(db, principal, idempotency_key, request_hash) if idempotency_key else None
+        replay = _replay(db, principal, idempotency_key, request_hash, include) if idempotency_key else None
         if replay is None:
             raise
         return replay
@@ -280,15 +287,15 @@ def evaluate(
         done = _finish(db, evaluation_id, status="failed", error={
             "type": "dataset_unavailable", "detail": "the validation rows could not be read (the dataset was deleted "
             "meanwhile or its store is unavailable); the charge is kept"})  # fmt: skip
-        return _created(done)
+        return _created(done, include)
     except Exception:  # a bug, not the rows' doing: the error quotes nothing and the charge is kept
         log.exception("evaluation failed", extra={"evaluation_id": evaluation_id})
         done = _finish(db, evaluation_id, status="failed", error={
             "type": "internal_error", "detail": "the evaluation failed on the server; the charge is kept"})  # fmt: skip
-        return _created(done)
+        return _created(done, include)
     done = _finish(db, evaluation_id, status="succeeded",
                    result={"metrics": [public_json(m.to_dict()) for m in released]})  # fmt: skip
-    return _created(done)
+    return _created(done, include)
 
 
 class MetricPlanOut(BaseModel):
@@ -314,7 +321,7 @@ class EvaluationEstimateOut(FilterDryRunOut):
 
 
 @router.post(
-    "/{job_id:id}/evaluate/estimate", response_model=EvaluationEstimateOut,
+    "/{job_id:id}/evaluate/estimate", response_model=EvaluationEstimateOut, response_model_exclude_unset=True,
     summary="What an evaluation of this fit would cost and whether the budget admits it (charges nothing)",
     responses=problem_responses(
         400, 401, 403, 404, 409, 410, 413, 422, 503,
@@ -326,6 +333,7 @@ def estimate_evaluation(
     job_id: FitId,
     body: EvaluationRequest,
     request: Request,
+    include: RdpInclude,
     principal: Principal = Depends(require_role("owner", "analyst")),  # noqa: B008
 ) -> Any:
     db: Database = request.app.state.db
@@ -341,18 +349,19 @@ def estimate_evaluation(
     metrics = [{"metric": m, "epsilon": plan.epsilons[m], "weight": METRIC_WEIGHTS[m] / total, "noise": plan.noise,
                 "scale": plan.scale(m), "sensitivity": plan.sensitivity(m)} for m in plan.metrics]  # fmt: skip
     return public_json({"fit_id": job.id, "dataset_id": dataset.id, "n_validation": plan.n, "metrics": metrics,
-                        "cost": cost_json(cost, budget, evaluation_formula(plan)), **asdict(dry),
+                        "cost": lean_cost(cost_json(cost, budget, evaluation_formula(plan)), include), **asdict(dry),
                         "epsilon_max": budget.epsilon_max})  # fmt: skip
 
 
 @router.get(
     "/{job_id:id}/evaluations", response_model=list[EvaluationOut], response_model_exclude_unset=True,
     summary="The private evaluations of a fit, oldest first (to whoever may see the fit)",
-    responses=problem_responses(401, 404, 503),
+    responses=problem_responses(401, 404, 422, 503),
 )  # fmt: skip
 def list_evaluations(
     job_id: FitId,
     request: Request,
+    include: RdpInclude,
     principal: Principal = Depends(require_role("owner", "analyst", "admin")),  # noqa: B008
 ) -> Any:
     db: Database = request.app.state.db
@@ -363,6 +372,6 @@ def list_evaluations(
             rows = session.execute(
                 select(Evaluation).where(Evaluation.job_id == job.id).order_by(Evaluation.created_at, Evaluation.id)
             ).scalars()
-            return [_json(evaluation) for evaluation in rows]
+            return [_json(evaluation, include) for evaluation in rows]
 
     return db.retrying(read, what="list evaluations")

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
+from collections.abc import Collection
 from dataclasses import asdict
 from typing import Annotated, Any
 
@@ -29,8 +30,10 @@ from privfit.datasets import CategoricalLabel, DatasetSchema, encode_rows, label
 from privfit.db import Budget, Database, Dataset, Job
 from privfit.errors import ParameterError
 from privfit.jobs import cancel
-from privfit.ledger import allowance_for, budget_filter, estimate_for
+from privfit.ledger import BudgetExceededError, allowance_for, budget_filter, estimate_for
+from privfit.ledger.headroom import Headroom
 from privfit.privacy import DeltaAllowance, PrivacyCost, curve_to_json, get_grid, pure_epsilon_to_json
+from privfit.solvers.availability import available_solver
 from privfit.solvers.base import (
     MIN_EPSILON,
     AnySolver,
@@ -47,8 +50,10 @@ from privfit.solvers.registry import get_solver
 from ..admission import Admission, AdmissionGroups
 from ..auth import Principal, require_role, usable_dataset, visible_dataset
 from ..encoding import UtcDateTime, public_json
+from ..headroom import MAX_ADMISSIBLE_EPSILON_HELP, fit_headroom
 from ..idempotency import IdempotencyKey, replayed
 from ..identifiers import ResourceId, id_path, is_resource_id, normalize_id
+from ..include import FitInclude, RdpInclude, lean_cost, lean_fit
 from ..planning import PlannedFit, plan_key
 from ..problems import Problem, fit_not_found, problem_responses
 
@@ -72,7 +77,9 @@ class FitRequest(BaseModel):
         description="logistic | linear | huber | svm (GLMs); absolute | quantile (resque_dpsgd); mean | "
         "linear_loss (dp_lazy_oco). Which solvers take which model: GET /v1/solvers.",
     )
-    solver: str = Field("dp_gd", description="A solver name from GET /v1/solvers.")
+    solver: str = Field(
+        "dp_gd", description="A solver name from GET /v1/solvers whose `available` is true (another: 422 on solver)."
+    )
     privacy: Privacy = Field(default_factory=Privacy)
     params: dict[str, Any] = Field(default_factory=dict, description="Solver parameters (see GET /v1/solvers).")
 
@@ -83,8 +90,8 @@ Unbounded = Annotated[float | None, Field(description="null stands for +∞ (no 
 
 class CostOut(BaseModel):
     """A fit's privacy cost: its own ε at the dataset's δ (this fit alone), its share of the budget by the dataset's
-    filter, its RDP curve (null = +∞ at that order), δ parts and pure-ε bound. Fits admitted by older versions may
-    lack some members."""
+    filter, δ parts, pure-ε bound and, with ``?include=rdp``, its RDP curve (null = +∞ at that order). Fits
+    admitted by older versions may lack some members."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -99,7 +106,11 @@ class CostOut(BaseModel):
     extra_delta: float | None = None
     approx_delta: float | None = None
     pure_epsilon: Unbounded = None
-    rdp: list[float | None] | None = None
+    rdp: list[float | None] | None = Field(
+        None,
+        description="Only with ?include=rdp: ε(α) at each order α of the grid named by `grid` (null = +∞ at that "
+        "order); GET /v1/fits/{id}/privacy returns it with the orders.",
+    )
     formula_version: str | None = None
 
 
@@ -137,10 +148,25 @@ class FitOut(BaseModel):
     settings: dict[str, Any] = Field(description="The solver's resolved public settings (every noise scale).")
     cost: CostOut
     result: dict[str, Any] | None = Field(
-        None, description="The release: solver, model, coefficients, intercept, feature_names, metadata, predictor."
+        None,
+        description="The release: solver, model, coefficients, intercept, feature_names, metadata, predictor. "
+        "`metadata` lists what the release adds to `settings` (the whole metadata is `settings` overlaid with it); "
+        "?include=metadata returns it whole.",
     )
     error: FitError | None = None
     outlook: NoiseOutlook | None = Field(None, description=_OUTLOOK)
+
+
+class FitPrivacyOut(CostOut):
+    """A fit's whole privacy cost, its RDP curve included, with the orders of the grid the curve is given at: what a
+    client needs to plot ε(α) without knowing the grid."""
+
+    fit_id: str
+    orders: list[float] | None = Field(
+        None,
+        description="The orders α of the grid named by `grid`, one per entry of `rdp` (null when the cost names no "
+        "grid this server knows).",
+    )
 
 
 class FilterDryRunOut(BaseModel):
@@ -167,6 +193,7 @@ class EstimateOut(FilterDryRunOut):
     cost: CostOut
     settings: dict[str, Any]
     outlook: NoiseOutlook | None = Field(description=_OUTLOOK)
+    max_admissible_epsilon: float = Field(description=MAX_ADMISSIBLE_EPSILON_HELP)
 
 
 class PredictionOut(BaseModel):
@@ -206,18 +233,15 @@ def _plan(request: Request, body: FitRequest, principal: Principal) -> tuple[Dat
         lambda: _admission_inputs(db, body.dataset_id, principal), what="fit admission inputs"
     )
     settings = request.app.state.settings
-    solver = get_solver(body.solver)
-    if solver.experimental and not settings.enable_experimental_solvers:
-        message = (f"solver {body.solver!r} is experimental and disabled on this server (an operator can enable it "
-                   "with PRIVFIT_ENABLE_EXPERIMENTAL_SOLVERS=true)")  # fmt: skip
-        raise SolverParameterError("solver", message)
+    # the catalogue's availability rule (GET /v1/solvers): an unknown or unavailable solver is a 422 on "solver"
+    solver = available_solver(body.solver, experimental_enabled=settings.enable_experimental_solvers)
     if "model" in body.params:  # it used to be silently replaced by the request's top-level model
         raise SolverParameterError("params.model", "give the model as the request's top-level 'model', not in params")
     label = dataset.schema_json["label"]
     mismatch = label_mismatch(body.model, label["name"], label["type"])
     if mismatch is not None:
         raise SolverParameterError("model", mismatch)
-    limits = {"resque_localized_max_steps": settings.resque_localized_max_steps}
+    limits = _operator_limits(request)
     solver = solver.with_operator_limits(limits)
     params = {**body.params, "model": body.model}
     meta = _meta(dataset)
@@ -229,6 +253,36 @@ def _plan(request: Request, body: FitRequest, principal: Principal) -> tuple[Dat
     key = plan_key(body.solver, body.model, params, body.privacy.epsilon, meta, budget, allowance,
                    tuple(sorted(limits.items())))  # fmt: skip
     return dataset, budget, request.app.state.plans.get(key, compute)
+
+
+def _operator_limits(request: Request) -> dict[str, Any]:
+    """The operator's limits a plan is subject to (public inputs of every plan and search)."""
+    return {"resque_localized_max_steps": request.app.state.settings.resque_localized_max_steps}
+
+
+def _headroom(request: Request, body: FitRequest, dataset: Dataset, budget: Budget) -> Headroom:
+    """The largest target ε at which the filter of ``budget`` (as read) admits the request's solver, model and
+    parameters (:mod:`privfit.api.headroom`; cached by public inputs). Runs after :func:`_plan` accepted the
+    request, so the solver is available and the model fits the label."""
+    settings = request.app.state.settings
+    limits = _operator_limits(request)
+    solver = available_solver(body.solver, experimental_enabled=settings.enable_experimental_solvers)
+    solver = solver.with_operator_limits(limits)
+    allowance = allowance_for(budget) if solver.uses_delta_parts else None
+    return fit_headroom(request.app.state.headroom, solver, {**body.params, "model": body.model}, _meta(dataset),
+                        budget, allowance, tuple(sorted(limits.items())))  # fmt: skip
+
+
+def _headroom_now(request: Request, body: FitRequest, dataset: Dataset) -> Headroom:
+    """:func:`_headroom` against the budget as it is now: read again after a refusal, so its committed cost holds
+    every fit the refusal counted (and any admitted since)."""
+    db: Database = request.app.state.db
+
+    def read() -> Budget:
+        with db.read() as session:
+            return session.get_one(Budget, dataset.id)
+
+    return _headroom(request, body, dataset, db.retrying(read, what="read budget"))
 
 
 def planned_fit(
@@ -332,6 +386,7 @@ _FIT_HEADERS = {"Location": {"description": "The fit's URL.", "schema": {"type":
 def create_fit(
     body: FitRequest,
     request: Request,
+    include: FitInclude,
     idempotency_key: IdempotencyKey = None,
     principal: Principal = Depends(require_role("owner", "analyst")),  # noqa: B008
 ) -> JSONResponse:
@@ -339,7 +394,7 @@ def create_fit(
     request_hash = _request_hash(body)
     if idempotency_key is not None:
         key = idempotency_key
-        replay = db.retrying(lambda: _replay(db, principal, key, request_hash), what="fit replay")
+        replay = db.retrying(lambda: _replay(db, principal, key, request_hash, include), what="fit replay")
         if replay is not None:
             return replay
     dataset, _, planned = _plan(request, body, principal)
@@ -360,20 +415,27 @@ def create_fit(
     admissions: AdmissionGroups = request.app.state.admissions
     try:
         job = db.retrying(lambda: admissions.run(admission), what="fit admission")
+    except BudgetExceededError as refused:  # the 409 says what this fit could have now
+        refused.state_headroom(_headroom_now(request, body, dataset).epsilon)
+        raise
     except IntegrityError:
-        replay = _replay(db, principal, idempotency_key, request_hash) if idempotency_key else None
+        replay = _replay(db, principal, idempotency_key, request_hash, include) if idempotency_key else None
         if replay is None:
             raise
         return replay
     request.app.state.dispatcher.job_created(job_id)  # after the commit: a worker never sees a half-written job
-    return JSONResponse(_admitted_json(job, planned), status_code=202, headers={"Location": f"/v1/fits/{job_id}"})
+    admitted = lean_fit(_admitted_json(job, planned), include)
+    return JSONResponse(admitted, status_code=202, headers={"Location": f"/v1/fits/{job_id}"})
 
 
-def _replay(db: Database, principal: Principal, key: str, request_hash: str) -> JSONResponse | None:
+def _replay(
+    db: Database, principal: Principal, key: str, request_hash: str, include: Collection[str]
+) -> JSONResponse | None:
     job = replayed(db, Job, principal, key, request_hash)
     if job is None:
         return None
-    return JSONResponse(_jsonable(_job_json(job)), status_code=202, headers={"Location": f"/v1/fits/{job.id}"})
+    body = lean_fit(_jsonable(_job_json(job)), include)
+    return JSONResponse(body, status_code=202, headers={"Location": f"/v1/fits/{job.id}"})
 
 
 def _jsonable(value: Any) -> Any:
@@ -387,13 +449,16 @@ def _jsonable(value: Any) -> Any:
 def estimate_fit(
     body: FitRequest,
     request: Request,
+    include: RdpInclude,
     principal: Principal = Depends(require_role("owner", "analyst")),  # noqa: B008
 ) -> Any:
     dataset, budget, planned = _plan(request, body, principal)
     dry = estimate_for(budget, planned.plan.cost)  # the budget read with the plan's inputs, in one transaction
+    headroom = _headroom(request, body, dataset, budget)
     # the document of EstimateOut, in its field order; the plan's parts are cached public JSON already
     return JSONResponse({**public_json({**asdict(dry), "epsilon_max": budget.epsilon_max}), "dataset_id": dataset.id,
-                         "cost": planned.cost, "settings": planned.settings, "outlook": planned.outlook})  # fmt: skip
+                         "cost": lean_cost(planned.cost, include), "settings": planned.settings,
+                         "outlook": planned.outlook, "max_admissible_epsilon": headroom.epsilon})  # fmt: skip
 
 
 def visible_job(request: Request, job_id: str, principal: Principal) -> Job:
@@ -432,6 +497,7 @@ FitId = Annotated[str, id_path("fit")]
 def list_fits(
     request: Request,
     dataset_id: Annotated[ResourceId, Query(description="The dataset's id.")],
+    include: FitInclude,
     principal: Principal = Depends(require_role("owner", "analyst", "admin")),  # noqa: B008
 ) -> Any:
     db: Database = request.app.state.db
@@ -444,22 +510,38 @@ def list_fits(
         with db.read() as session:
             return [_job_json(job) for job in session.execute(query).scalars()]
 
-    return _jsonable(db.retrying(read, what="list fits"))
+    return [lean_fit(fit, include) for fit in _jsonable(db.retrying(read, what="list fits"))]
 
 
 @router.get("/{job_id:id}", response_model=FitOut, response_model_exclude_unset=True,
             summary="Status, data-independent progress, and the result when done",
-            responses=problem_responses(401, 404, 503))  # fmt: skip
-def get_fit(job_id: FitId, request: Request,
+            responses=problem_responses(401, 404, 422, 503))  # fmt: skip
+def get_fit(job_id: FitId, request: Request, include: FitInclude,
             principal: Principal = Depends(require_role("owner", "analyst", "admin"))) -> Any:  # noqa: B008  # fmt: skip
-    return _jsonable(_job_json(visible_job(request, job_id, principal)))
+    return lean_fit(_jsonable(_job_json(visible_job(request, job_id, principal))), include)
+
+
+@router.get("/{job_id:id}/privacy", response_model=FitPrivacyOut, response_model_exclude_unset=True,
+            summary="A fit's privacy cost with its whole RDP curve and the orders of its grid",
+            responses=problem_responses(401, 404, 503))  # fmt: skip
+def fit_privacy(job_id: FitId, request: Request,
+                principal: Principal = Depends(require_role("owner", "analyst", "admin"))) -> Any:  # noqa: B008  # fmt: skip
+    """The fit's cost as stored when it was admitted — the `cost` of `GET /v1/fits/{id}?include=rdp` — and the
+    grid's orders α, one per entry of `rdp` (null = +∞ at that order). Visible to whoever may see the fit."""
+    job = visible_job(request, job_id, principal)
+    cost: dict[str, Any] = dict(job.cost or {})
+    try:
+        orders: list[float] | None = [float(a) for a in get_grid(str(cost.get("grid"))).orders]
+    except ParameterError:  # a cost without a grid, or with one this server no longer has
+        orders = None
+    return _jsonable({"fit_id": job.id, **cost, "orders": orders})
 
 
 @router.post("/{job_id:id}/cancel", response_model=FitOut, response_model_exclude_unset=True,
              summary="Cancel: queued → released; running → stops at its next step",
-             responses=problem_responses(401, 404, 409, 503, s409="The fit had already finished (succeeded or "
+             responses=problem_responses(401, 404, 409, 422, 503, s409="The fit had already finished (succeeded or "
                                          "failed): nothing was changed."))  # fmt: skip
-def cancel_fit(job_id: FitId, request: Request,
+def cancel_fit(job_id: FitId, request: Request, include: FitInclude,
                principal: Principal = Depends(require_role("owner", "analyst", "admin"))) -> Any:  # noqa: B008  # fmt: skip
     """A queued fit is cancelled at once (its reservation released); a running one is asked to stop (200, status
     still ``running`` with ``cancel_requested``). Asking again, or cancelling a cancelled fit, is a harmless 200 (the
@@ -469,7 +551,7 @@ def cancel_fit(job_id: FitId, request: Request,
     status = cancel(request.app.state.db, job.id) if job.status in ("queued", "running") else job.status
     if status in ("succeeded", "failed"):
         raise Problem(409, "Fit already finished", f"fit {job.id} has already finished ({status}); nothing was changed")
-    return _jsonable(_job_json(visible_job(request, job.id, principal)))
+    return lean_fit(_jsonable(_job_json(visible_job(request, job.id, principal))), include)
 
 
 class PredictRequest(BaseModel):

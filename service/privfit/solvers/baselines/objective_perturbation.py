@@ -100,6 +100,7 @@ from privfit.privacy import (
     pure_epsilon_for_target,
 )
 from privfit.privacy.noise import describe_sampler
+from privfit.solvers.availability import suggested_solvers
 from privfit.solvers.base import (
     FitRun,
     FloatArray,
@@ -245,14 +246,16 @@ class ObjectivePerturbation(Solver[ObjectivePerturbationParams, ObjectivePerturb
         "approximate minimiser. Smooth, Lipschitz losses only (logistic, huber, svm); needs λ > 0."
     )
     target_required: ClassVar[str] = "objective perturbation is calibrated to a target: give both epsilon and delta"
+    float_sampler_only: ClassVar[str | None] = EXACT_SAMPLER_REFUSAL
 
     def parse_params(self, params: Mapping[str, Any] | SolverParams | None = None) -> ObjectivePerturbationParams:
-        """As :meth:`Solver.parse_params`; the squared loss gets a message naming the solvers that take it."""
+        """As :meth:`Solver.parse_params`; the squared loss gets a message naming the solvers that take it (those
+        this server runs: :func:`~privfit.solvers.availability.suggested_solvers`)."""
         if isinstance(params, Mapping) and params.get("model") == "linear":
             raise SolverParameterError(
                 "model",
-                "objective perturbation needs a globally Lipschitz loss and the squared loss ('linear') is not; "
-                "use output_perturbation, dp_gd or dp_sgd for linear regression",
+                "objective perturbation needs a globally Lipschitz loss and the squared loss ('linear') is not; use "
+                f"{suggested_solvers('linear')} for linear regression",
             )
         return super().parse_params(params)
 
@@ -261,7 +264,7 @@ class ObjectivePerturbation(Solver[ObjectivePerturbationParams, ObjectivePerturb
     ) -> ObjectivePerturbationResolved:
         """The ε split (laplace) or the σ_b calibration (gaussian) of the module docstring, λ, and the noise
         scales, from public inputs only. Refused under the exact sampler (module docstring)."""
-        require_float_sampler(self.name, EXACT_SAMPLER_REFUSAL)
+        require_float_sampler(self)
         target_epsilon, delta = privacy.required_target()
         grid = privacy.grid
         loss = glm_loss(p)

@@ -85,6 +85,7 @@ from pydantic import Field
 
 from privfit.privacy import OrderGrid, PrivacyCost, pure_epsilon_for_target
 from privfit.privacy.noise import describe_sampler
+from privfit.solvers.availability import suggested_solvers
 from privfit.solvers.base import (
     MAX_SCALE,
     MIN_SCALE,
@@ -136,8 +137,6 @@ MIN_SCALE_OVER_RADIUS = 1e-3
 #: Why a server with the exact sampler refuses this solver (module docstring, "No exact sampler";
 #: :func:`~privfit.solvers.base.require_float_sampler` words the refusal).
 EXACT_SAMPLER_REFUSAL = "samples a continuous distribution with data-dependent acceptance"
-#: Solvers to name when a GLM model is requested.
-_GLM_SOLVERS = "dp_otb, dp_sgd, dp_gd, objective_perturbation or output_perturbation"
 
 
 class DPLazyOCOParams(SolverParams):
@@ -268,18 +267,20 @@ class DPLazyOCO(Solver[DPLazyOCOParams, DPLazyOCOResolved]):
         "for one-shot fits other solvers are far more accurate."
     )
     target_required: ClassVar[str] = "dp_lazy_oco is calibrated to a target epsilon at the dataset's delta: give both"
+    float_sampler_only: ClassVar[str | None] = EXACT_SAMPLER_REFUSAL
     uses_delta_parts: ClassVar[bool] = True
     appends_intercept: ClassVar[bool] = False
 
     def parse_params(self, params: Mapping[str, Any] | SolverParams | None = None) -> DPLazyOCOParams:
-        """Validate; a GLM model is refused with the names of the solvers that fit it."""
+        """Validate; a GLM model is refused with the names of the solvers that fit it and that this server runs
+        (:func:`~privfit.solvers.availability.suggested_solvers`: never one it refuses)."""
         model = params.get("model") if isinstance(params, Mapping) else None
         if isinstance(model, str) and model not in self.models:
             known = ", ".join(repr(m) for m in self.models)
             raise SolverParameterError(
                 "model",
                 f"solver 'dp_lazy_oco' samples its Gibbs measures exactly only for {known} (spec §5.3); "
-                f"model {model!r} is fitted by {_GLM_SOLVERS}",
+                f"model {model!r} is fitted by {suggested_solvers(model, exclude=(self.name,))}",
             )
         return super().parse_params(params)
 
@@ -287,7 +288,7 @@ class DPLazyOCO(Solver[DPLazyOCOParams, DPLazyOCOResolved]):
         """Public bounds → G, D; (target ε, δ_cal = δ/2, T = n) → (β, λ, p, Φ, B_int) by the paper's recipe. On a
         dataset δ_cal is at most its filter's δ allowance (the charge's δ part is ≤ δ_cal(1 + 2⁻²⁰)). Refused under
         the exact sampler (module docstring)."""
-        require_float_sampler(self.name, EXACT_SAMPLER_REFUSAL)
+        require_float_sampler(self)
         target_epsilon, delta = privacy.required_target()
         delta_allowance = privacy.delta_allowance
         z = p.z or ("x" if p.model == "mean" else "yx")

@@ -266,6 +266,7 @@ class ReSQueLocalized(Solver[ReSQueLocalizedParams, ReSQueLocalizedResolved]):
     target_required: ClassVar[str] = "resque_localized is calibrated to a target epsilon: give one"
     uses_delta_parts: ClassVar[bool] = True
     experimental: ClassVar[bool] = True
+    float_sampler_only: ClassVar[str | None] = "calibrates its noise by a stability argument, not to an L2 sensitivity"
 
     def __init__(self, max_planned_steps: float = DEFAULT_MAX_PLANNED_STEPS) -> None:
         self.max_planned_steps = float(max_planned_steps)
@@ -324,7 +325,7 @@ class ReSQueLocalized(Solver[ReSQueLocalizedParams, ReSQueLocalizedResolved]):
         sum to at most (1/4)·δ/(1 + e^ε) and, for a dataset, to the allowance of its filter's δ pot. Refused on a
         server with the exact sampler: a phase's noise σ_i = Lη_i/β is calibrated through the paper's stability
         argument (Prop. 7), not to an L2 sensitivity the lattice of :mod:`privfit.privacy.noise` could be sized for."""
-        require_float_sampler(self.name, "calibrates its noise by a stability argument, not to an L2 sensitivity")
+        require_float_sampler(self)
         target_epsilon, delta = privacy.required_target()
         grid, allowance = privacy.grid, privacy.delta_allowance
         slack_budget = delta_part(

@@ -83,7 +83,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
@@ -107,6 +107,7 @@ from ..base import (
     SolverParameterError,
     SolverParams,
     check_resolved_metadata,
+    sampler_refusal,
 )
 from ..baselines.dp_gd import DPGradientDescent
 from ..baselines.dp_sgd import DPSGD
@@ -120,6 +121,7 @@ __all__ = [
     "AutoSelection",
     "Candidate",
     "candidate_set",
+    "candidates_description",
     "recommended_solver",
     "selection_curve",
     "validation_size",
@@ -160,12 +162,31 @@ def candidate_set(model: str, multiclass: bool = False, sampler: SamplerName = "
     """The public candidate solvers for ``model`` (module docstring, "Candidates"), each run at its defaults;
     ``multiclass``: a categorical label, which among the candidates only ``dp_gd`` and ``dp_sgd`` fit
     (:data:`~privfit.solvers.base.MULTICLASS_SOLVERS`); ``sampler`` 'exact': no ``objective_perturbation``, which
-    needs continuous noise (module docstring, "The noise sampler")."""
+    needs continuous noise (module docstring, "The noise sampler"; the rule is
+    :func:`~privfit.solvers.base.sampler_refusal`, the one the catalogue's availability follows)."""
     if multiclass:
         return MULTICLASS_CANDIDATES
-    if model == "linear" or sampler == "exact":
+    if model == "linear" or sampler_refusal(CANDIDATE_SOLVERS["objective_perturbation"], sampler) is not None:
         return ("dp_gd", "output_perturbation")
     return ("dp_gd", "objective_perturbation")
+
+
+def _joined(names: list[str]) -> str:
+    """``a``, ``a and b``, ``a, b and c``."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
+
+
+def candidates_description(models: tuple[str, ...], sampler: SamplerName) -> str:
+    """The candidates :func:`candidate_set` gives under ``sampler``, in words, grouped by candidate pair: e.g. "dp_gd
+    and objective_perturbation for logistic, huber and svm; dp_gd and output_perturbation for linear; dp_gd and
+    dp_sgd for a categorical label" (``GET /v1/solvers`` serves the description built from it, so it names only
+    solvers this server runs)."""
+    groups: dict[tuple[str, ...], list[str]] = {}
+    for model in models:
+        groups.setdefault(candidate_set(model, False, sampler), []).append(model)
+    parts = [f"{_joined(list(names))} for {_joined(members)}" for names, members in groups.items()]
+    parts.append(f"{_joined(list(MULTICLASS_CANDIDATES))} for a categorical label")
+    return "; ".join(parts)
 
 
 def released_theta(result: FitResult) -> FloatArray:
@@ -280,15 +301,25 @@ class AutoResolved(MetadataResolved):
 class AutoSelection(Solver[AutoParams, AutoResolved]):
     """Private selection among public candidates on a secret train/validation split (module docstring)."""
 
-    description = (
-        "Private model selection: fits each public candidate (dp_gd and objective perturbation; dp_gd and output "
-        "perturbation for 'linear') on a secret random training split, scores them with Gaussian noise on the "
-        "held-out rows (accuracy, or squared error) and releases the best model and which candidate won. The cost "
-        "is the composition of the candidates' fits, which the scores share by parallel composition; the target ε "
-        "covers the whole procedure."
+    #: the description with ``{candidates}`` left to fill: the served one names the candidates (:meth:`describe`)
+    description_template: ClassVar[str] = (
+        "Private model selection: fits each public candidate ({candidates}) on a secret random training split, "
+        "scores them with Gaussian noise on the held-out rows (accuracy, or squared error) and releases the best "
+        "model and which candidate won. The cost is the composition of the candidates' fits, which the scores share "
+        "by parallel composition; the target ε covers the whole procedure."
+    )
+    description = description_template.format(
+        candidates="two solvers per model, those the server runs: GET /v1/solvers names them"
     )
     appends_intercept = False
     multiclass = True
+
+    def describe(self) -> dict[str, Any]:
+        """As :meth:`Solver.describe`, with the description naming the candidates of the sampler in force (under
+        ``exact`` no ``objective_perturbation``, which this server refuses), so the catalogue never offers a solver
+        the selection does not use here."""
+        candidates = f"on this server: {candidates_description(self.models, current_sampler())}"
+        return {**super().describe(), "description": self.description_template.format(candidates=candidates)}
 
     def _training_metadata(self, meta: PublicMetadata, n_train: int) -> PublicMetadata:
         return PublicMetadata(

@@ -457,7 +457,8 @@ async function renderDataset(datasetId) {
   /** Reload the budget and the ledger and redraw their views (coalesces concurrent calls). */
   function refreshBudget() {
     if (budgetRequest) return budgetRequest;
-    budgetRequest = Promise.all([api(`/v1/datasets/${id}/budget`), allLedgerEntries(datasetId)])
+    // the RDP chart needs the grid's orders and the committed curve, left out of the API's default answer
+    budgetRequest = Promise.all([api(`/v1/datasets/${id}/budget?include=rdp`), allLedgerEntries(datasetId)])
       .then(([budget, entries]) => {
         if (token === generation) drawBudget(budget, entries);
       }, (error) => {
@@ -611,11 +612,25 @@ async function renderDataset(datasetId) {
    * @returns {HTMLElement}
    */
   function estimatePanel() {
+    // A solver this server does not run (GET /v1/solvers: available false) is listed but cannot be chosen: its
+    // option is disabled and says why and which setting enables it; the note under the form lists the same.
+    const unavailable = solvers.filter((s) => s.available === false);
     const solverSelect = el("select", { id: "estimate-solver", "data-testid": "estimate-solver", name: "solver" },
-      solvers.map((s) => el("option", { value: s.name, text: s.name })));
+      solvers.map((s) => s.available === false
+        ? el("option", { value: s.name, text: `${s.name} (not on this server)`, disabled: true,
+          title: `${s.unavailable_reason || "Not available on this server."} Enabled by ${s.enabled_by}.` })
+        : el("option", { value: s.name, text: s.name })));
+    const unavailableNote = unavailable.length === 0 ? null
+      : el("details", { class: "solver-about small", "data-testid": "unavailable-solvers" },
+        el("summary", { text: `Not available on this server: ${unavailable.map((s) => s.name).join(", ")}` }),
+        el("dl", { class: "param-list" }, unavailable.map((s) => [
+          el("dt", {}, el("code", { text: s.name }), el("span", { class: "muted", text: ` enabled by ${s.enabled_by}` })),
+          el("dd", { class: "small", "data-testid": "unavailable-reason", "data-solver": s.name,
+            text: s.unavailable_reason || "" }),
+        ])));
     const modelSelect = el("select", { id: "estimate-model", "data-testid": "estimate-model", name: "model" });
     const epsilonInput = el("input", {
-      id: "estimate-epsilon", "data-testid": "estimate-epsilon", name: "epsilon", type: "number", min: "0.001",
+      id: "estimate-epsilon", "data-testid": "estimate-epsilon", name: "epsilon", type: "number", min: "0.000001",
       max: "100", step: "any", value: "0.5", inputmode: "decimal",
     });
     const paramsInput = el("textarea", {
@@ -634,7 +649,9 @@ async function renderDataset(datasetId) {
     const runButton = el("button", { type: "button", class: "button button-primary", id: "run-fit",
       "data-testid": "run-fit", text: "Run fit" });
 
-    if (solvers.some((s) => s.name === "dp_gd")) solverSelect.value = "dp_gd";
+    const runnable = solvers.filter((s) => s.available !== false);
+    if (runnable.some((s) => s.name === "dp_gd")) solverSelect.value = "dp_gd";
+    else if (runnable.length > 0) solverSelect.value = runnable[0].name;
 
     /** Fill the model select and the parameter reference for the chosen solver. */
     function syncSolver() {
@@ -686,6 +703,7 @@ async function renderDataset(datasetId) {
         el("label", {}, el("span", { text: "Solver" }), solverSelect),
         el("label", {}, el("span", { text: "Model" }), modelSelect),
         el("label", {}, el("span", { text: "Target ε" }), epsilonInput)),
+      unavailableNote,
       el("label", { class: "block" }, el("span", { text: "Parameters (JSON object, optional)" }), paramsInput),
       about,
       el("div", { class: "form-actions" }, estimateButton, runButton),
@@ -699,7 +717,7 @@ async function renderDataset(datasetId) {
       result.classList.add("stale");
       try {
         const estimate = await api("/v1/fits/estimate", { method: "POST", body: request });
-        if (token === generation) showEstimate(result, estimate);
+        if (token === generation) showEstimate(result, estimate, useLargest);
       } catch (error) {
         if (token !== generation) return;
         if (error instanceof ApiError && error.status !== 401) showInlineProblem(result, error.title, error.detail);
@@ -709,6 +727,18 @@ async function renderDataset(datasetId) {
         result.classList.remove("stale");
       }
     });
+
+    /**
+     * A button that puts the largest admissible ε (stated by an estimate and by a budget refusal) into the target ε
+     * field; null when there is none (0: nothing is admissible now).
+     * @param {number|undefined} value
+     * @returns {HTMLElement|null}
+     */
+    function useLargest(value) {
+      if (typeof value !== "number" || !(value > 0)) return null;
+      return el("button", { type: "button", class: "button button-small", "data-testid": "use-max-epsilon",
+        text: `Use ε = ${value}`, onclick: () => { epsilonInput.value = String(value); } });
+    }
 
     runButton.addEventListener("click", async () => {
       if (!form.reportValidity()) return;
@@ -731,7 +761,8 @@ async function renderDataset(datasetId) {
         ensurePolling();
       } catch (error) {
         if (token !== generation || (error instanceof ApiError && error.status === 401)) return; // 401: logged out
-        replace(runStatus, el("span", { class: "form-error", "data-testid": "run-error", text: problemText(error) }));
+        replace(runStatus, el("span", { class: "form-error", "data-testid": "run-error", text: problemText(error) }),
+          error instanceof ApiError && error.status === 409 ? [" ", useLargest(error.problem.max_admissible_epsilon)] : null);
       } finally {
         runButton.disabled = false;
       }
@@ -788,9 +819,11 @@ function ledgerTable(entries, epsilonMax, visibleFits) {
 }
 
 /**
- * Show an estimate: the fit's ε (at its optimal order), committed before → after, remaining after, admissible.
+ * Show an estimate: the fit's ε (at its optimal order), committed before → after, remaining after, admissible, and
+ * the largest target ε the dataset's filter would admit now for the same solver, model and parameters.
  * @param {HTMLElement} target
  * @param {object} estimate The JSON of POST /v1/fits/estimate.
+ * @param {(value: number) => HTMLElement|null} [useLargest] A button that puts that ε into the form.
  */
 const REFUSALS = {
   epsilon: "over the ε budget",
@@ -798,7 +831,7 @@ const REFUSALS = {
   closed: "the dataset admits no more fits",
 };
 
-function showEstimate(target, estimate) {
+function showEstimate(target, estimate, useLargest = () => null) {
   const cost = estimate.cost || {};
   target.hidden = false;
   target.dataset.state = "ok";
@@ -817,6 +850,10 @@ function showEstimate(target, estimate) {
       "data-testid": "estimate-admissible", "data-value": String(estimate.admissible),
       text: estimate.admissible ? "yes" : `no — ${REFUSALS[estimate.refusal_reason] || "over budget"}`,
     })],
+    ["Largest admissible ε now", estimate.max_admissible_epsilon === 0
+      ? el("span", { "data-testid": "estimate-max-epsilon", "data-value": "0", text: "none — nothing is admissible now" })
+      : [num(estimate.max_admissible_epsilon, "estimate-max-epsilon", (v) => (v === undefined ? "—" : String(v))),
+        " ", useLargest(estimate.max_admissible_epsilon)]],
   ], "estimate-facts"));
 }
 
@@ -847,7 +884,8 @@ async function renderFit(fitId) {
   const token = generation;
   const id = encodeURIComponent(fitId);
   replace(viewRoot, el("p", { class: "loading", text: "Loading fit…" }));
-  const fit = await fetchOrShowMissing(`/v1/fits/${id}`, token);
+  // the whole release metadata: "Release metadata" below shows what it adds to the settings, and how many repeat them
+  const fit = await fetchOrShowMissing(`/v1/fits/${id}?include=metadata`, token);
   if (!fit) return;
   let dataset = null;
   try {
@@ -887,8 +925,8 @@ async function renderFit(fitId) {
         stat("Dataset", el("a", { href: datasetHref, text: dataset ? dataset.name : shortId(fit.dataset_id) })),
         stat("Noise outlook", outlookView(fit.outlook, "fit-outlook"))),
       progressSlot, timesSlot),
+    evaluationsSlot, // before the result: its form is at the top of the page, not under the coefficient table
     outcomeSlot,
-    evaluationsSlot,
     el("details", { class: "panel settings", "data-testid": "fit-settings" },
       el("summary", { text: "Resolved settings and accounting" }),
       el("div", { class: "table-wrap" }, settingsTable(fit.settings || {}, cost, "settings-table"))));
@@ -915,7 +953,7 @@ async function renderFit(fitId) {
       onclick: async (event) => {
         event.currentTarget.disabled = true;
         try {
-          draw(await api(`/v1/fits/${id}/cancel`, { method: "POST" }));
+          draw(await api(`/v1/fits/${id}/cancel?include=metadata`, { method: "POST" }));
           poll();
         } catch (error) {
           showError(error);
@@ -938,7 +976,7 @@ async function renderFit(fitId) {
     polling = true;
     const tick = async () => {
       try {
-        const current = await api(`/v1/fits/${id}`);
+        const current = await api(`/v1/fits/${id}?include=metadata`);
         if (token !== generation) return;
         draw(current);
         if (ACTIVE.has(current.status)) later(token, tick, POLL_MS);

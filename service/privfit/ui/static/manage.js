@@ -371,8 +371,9 @@ export function renderUpload(view) {
 // a dataset's grants and deletion
 
 /**
- * The "Access and deletion" panel of a dataset (its owner and admins): the analyst keys granted, a form to grant
- * one more by its key id, a revoke button per grant, and deletion — each destructive step confirmed.
+ * The "Access and deletion" panel of a dataset (its owner and admins): the analyst keys granted (by name, the id in
+ * the tooltip and shortened beside it), a form to grant one more by its key id, a revoke button per grant, and
+ * deletion — each destructive step confirmed.
  * @param {object} dataset
  * @param {{alive: () => boolean, onChange: () => void}} view `onChange` is called after a grant changed.
  * @returns {HTMLElement}
@@ -407,12 +408,16 @@ export function managePanel(dataset, view) {
     return el("table", { class: "table grants-table", "data-testid": "grants-table" },
       el("thead", {}, el("tr", {}, ["Analyst key", "Granted", ""].map((h) => el("th", { text: h })))),
       el("tbody", {}, grants.map((grant) => el("tr", { "data-testid": "grant-row", "data-key-id": grant.api_key_id },
-        el("td", {}, el("span", { class: "mono small", text: grant.api_key_id }),
+        el("td", {}, grant.api_key_name
+          ? [el("span", { "data-testid": "grant-key-name", title: `key id ${grant.api_key_id}`, text: grant.api_key_name }),
+            el("span", { class: "mono small muted", text: ` ${shortId(grant.api_key_id)}` })]
+          : el("span", { class: "mono small", "data-testid": "grant-key-name", title: "this key has no name",
+            text: grant.api_key_id }),
           grant.key_revoked ? el("span", { class: "status status-failed", text: "key revoked" }) : null),
         el("td", { class: "small nowrap", text: fmtTime(grant.created_at) }),
         el("td", { class: "actions" }, confirmButton({
           label: "Revoke", confirmLabel: "Revoke access", small: true, testid: "grant-revoke",
-          question: `Revoke key ${shortId(grant.api_key_id)}? Its queued and running fits on this dataset are cancelled.`,
+          question: `Revoke key ${grant.api_key_name || shortId(grant.api_key_id)}? Its queued and running fits on this dataset are cancelled.`,
           action: async () => {
             await api(`/v1/datasets/${id}/grants/${encodeURIComponent(grant.api_key_id)}`, { method: "DELETE" });
             await refresh();
