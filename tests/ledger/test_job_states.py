@@ -19,6 +19,7 @@ from privfit.jobs.states import (
     cancel,
     claim,
     fail,
+    hand_back_unread,
     mark_reading,
     queued_before,
     recover_lost,
@@ -104,6 +105,22 @@ def test_an_interrupted_job_goes_back_to_the_queue_then_fails_past_its_runs(data
     assert requeue_interrupted(database, job_id, "w2", max_attempts=2) == "failed"
     row = job(database, job_id)
     assert row.status == "failed" and row.error == FAILED_AFTER_READING
+    assert ledger_kinds(database, job_id) == ["charge", "reservation"]
+
+
+def test_a_run_a_shutdown_stopped_before_reading_is_not_counted(database: Database):
+    """Handed back unread, the claim is undone (attempt back to its value before it) and the charge stays; the next
+    claim counts as the run it is. Without the decrement, repeated stops of a busy server could exhaust a fit."""
+    _, (job_id,) = queued_jobs(database, 1)
+    claim(database, job_id, "w1", lease_seconds=60.0)
+    assert mark_reading(database, job_id, "w1")
+    assert requeue_interrupted(database, job_id, "w1") == "queued"
+    for _ in range(5):
+        assert claim(database, job_id, "w2", lease_seconds=60.0).attempt == 2
+        assert hand_back_unread(database, job_id, "someone else") is None
+        assert hand_back_unread(database, job_id, "w2") == "queued"
+    row = job(database, job_id)
+    assert row.status == "queued" and row.attempt == 1 and row.data_read_at is not None
     assert ledger_kinds(database, job_id) == ["charge", "reservation"]
 
 

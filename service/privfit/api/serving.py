@@ -51,6 +51,7 @@ import threading
 import time
 from collections.abc import Callable, Collection
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 import uvicorn
@@ -176,14 +177,24 @@ class PrivfitServer(uvicorn.Server):
         if self.on_ready is not None:
             self.on_ready()
 
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        """The stop signal: the embedded worker pool takes no more jobs from this instant, not from the event loop's
+        next turn, so a fit another process hands back as it stops is not taken up here (and counted) meanwhile."""
+        self._begin_stopping_workers()
+        super().handle_exit(sig, frame)
+
     async def shutdown(self, sockets: list[Any] | None = None) -> None:
         _exit_after(self.settings.stop_grace_seconds + WATCHDOG_MARGIN_SECONDS)
-        # the embedded worker pool starts stopping now, while requests in flight drain: its running fits stop at
-        # their next step and go back to the queue within the grace (the lifespan's shutdown then only waits)
+        # the embedded worker pool starts stopping now (if no signal began it), while requests in flight drain: its
+        # running fits stop at their next step and go back to the queue within the grace (the lifespan's shutdown
+        # then only waits)
+        self._begin_stopping_workers()
+        await super().shutdown(sockets)
+
+    def _begin_stopping_workers(self) -> None:
         workers = getattr(getattr(self.config.app, "state", None), "workers", None)
         if workers is not None:
             workers.begin_stop()
-        await super().shutdown(sockets)
 
 
 class _Stopped(Exception):

@@ -58,6 +58,7 @@ from .states import (
     end_cancelled,
     fail,
     finish,
+    hand_back_unread,
     heartbeat,
     mark_reading,
     refuse_queued,
@@ -199,13 +200,17 @@ def _database_fault_before_reading(db: Database, job: ClaimedJob, worker: str, e
         return None
 
 
-def _interrupted(db: Database, job: ClaimedJob, worker: str, max_attempts: int, reason: str) -> str | None:
+def _interrupted(db: Database, job: ClaimedJob, worker: str, max_attempts: int, reason: str,
+                 reading: bool = True) -> str | None:  # fmt: skip
     """This worker stopped the fit at a step boundary for a reason that does not depend on the rows (``reason``:
     the process is shutting down, or memory ran out for allocations whose sizes are public): back to the queue with
-    its charge to run again from the start (:func:`~privfit.jobs.states.requeue_interrupted`). If even that write
-    fails, the job keeps its lease until it expires and the sweep re-queues it."""
+    its charge to run again from the start (:func:`~privfit.jobs.states.requeue_interrupted`; a run stopped before it
+    read a row is not counted, :func:`~privfit.jobs.states.hand_back_unread`). If even that write fails, the job
+    keeps its lease until it expires and the sweep re-queues it."""
     log.warning("job interrupted", extra={"job_id": job.id, "reason": reason, "attempt": job.attempt})
     try:
+        if not reading:
+            return hand_back_unread(db, job.id, worker)
         return requeue_interrupted(db, job.id, worker, max_attempts)
     except Exception as again:
         log.warning("job left to lease expiry", extra={"job_id": job.id, "error_type": type(again).__name__})
@@ -242,7 +247,7 @@ def _execute(
         if monitor.lost.is_set():
             return None
         if stop.stopping() and not monitor.cancel.is_set():
-            return _interrupted(db, job, worker, max_attempts, "shutdown")
+            return _interrupted(db, job, worker, max_attempts, "shutdown", reading)
         end_cancelled(db, job.id, worker)
         log.info("job cancelled", extra={"job_id": job.id})
         return "cancelled"

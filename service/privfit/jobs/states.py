@@ -25,7 +25,8 @@ whether it won. The ledger moves in the same transactions:
 - ``requeue_interrupted``: the same for a fit its own worker stopped — a graceful shutdown (SIGTERM) or a
   ``MemoryError`` — at a step boundary: back to queued with its charge, or failed past ``max_attempts``.
 - ``requeue_unread``: running → queued with its charge, for a fit whose worker met a transient database fault before
-  reading a row (as ``recover_lost`` does for a lost worker).
+  reading a row (as ``recover_lost`` does for a lost worker); ``hand_back_unread`` as well for a fit a shutdown
+  stopped before it read a row, and that claim is not counted as a run.
 
 **Runs again, charged once** (docs/privacy.md §10). ``data_read_at`` is kept when a job goes back to the queue, so
 once any run has read rows the job is never refunded (a later cancel or failure keeps the charge). Nothing of an
@@ -354,12 +355,20 @@ def requeue_unread(db: Database, job_id: str, worker: str) -> str | None:
     return _requeue(db, job_id, worker, (), exhaust=False, what="requeue")
 
 
+def hand_back_unread(db: Database, job_id: str, worker: str) -> str | None:
+    """Put back in the queue a running job of ``worker`` that this process's shutdown stopped before the run read a
+    row: as :func:`requeue_unread`, and the claim is not counted (``attempt`` goes back down by one), since the run
+    neither read the data nor failed. Without it, two API processes stopping together could each count a run of a
+    fit the first had handed back just before the second's stop began."""
+    return _requeue(db, job_id, worker, (), exhaust=False, what="hand back", attempt=Job.attempt - 1)
+
+
 def _requeue(db: Database, job_id: str, worker: str, conditions: tuple[Any, ...], *, exhaust: bool,
-             what: str) -> str | None:  # fmt: skip
-    """Running job of ``worker`` → queued (charge, attempt and ``data_read_at`` kept) if ``conditions`` hold and no
-    cancel was requested; else cancelled if one was; else, with ``exhaust``, failed (:data:`FAILED_AFTER_READING`
-    if a run read rows, :data:`NEVER_STARTED` and refunded otherwise). Retried: a try after one that committed
-    reads back what it did."""
+             what: str, **values: Any) -> str | None:  # fmt: skip
+    """Running job of ``worker`` → queued (charge, attempt and ``data_read_at`` kept, unless ``values`` sets them)
+    if ``conditions`` hold and no cancel was requested; else cancelled if one was; else, with ``exhaust``, failed
+    (:data:`FAILED_AFTER_READING` if a run read rows, :data:`NEVER_STARTED` and refunded otherwise). Retried: a try
+    after one that committed reads back what it did."""
     tries = 0
 
     def requeue() -> str | None:
@@ -370,7 +379,7 @@ def _requeue(db: Database, job_id: str, worker: str, conditions: tuple[Any, ...]
                 update(Job)
                 .where(Job.id == job_id, Job.status == "running", Job.lease_owner == worker,
                        Job.cancel_requested.is_(False), *conditions)
-                .values(**_BACK_TO_QUEUE)
+                .values(**_BACK_TO_QUEUE, **values)
                 .returning(Job.id)
             ).first()  # fmt: skip
             if row is not None:
