@@ -214,7 +214,7 @@ def test_fit_wait_reports_progress_and_json_outputs_parse(live: dict[str, str]):
     assert prediction["n"] == 2 and set(prediction["predictions"]) <= {"yes", "no"}  # CSV rows from stdin, decoded
 
 
-def test_fits_evaluate_prints_the_noisy_metrics_and_lists_them(live: dict[str, str]):
+def test_fits_evaluate_prints_the_noisy_metrics_and_lists_them(live: dict[str, str], tmp_path: Path):
     env = env_for(live, "owner")
     dataset = register(live["base"], live["owner"], 3.0, validation_fraction=0.25)
     fit_id = run(env, "fit", dataset, "--epsilon", "0.5", "--wait", "-q").stdout.strip()
@@ -229,6 +229,16 @@ def test_fits_evaluate_prints_the_noisy_metrics_and_lists_them(live: dict[str, s
     ledger = json.loads(run(env, "ledger", dataset, "--all", "--json").stdout)
     assert ledger[-1]["evaluation_id"] == as_json["id"] and ledger[-1]["kind"] == "charge"
     assert "evaluation" in run(env, "ledger", dataset, "--all").stdout
+    # the ledger, evaluations included, exported with its hash chain and checked offline (issue 37)
+    exported = tmp_path / "ledger.jsonl"
+    done = run(env, "ledger", "export", dataset, "--output", str(exported))
+    assert done.returncode == EXIT_OK and f"privfit ledger verify {exported}" in done.stderr, done.stderr
+    checked = run(env_for(live, None), "ledger", "verify", str(exported))  # no key: it runs offline
+    assert checked.returncode == EXIT_OK and f"{len(ledger)} entries" in checked.stderr, checked.stderr
+    assert checked.stdout.strip() == json.loads(exported.read_text().splitlines()[0])["head"]
+    assert run(env, "datasets", "grant", dataset, live["analyst_id"]).returncode == EXIT_OK
+    refused = run(env_for(live, "analyst"), "ledger", "export", dataset, "-o", str(tmp_path / "no.jsonl"))
+    assert refused.returncode == EXIT_AUTH and not (tmp_path / "no.jsonl").exists()
     invalid = run(env, "fits", "evaluate", fit_id, "--epsilon", "0")
     assert invalid.returncode == EXIT_INVALID and "epsilon" in invalid.stderr
     over = run(env, "fits", "evaluate", fit_id, "--epsilon", "5")

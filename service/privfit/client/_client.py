@@ -315,6 +315,24 @@ class Client:
             if not page.entries or offset >= page.total:
                 return
 
+    def export_ledger(self, dataset_id: str, destination: BinaryIO) -> int:
+        """``GET /v1/datasets/{id}/ledger/export`` (owners, admins): the ledger with its hash chain as JSON lines,
+        streamed into ``destination`` (a binary file); the number of bytes written. Check the file offline with
+        :func:`privfit.ledger.chain.verify` (``privfit ledger verify FILE``). Not retried once bytes were written."""
+        path = f"/v1/datasets/{self.resolve_dataset(dataset_id)}/ledger/export"
+        written = 0
+        try:
+            with self._http.stream("GET", path) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    raise _error(response)
+                for chunk in response.iter_bytes():
+                    destination.write(chunk)
+                    written += len(chunk)
+        except httpx.TransportError as error:
+            raise TransportError(f"GET {path} to {self.url} failed after {written} bytes: {error}") from error
+        return written
+
     # --- fits -------------------------------------------------------------------------------------
     def estimate(
         self,

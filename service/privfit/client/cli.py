@@ -55,6 +55,7 @@ EXIT_CONFLICT = 6  # 409: over budget, fit not finished, Idempotency-Key reused
 EXIT_INVALID = 7  # 400 / 413 / 422: a bad field, parameter, schema or CSV
 EXIT_FIT_FAILED = 8  # --wait: the fit ended failed or cancelled
 EXIT_TIMEOUT = 9  # --wait: the fit did not finish in --timeout seconds
+EXIT_LEDGER_TAMPERED = 10  # privfit ledger verify: the export's hash chain does not hold
 
 EXIT_CODES: dict[int, str] = {
     EXIT_OK: "success",
@@ -67,6 +68,7 @@ EXIT_CODES: dict[int, str] = {
     EXIT_INVALID: "invalid request: field, parameter, schema or CSV (400, 413, 422)",
     EXIT_FIT_FAILED: "the fit ended failed or cancelled (--wait)",
     EXIT_TIMEOUT: "the fit did not finish within --timeout (--wait)",
+    EXIT_LEDGER_TAMPERED: "ledger verify: the export's hash chain does not hold (an entry edited, removed or moved)",
 }
 
 
@@ -584,18 +586,75 @@ def _budget(client: Client, args: argparse.Namespace, out: Output) -> int:
 
 
 def _ledger(client: Client, args: argparse.Namespace, out: Output) -> int:
+    """``privfit ledger DATASET`` (the entries), ``privfit ledger export DATASET`` (JSON lines with the hash chain)
+    or ``privfit ledger verify FILE`` (the offline check of an export)."""
+    words = args.target
+    if len(words) == 2 and words[0] == "export":
+        return _ledger_export(client, words[1], args.output, out)
+    if len(words) == 2 and words[0] == "verify":
+        return _ledger_verify(words[1], args.head, out)
+    if len(words) != 1:
+        raise UsageError("expected `privfit ledger DATASET`, `privfit ledger export DATASET` or "
+                         "`privfit ledger verify FILE`")  # fmt: skip
+    dataset = words[0]
     if args.all:
-        entries = list(client.iter_ledger(args.dataset))
+        entries = list(client.iter_ledger(dataset))
     else:
-        entries = client.ledger(args.dataset, limit=args.limit, offset=args.offset).entries
+        entries = client.ledger(dataset, limit=args.limit, offset=args.offset).entries
     if out.as_json:
         out.json(entries)
     else:
         rows = [(e.id, e.created_at, e.kind, _ledger_subject(e), e.epsilon, e.committed_epsilon_after,
                  e.description) for e in entries]  # fmt: skip
-        out.table(f"ledger of {args.dataset}", ("#", "time", "kind", "fit", "ε", "committed ε after (filter)", "what"),
+        out.table(f"ledger of {dataset}", ("#", "time", "kind", "fit", "ε", "committed ε after (filter)", "what"),
                   rows)  # fmt: skip
     return EXIT_OK
+
+
+def _ledger_export(client: Client, dataset: str, output: str | None, out: Output) -> int:
+    """Stream the export to ``output`` (default ``ledger-<dataset id>.jsonl``; ``-`` for stdout)."""
+    if output == "-":
+        client.export_ledger(dataset, sys.stdout.buffer)
+        sys.stdout.flush()
+        return EXIT_OK
+    target = Path(output or f"ledger-{client.resolve_dataset(dataset)}.jsonl")
+    partial = target.with_name(target.name + ".partial")
+    try:
+        with partial.open("wb") as file:
+            written = client.export_ledger(dataset, file)
+        partial.replace(target)  # a file named as asked only once the whole export is in it
+    finally:
+        partial.unlink(missing_ok=True)
+    out.message(f"wrote {target} ({written} bytes); check it with `privfit ledger verify {target}`")
+    return EXIT_OK
+
+
+def _ledger_verify(path: str, anchors: list[str] | None, out: Output) -> int:
+    """Check an export's hash chain offline (:func:`privfit.ledger.chain.verify`); exit 10 when it fails."""
+    from privfit.ledger.chain import ExportFormatError, parse_export, verify
+
+    file = _readable(path)
+    try:
+        with file.open(encoding="utf-8") as lines:
+            header, records = parse_export(lines)
+    except (ExportFormatError, UnicodeDecodeError) as error:
+        raise UsageError(f"{path}: not a ledger export: {error}") from error
+    result = verify(header, records, anchors or ())
+    bad = result.first_bad
+    bad_id = records[bad - 1].get("id") if bad else None
+    report = {"ok": result.ok, "dataset_id": header.get("dataset_id"), "entries": result.entries,
+              "head": result.head, "first_bad": bad, "first_bad_id": bad_id, "problem": result.problem}  # fmt: skip
+    if out.as_json:
+        out.json(report)
+    elif result.ok:
+        print(result.head)
+    if result.ok:
+        out.message(f"ok: {result.entries} entries of dataset {header['dataset_id']} chain to head {result.head}"
+                    + (f" (and through {len(anchors or [])} anchor(s))" if anchors else ""))  # fmt: skip
+        return EXIT_OK
+    where = f"entry {bad} (ledger id {bad_id})" if bad else "the export as a whole"
+    out.message(f"tampered: {where}: {result.problem}; the {result.entries} entries before it chain correctly")
+    return EXIT_LEDGER_TAMPERED
 
 
 def _ledger_subject(entry: LedgerEntry) -> str:
@@ -791,11 +850,20 @@ def add_client_commands(commands: argparse._SubParsersAction, keys: argparse._Su
     predict.add_argument("--rows", required=True, metavar="FILE",
                          help="a JSON (list of objects) or CSV file of rows; - for stdin")  # fmt: skip
     _dataset_argument(command(commands, "budget", _budget, "a dataset's budget: spent, reserved, remaining ε"))
-    ledger = command(commands, "ledger", _ledger, "a dataset's ledger entries, oldest first")
-    _dataset_argument(ledger)
+    ledger_help = (
+        "a dataset's ledger entries, oldest first (ledger DATASET); its export with the hash chain "
+        "(ledger export DATASET, owners); the offline check of an export (ledger verify FILE)"
+    )
+    ledger = command(commands, "ledger", _ledger, ledger_help)
+    ledger.add_argument("target", nargs="+", metavar="DATASET | export DATASET | verify FILE",
+                        help="a dataset's id or name (a dataset named export or verify: use its id)")  # fmt: skip
     ledger.add_argument("--limit", type=int, default=100, metavar="N", help="entries per page (default 100)")
     ledger.add_argument("--offset", type=int, default=0, metavar="N", help="entries to skip (default 0)")
     ledger.add_argument("--all", action="store_true", help="every entry (all pages)")
+    ledger.add_argument("--output", "-o", default=None, metavar="FILE",
+                        help="export: the file to write (default ledger-<id>.jsonl; - for stdout)")  # fmt: skip
+    ledger.add_argument("--head", action="append", default=None, metavar="HASH",
+                        help="verify: a head recorded earlier that must be on the chain (repeatable)")  # fmt: skip
     command(commands, "solvers", _solvers, "the solvers, the models each fits and whether this server runs it")
     command(commands, "whoami", _whoami, "the API key's id, role and name")
 

@@ -185,6 +185,8 @@ class Budget(Base):
     filter_slack_delta: Mapped[float] = mapped_column(Float)
     filter_note: Mapped[str | None] = mapped_column(Text)
     version: Mapped[int] = mapped_column(Integer, default=0)
+    #: the hash of the budget's last ledger entry, or its genesis hash before the first (:mod:`privfit.ledger.chain`)
+    chain_head: Mapped[str] = mapped_column(String(64))
 
 
 class Job(Base):
@@ -292,3 +294,7 @@ class LedgerEntry(Base):
     budget_version: Mapped[int] = mapped_column(Integer)
     description: Mapped[str] = mapped_column(Text, default="")
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
+    #: the hash chain (:mod:`privfit.ledger.chain`): the previous entry's hash in this budget (its genesis for the
+    #: first) and this entry's, over its content and ``previous_hash``
+    previous_hash: Mapped[str] = mapped_column(String(64))
+    entry_hash: Mapped[str] = mapped_column(String(64))

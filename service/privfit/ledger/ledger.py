@@ -49,7 +49,8 @@ import numpy as np
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from privfit.db.models import Budget, LedgerEntry
+from privfit.db.models import Budget, LedgerEntry, utcnow
+from privfit.ledger.chain import entry_content, entry_hash, genesis_hash
 from privfit.privacy import (
     FILTER_VERSION,
     DeltaAllowance,
@@ -317,7 +318,7 @@ def create_budget(
         committed_pure_epsilon=0.0, filter_version=privacy_filter.version,
         filter_orders=list(privacy_filter.orders), filter_order_deltas=list(privacy_filter.order_deltas),
         filter_approximate_delta=privacy_filter.approximate_delta, filter_slack_delta=privacy_filter.slack_delta,
-        filter_note=None, version=0,
+        filter_note=None, version=0, chain_head=genesis_hash(dataset_id),
     )  # fmt: skip
     session.add(budget)
     return budget
@@ -336,7 +337,8 @@ def _entry(
     flush: bool = True,
 ) -> LedgerEntry:
     """Append one entry of ``job_id`` or, with ``job_id=None``, of ``evaluation_id`` or of the dataset's
-    preprocessing (``preprocessing_dataset_id``) (``flush=False``: the caller adds and flushes it)."""
+    preprocessing (``preprocessing_dataset_id``) (``flush=False``: the caller adds and flushes it), linked to the
+    budget's hash chain (:mod:`privfit.ledger.chain`; the budget row is locked, so entries chain in order)."""
     own = cost.epsilon(budget.delta_max)
     committed = budget_filter(budget).measure(_committed(budget))
     budget.version += 1
@@ -347,7 +349,9 @@ def _entry(
         pure_epsilon=pure_epsilon_to_json(cost.pure_epsilon), grid_name=budget.grid_name,
         formula_version=FORMULA_VERSION, epsilon=own.epsilon, optimal_order=own.optimal_order,
         committed_epsilon_after=committed.epsilon, budget_version=budget.version, description=description,
+        created_at=utcnow(), previous_hash=budget.chain_head,
     )  # fmt: skip
+    entry.entry_hash = budget.chain_head = entry_hash(budget.chain_head, entry_content(entry))
     if flush:
         session.add(entry)
         session.flush()
