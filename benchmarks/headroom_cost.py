@@ -40,7 +40,7 @@ from privfit.api.headroom import HeadroomCache, fit_headroom
 from privfit.api.routers.fits import planned_fit
 from privfit.db import Budget
 from privfit.errors import ParameterError
-from privfit.ledger import allowance_for, budget_filter, create_budget, estimate_for
+from privfit.ledger import Gates, allowance_for, budget_filter, create_budget, estimate_for
 from privfit.ledger.ledger import _cache
 from privfit.privacy import DEFAULT_GRID, get_grid
 from privfit.privacy.calibration import clear_calibration_caches
@@ -99,14 +99,14 @@ def time_case(solver_name: str, model: str, params: dict[str, Any], meta: Public
         start = time.process_time()
         planned = planned_fit(solver, request, meta, target, budget, allowance)
         estimate_for(budget, planned.plan.cost)
-        found = fit_headroom(cache, solver, request, meta, budget, allowance, limits_key)
+        found = fit_headroom(cache, solver, request, meta, Gates(budget), allowance, limits_key)
         miss = time.process_time() - start
 
         clear_calibration_caches()
         start = time.process_time()
         planned = planned_fit(solver, request, meta, target, budget, allowance)
         estimate_for(budget, planned.plan.cost)
-        fit_headroom(cache, solver, request, meta, budget, allowance, limits_key)
+        fit_headroom(cache, solver, request, meta, Gates(budget), allowance, limits_key)
         hit = time.process_time() - start
     timing = Timing(solver_name, label, without, miss, hit, found.plans)
     print(f"  {solver_name}/{model} {label}: {without:.3f} s without, {miss:.3f} s with ({found.plans} plans), "

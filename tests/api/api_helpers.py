@@ -115,6 +115,16 @@ def upload(test_client: TestClient, keys: Keys, *, csv: bytes | None = None, sch
     return dataset_id
 
 
+def granted_analyst(
+    test_client: TestClient, keys: Keys, dataset_id: str, name: str = "b"
+) -> tuple[str, dict[str, str]]:
+    """Another analyst key (``name``), granted the dataset as ``keys.analyst`` is: its id and its headers."""
+    key_id, key = create_api_key(test_client.app.state.db, "analyst", name)
+    granted = test_client.post(f"/v1/datasets/{dataset_id}/grants", headers=keys.owner, json={"api_key_id": key_id})
+    assert granted.status_code == 201, granted.text
+    return key_id, bearer(key)
+
+
 #: How long a test waits for a fit to reach a state (a wait bound, never a speed requirement: generous for a busy
 #: machine; the wait ends as soon as the state is reached).
 FIT_WAIT_SECONDS = 300.0

@@ -18,7 +18,8 @@ Checks narrowed (each only where it cannot apply, for the reason given):
 * ``positive_data_acceptance`` also accepts 422 on the operations whose bodies have constraints OpenAPI cannot
   state: an upload's CSV must match the schema sent beside it (a JSON document in a form field); a fit's ``params``
   depend on its ``solver`` and ``model`` and the noise on the privacy parameters; a grant's ``api_key_id`` must be
-  an analyst's; prediction rows must match the dataset's schema.
+  an analyst's; prediction rows must match the dataset's schema; an allocation's key must be an analyst granted the
+  dataset and its (ε, δ) at most the dataset's budget.
 * ``use_after_free`` is off for the ledger views (budget, ledger): the ledger of a deleted dataset stays readable
   by its owner and admins by design (DESIGN §2, append-only; issue #20), so a 200 after ``DELETE`` is the contract.
 
@@ -67,6 +68,7 @@ SEMANTIC_422 = [
     ("POST", "/v1/fits/estimate"),
     ("POST", "/v1/fits/{job_id}/predict"),
     ("POST", "/v1/datasets/{dataset_id}/grants"),
+    ("PUT", "/v1/datasets/{dataset_id}/allocations/{api_key_id}"),
 ]
 ACCEPTED_POSITIVE = ["2xx", "3xx", "401", "403", "404", "409", "410", "422", "429", "5xx"]
 

@@ -5,9 +5,9 @@
   duplicate: ``allow_duplicate``; a cell outside its declared levels: the column and line), then a success.
 - An owner grants an analyst key on a dataset (the analyst then sees it), revokes it (then it does not); a
   refused grant names ``api_key_id``; analysts are offered no owner control; admins manage keys.
-- Fixes: the ledger shows other keys' fits as plain ids to an analyst, the coefficient table sorts by column and
-  downloads as CSV (the file's numbers are the API's), the release metadata does not repeat the resolved
-  settings, the datasets list searches by name and sorts.
+- Fixes: an analyst's ledger shows its own entries only, without running totals (issue 37); the coefficient
+  table sorts by column and downloads as CSV (the file's numbers are the API's), the release metadata does not
+  repeat the resolved settings, the datasets list searches by name and sorts.
 - At 420 px width no element sticks out of the page: tables scroll inside their containers.
 
 Every number is compared with the API's JSON over httpx; screenshots go where test_dashboard.py puts them; every
@@ -388,7 +388,10 @@ def test_admin_creates_and_revokes_keys_but_gets_no_upload(live: Live, driver: W
 # --- fixes -----------------------------------------------------------------------------------------------------
 
 
-def test_an_analyst_sees_other_keys_fits_in_the_ledger_as_plain_ids(live: Live, driver: WebDriver):
+def test_an_analyst_sees_only_its_own_ledger_entries_and_no_running_totals(live: Live, driver: WebDriver):
+    """Issue 37: an analyst's ledger view is its own fits' entries (and the preprocessing's), without entry numbers
+    or the remaining ε after each — those cells show "—" and the burn-down gives way to a note; the owner still sees
+    every fit, linked, and the burn-down."""
     created = httpx.post(f"{live.base}/v1/fits", headers=bearer(live.analyst), timeout=30, json={
         "dataset_id": live.dataset_id, "solver": "output_perturbation", "model": "logistic",
         "privacy": {"epsilon": 0.2},
@@ -396,26 +399,30 @@ def test_an_analyst_sees_other_keys_fits_in_the_ledger_as_plain_ids(live: Live, 
     assert created.status_code == 202, created.text
     own = created.json()["id"]
     assert wait_fit(live.base, live.analyst, own)["status"] == "succeeded"
-    visible_fits = {fit["id"] for fit in live.get(f"/v1/fits?dataset_id={live.dataset_id}", live.analyst)}
-    assert own in visible_fits and live.warmup_fit_id not in visible_fits
+    ledger = live.get(f"/v1/datasets/{live.dataset_id}/ledger?limit=1000", live.analyst)
+    assert ledger["view"] == "own" and own in {e["job_id"] for e in ledger["entries"]}
+    assert live.warmup_fit_id not in {e["job_id"] for e in ledger["entries"]}  # the owner's fit is not the analyst's
 
     login(driver, live.base, live.analyst)
     driver.get(f"{live.base}/ui#/datasets/{live.dataset_id}")
     visible(driver, "ledger-table")
-    links = {a.text for a in driver.find_elements(*by_testid("ledger-fit-link"))}
-    plain = {s.text for s in driver.find_elements(*by_testid("ledger-fit-id"))}
-    assert links == {own.split("-")[0]}
-    assert plain == {live.warmup_fit_id.split("-")[0]}
+    assert own.split("-")[0] in {a.text for a in driver.find_elements(*by_testid("ledger-fit-link"))}
+    assert not driver.find_elements(*by_testid("ledger-fit-id"))
     assert not driver.find_elements(By.CSS_SELECTOR, f'a[href="#/fits/{live.warmup_fit_id}"]')
+    assert {cell.text for cell in driver.find_elements(*by_testid("ledger-id"))} == {"—"}
+    assert {cell.text for cell in driver.find_elements(*by_testid("ledger-remaining"))} == {"—"}
+    assert "of your ledger entries" in visible(driver, "ledger-note").text
+    visible(driver, "burndown-own-view")
+    assert not driver.find_elements(*by_testid("burndown-chart"))
     _logout(driver)
 
     login(driver, live.base, live.owner)  # the owner may open every fit of its dataset: all links
     driver.get(f"{live.base}/ui#/datasets/{live.dataset_id}")
-    visible(driver, "ledger-table")
-    assert {a.text for a in driver.find_elements(*by_testid("ledger-fit-link"))} == {
-        own.split("-")[0], live.warmup_fit_id.split("-")[0]
-    }  # fmt: skip
+    visible(driver, "burndown-chart")
+    links = {a.text for a in driver.find_elements(*by_testid("ledger-fit-link"))}
+    assert {own.split("-")[0], live.warmup_fit_id.split("-")[0]} <= links
     assert not driver.find_elements(*by_testid("ledger-fit-id"))
+    assert "—" not in {cell.text for cell in driver.find_elements(*by_testid("ledger-id"))}
 
 
 def _coefficient_order(driver: WebDriver) -> list[str]:

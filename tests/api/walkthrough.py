@@ -87,9 +87,11 @@ def _console_steps(block: str) -> list[Step]:
 def script(walk: list[Step]) -> str:
     """One bash script running the steps with a marker after each (stderr merged into stdout)."""
     lines = ["exec 2>&1"]
+    tolerant = False
     for index, step in enumerate(walk):
-        if step.may_fail:  # from the first console step on, a failing command does not stop the run
-            lines.append("set +e")
+        if step.may_fail and not tolerant:  # from the first console step on, a failing command does not stop the run
+            lines.append("set +e")  # once: `set +e` itself sets $?, which an `echo $?` step must see unchanged
+            tolerant = True
         lines += [step.commands, f"walkthrough_status=$?; printf '\\n{MARKER} {index}\\n'; (exit $walkthrough_status)"]
     return "\n".join(lines) + "\n"
 

@@ -40,7 +40,8 @@ def test_reserve_many_writes_what_reserve_writes_in_turn(database: Database):
         except BudgetExceededError as error:
             refused_alone.append((i, error.problem_fields()))
     written: list[str] = []
-    requests = [(job_id, cost, f"fit {i}") for i, (job_id, cost) in enumerate(zip(grouped_jobs, costs, strict=True))]
+    pairs = enumerate(zip(grouped_jobs, costs, strict=True))
+    requests = [(job_id, cost, f"fit {i}", None) for i, (job_id, cost) in pairs]
     with database.write() as session:
         outcomes = reserve_many(session, grouped, requests, written.extend)
     refused_grouped = [(i, o.problem_fields()) for i, o in enumerate(outcomes) if o is not None]

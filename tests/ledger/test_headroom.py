@@ -15,7 +15,7 @@ from ledger_helpers import DELTA, make_dataset
 
 from privfit.db import Budget, Database
 from privfit.errors import ParameterError
-from privfit.ledger import BudgetExceededError, create_budget, reserve
+from privfit.ledger import BudgetExceededError, Gates, create_budget, reserve
 from privfit.ledger.headroom import MAX_PLANS, Headroom, largest_admissible_epsilon, round_down
 from privfit.ledger.ledger import _cache, _committed, budget_filter
 from privfit.privacy import DEFAULT_GRID, PrivacyCost, gaussian_rdp
@@ -69,7 +69,7 @@ def _using(epsilon_max: float, cost_at: Callable[[float], PrivacyCost], share: f
 
 def _search(budget: Budget, cost_at: Callable[[float], PrivacyCost], highest: float | None = None) -> Headroom:
     top = budget.epsilon_max if highest is None else highest
-    return largest_admissible_epsilon(budget, cost_at, lowest=LOWEST, highest=top)
+    return largest_admissible_epsilon(Gates(budget), cost_at, lowest=LOWEST, highest=top)
 
 
 @pytest.mark.parametrize("value", [1.0, 0.123456789, 9.99999, 1e-6, 3.0e-5, 42.42424242, 0.1 + 0.2])
@@ -165,7 +165,7 @@ def test_it_plans_at_most_max_plans_candidates_and_each_once():
 
 @pytest.mark.parametrize("committed", [None, 0.5])
 def test_a_search_starts_no_plan_once_its_cpu_time_is_spent(committed):
-    """Each plan here burns 20 ms of the thread's CPU time and the search may use 50 ms: it stops after three plans
+    """Each plan here burns 20 ms of the thread's CPU time and the search may use 30 ms: it stops after two plans
     (plus the test of its rounded value), not at MAX_PLANS, and what it answers is still admitted."""
     calls: list[float] = []
 
@@ -177,8 +177,8 @@ def test_a_search_starts_no_plan_once_its_cpu_time_is_spent(committed):
         return gaussian(epsilon)
 
     budget = _budget(1.0, None if committed is None else _using(1.0, gaussian, committed))
-    found = largest_admissible_epsilon(budget, slow, lowest=LOWEST, highest=1.0, cpu_seconds=0.05)
-    assert found.plans == len(calls) <= 4 and found.epsilon > 0 and _admits(budget, gaussian, found.epsilon)
+    found = largest_admissible_epsilon(Gates(budget), slow, lowest=LOWEST, highest=1.0, cpu_seconds=0.03)
+    assert found.plans == len(calls) <= 3 and found.epsilon > 0 and _admits(budget, gaussian, found.epsilon)
     unbounded = _search(budget, gaussian)
     assert unbounded.plans > found.plans and found.epsilon <= unbounded.epsilon
 

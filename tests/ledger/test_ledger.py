@@ -107,7 +107,7 @@ def test_an_evaluation_is_admitted_by_the_filter_reserved_and_charged_once_and_n
         reserve(session, dataset_id, a, fit_cost())
         reserve(session, dataset_id, b, fit_cost())
         evaluation_id = _evaluation(session, dataset_id, a)
-        charged = charge_evaluation(session, dataset_id, evaluation_id, pure, "evaluation")
+        charged = charge_evaluation(session, dataset_id, evaluation_id, pure, "evaluation", spender=None)
         assert (charged.kind, charged.job_id, charged.evaluation_id) == ("charge", None, evaluation_id)
     with database.write() as session:
         release(session, dataset_id, b)  # recomputes the committed cost from the entries
@@ -142,7 +142,7 @@ def test_an_evaluation_over_budget_is_refused_and_writes_nothing(database: Datab
     dataset_id, (a,) = make_dataset(database, epsilon_max=1.0, jobs=1)
     with pytest.raises(BudgetExceededError), database.write() as session:
         evaluation_id = _evaluation(session, dataset_id, a)
-        charge_evaluation(session, dataset_id, evaluation_id, PrivacyCost.pure_dp(2.0), "evaluation")
+        charge_evaluation(session, dataset_id, evaluation_id, PrivacyCost.pure_dp(2.0), "evaluation", spender=None)
     with database.read() as session:
         assert session.scalar(select(func.count()).select_from(LedgerEntry)) == 0
         assert session.scalar(select(func.count()).select_from(Evaluation)) == 0

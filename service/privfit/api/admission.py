@@ -142,7 +142,7 @@ class AdmissionGroup:
                 session.flush()
 
             if live:
-                requests = [(a.job["id"], a.cost, a.description) for a in live]
+                requests = [(a.job["id"], a.cost, a.description, a.principal.key_id) for a in live]
                 outcomes = reserve_many(session, live[0].dataset.id, requests, write_jobs)
                 for admission, outcome in zip(live, outcomes, strict=True):
                     if outcome is not None:

@@ -28,7 +28,7 @@ from .limits import BodySizeLimit, UploadConcurrencyLimit
 from .planning import PlanCache
 from .problems import finish_openapi, install_problem_handlers
 from .reference import install_api_reference
-from .routers import datasets, evaluations, fits, health, keys, ledger_export, solvers
+from .routers import allocations, datasets, evaluations, fits, health, keys, ledger_export, solvers
 
 log = logging.getLogger("privfit.api")
 
@@ -98,8 +98,8 @@ def create_app(settings: Settings | None = None, *, run_workers: bool | None = N
     app.state.headroom = HeadroomCache()  # the largest admissible ε of a fit request, by its public inputs
     app.openapi = finish_openapi(app)  # type: ignore[method-assign]
     install_problem_handlers(app)
-    for router in (health.router, keys.router, datasets.router, ledger_export.router, fits.router, evaluations.router,
-                   solvers.router):  # fmt: skip
+    for router in (health.router, keys.router, datasets.router, allocations.router, ledger_export.router, fits.router,
+                   evaluations.router, solvers.router):  # fmt: skip
         app.include_router(router)
     mount_ui(app)
     install_api_reference(app)

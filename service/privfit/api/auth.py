@@ -113,6 +113,13 @@ def require_role(*roles: str) -> Callable[..., Coroutine[Any, Any, Principal]]:
     return dependency
 
 
+def privileged(principal: Principal, dataset: Dataset) -> bool:
+    """Whether ``principal`` is ``dataset``'s owner or an admin: they see all of it — every fit and evaluation on it,
+    its whole ledger, its content hash. Anyone else who may see it is an analyst it was granted to, who sees its own
+    fits, evaluations and ledger entries, and of the others' activity only the budget's totals."""
+    return principal.role == "admin" or dataset.owner_key_id == principal.key_id
+
+
 def visible_dataset(
     db: Database,
     dataset_id: str,
@@ -146,10 +153,10 @@ def _visible_dataset(
     dataset = session.get(Dataset, normalize_id(dataset_id))
     if dataset is None:
         raise dataset_not_found(dataset_id)
-    privileged = principal.role == "admin" or dataset.owner_key_id == principal.key_id
-    if dataset.deleted_at is not None and not (include_deleted and privileged):
+    sees_all = privileged(principal, dataset)
+    if dataset.deleted_at is not None and not (include_deleted and sees_all):
         raise dataset_not_found(dataset_id)
-    if privileged:
+    if sees_all:
         return dataset
     granted = session.execute(
         select(DatasetGrant.id).where(
@@ -188,7 +195,7 @@ def confirm_access(session: Session, principal: Principal, dataset: Dataset) -> 
     ).first()
     if key is None or key.revoked_at is not None:
         raise _unauthorized()
-    if principal.role == "admin" or dataset.owner_key_id == principal.key_id:
+    if privileged(principal, dataset):
         return
     granted = session.execute(
         select(DatasetGrant.id)

@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from privfit.db import Budget
+from privfit.ledger import Gates
 from privfit.ledger.headroom import Headroom, largest_admissible_epsilon
 from privfit.privacy import DeltaAllowance, PrivacyCost, get_grid
 from privfit.privacy.noise import current_sampler
@@ -73,23 +73,26 @@ def fit_headroom(
     solver: AnySolver,
     params: dict[str, Any],
     meta: PublicMetadata,
-    budget: Budget,
+    gates: Gates,
     allowance: DeltaAllowance | None,
     limits: tuple[tuple[str, Any], ...],
 ) -> Headroom:
     """The largest admissible target ε of a fit of ``solver`` (with its operator ``limits`` applied) with ``params``
-    (its model included) on the dataset of ``budget`` now, from ``cache`` or searched (module docstring).
-    ``allowance`` is the budget's δ allowance for a solver with δ-only parts, else None."""
+    (its model included) on the dataset of ``gates.budget`` now, by its filter and the caller's allocation's if it
+    has one, from ``cache`` or searched (module docstring). ``allowance`` is the δ allowance for a solver with
+    δ-only parts, else None."""
+    budget = gates.budget
     searched = search_params(solver, params)
     # the cache key: every public input of the search — the solver and its limits, the parameters searched
-    # (canonical JSON), the metadata, the budget's filter and its committed state (curve, δ parts, slacks, pure
-    # bound, closing note), the δ allowance and the noise sampler in force
-    committed = (
-        tuple(budget.committed_rdp), budget.committed_extra_delta, budget.committed_approx_delta,
-        budget.committed_pure_epsilon, budget.filter_note,
+    # (canonical JSON), the metadata, each filter (the budget's, the allocation's) and its committed state (curve,
+    # δ parts, slacks, pure bound, closing note), the δ allowance and the noise sampler in force
+    filters = tuple(
+        (budget_key(row), tuple(row.committed_rdp), row.committed_extra_delta, row.committed_approx_delta,
+         row.committed_pure_epsilon, row.filter_note)
+        for row in gates.rows()
     )  # fmt: skip
     canonical = json.dumps(searched, sort_keys=True, separators=(",", ":"))
-    key = (solver.name, canonical, meta, budget_key(budget), committed, allowance, limits, current_sampler())
+    key = (solver.name, canonical, meta, filters, allowance, limits, current_sampler())
     grid = get_grid(budget.grid_name)
 
     def cost_at(epsilon: float) -> PrivacyCost:
@@ -99,7 +102,7 @@ def fit_headroom(
 
     def search() -> Headroom:
         return largest_admissible_epsilon(
-            budget, cost_at, lowest=MIN_EPSILON, highest=min(budget.epsilon_max, MAX_TARGET_EPSILON)
+            gates, cost_at, lowest=MIN_EPSILON, highest=min(budget.epsilon_max, MAX_TARGET_EPSILON)
         )
 
     return cache.get(key, search)

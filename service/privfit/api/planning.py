@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from privfit.db import Budget
+from privfit.db.models import FilterColumns
 from privfit.privacy import DeltaAllowance
 from privfit.privacy.noise import current_sampler
 from privfit.solvers.base import FitPlan, PublicMetadata
@@ -44,7 +45,7 @@ class PlannedFit:
     stored_outlook: dict[str, Any] | None  #: the outlook a fit resource shows, recomputed from ``settings``
 
 
-def budget_key(budget: Budget) -> tuple[Hashable, ...]:
+def budget_key(budget: FilterColumns) -> tuple[Hashable, ...]:
     """The public members of ``budget`` a plan and its cost JSON depend on: δ_max, the grid and the filter (not
     the committed cost, which only reaches a plan through the δ allowance)."""
     return (

@@ -87,6 +87,11 @@ class ProblemDetails(BaseModel):
         "dataset's privacy filter would admit the same solver, model and parameters now, rounded down to 4 "
         "significant digits (0 when none is admissible); as in a fit estimate.",
     )
+    scope: str | None = Field(
+        None,
+        description="409 Privacy budget exceeded: `dataset` when the dataset's privacy filter refused, `allocation` "
+        "when the caller's allocation's filter did (the ε and δ numbers are then the allocation's).",
+    )
 
 
 #: What each status means across the API (the OpenAPI description of that response).

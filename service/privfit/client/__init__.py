@@ -30,6 +30,8 @@ from .errors import (
     WaitTimeoutError,
 )
 from .models import (
+    Allocation,
+    AllocationEstimate,
     ApiKeyInfo,
     Budget,
     Cost,
@@ -67,6 +69,8 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
+    "Allocation",
+    "AllocationEstimate",
     "AmbiguousDatasetNameError",
     "ApiError",
     "ApiKeyInfo",

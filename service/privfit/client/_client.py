@@ -12,7 +12,8 @@ Retries (``retries`` extra attempts, exponential back-off from ``backoff`` secon
   the budget twice;
 * an evaluation is retried like fit creation, with one ``Idempotency-Key``: charged at most once;
 * key revocation is retried like a request without side effects: revoking a revoked key changes nothing;
-* uploads, deletes (of datasets and grants) and key creation are not retried once sent.
+* uploads, deletes (of datasets, grants and allocations), key creation and setting an allocation (a repeat would
+  be a 409: an allocation is fixed once set) are not retried once sent.
 
 Names or ids: every method that takes a dataset (``dataset_id``) accepts its id or its name
 (:meth:`Client.resolve_dataset`). A value in the form of an id (a UUID) is sent as it is; anything else is looked
@@ -41,6 +42,7 @@ from privfit import __version__
 
 from .errors import ApiError, FitFailedError, NotFoundError, PrivfitError, TransportError, WaitTimeoutError, error_for
 from .models import (
+    Allocation,
     ApiKeyInfo,
     Budget,
     CreatedKey,
@@ -291,9 +293,33 @@ class Client:
         charge). A grant that does not exist is :class:`~privfit.client.errors.NotFoundError`."""
         self._request("DELETE", f"/v1/datasets/{self.resolve_dataset(dataset_id)}/grants/{api_key_id}", retry=False)
 
+    def allocate(self, dataset_id: str, api_key_id: str, epsilon: float, delta: float) -> Allocation:
+        """``PUT /v1/datasets/{id}/allocations/{key id}`` (its owner, admins): give a granted analyst key the share
+        (``epsilon``, ``delta``) of the dataset's budget; from then on its fits and evaluations on the dataset are
+        admitted only within both the allocation and the dataset's budget. An allocation is fixed once set: a
+        second one is :class:`~privfit.client.errors.ConflictError` (``remove_allocation`` first); a share over the
+        dataset's budget or a key not granted the dataset is
+        :class:`~privfit.client.errors.InvalidRequestError` naming the ``field``."""
+        path = f"/v1/datasets/{self.resolve_dataset(dataset_id)}/allocations/{api_key_id}"
+        body = {"epsilon": float(epsilon), "delta": float(delta)}
+        return Allocation.from_json(self._json("PUT", path, retry=False, json=body))
+
+    def allocations(self, dataset_id: str) -> list[Allocation]:
+        """``GET /v1/datasets/{id}/allocations``: every allocation of the dataset's budget, with what each analyst
+        has used and has left (its owner, admins), or the caller's own (an analyst: an empty list when it has none)."""
+        path = f"/v1/datasets/{self.resolve_dataset(dataset_id)}/allocations"
+        return [Allocation.from_json(item) for item in self._json("GET", path)]
+
+    def remove_allocation(self, dataset_id: str, api_key_id: str) -> None:
+        """``DELETE /v1/datasets/{id}/allocations/{key id}`` (its owner, admins): the analyst then spends from the
+        dataset's budget alone; its fits stay in the ledger. An allocation that does not exist is
+        :class:`~privfit.client.errors.NotFoundError`."""
+        path = f"/v1/datasets/{self.resolve_dataset(dataset_id)}/allocations/{api_key_id}"
+        self._request("DELETE", path, retry=False)
+
     def budget(self, dataset_id: str, *, rdp: bool = False) -> Budget:
-        """``GET /v1/datasets/{id}/budget``: limits, spent / reserved / remaining ε; with ``rdp`` also the grid's
-        orders and the committed RDP curve (``include=rdp``)."""
+        """``GET /v1/datasets/{id}/budget``: limits, spent / reserved / remaining ε and the caller's own allocation
+        (``Budget.allocation``); with ``rdp`` also the grid's orders and the committed RDP curve (``include=rdp``)."""
         path = f"/v1/datasets/{self.resolve_dataset(dataset_id)}/budget"
         return Budget.from_json(self._json("GET", path, params=_include(rdp)))
 
@@ -344,8 +370,9 @@ class Client:
         params: Mapping[str, Any] | None = None,
         rdp: bool = False,
     ) -> Estimate:
-        """``POST /v1/fits/estimate``: the cost of a proposed fit and what would remain; charges nothing. With
-        ``rdp``, the cost carries its RDP curve (``include=rdp``)."""
+        """``POST /v1/fits/estimate``: the cost of a proposed fit and what would remain (of the caller's allocation
+        too: ``Estimate.allocation``); charges nothing. With ``rdp``, the cost carries its RDP curve
+        (``include=rdp``)."""
         body = _fit_body(self.resolve_dataset(dataset_id), model, solver, epsilon, params)
         return Estimate.from_json(self._json("POST", "/v1/fits/estimate", json=body, params=_include(rdp)))
 

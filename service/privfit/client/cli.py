@@ -1,12 +1,12 @@
 """The ``privfit`` command's client commands, built on :class:`privfit.client.Client`.
 
-``privfit datasets upload|list|show|delete|grant|grants|revoke``, ``privfit fit``, ``privfit estimate``, ``privfit
-fits list|show|wait|cancel|evaluate|evaluations``, ``privfit predict``, ``privfit budget``, ``privfit ledger``,
-``privfit solvers``, ``privfit whoami``, ``privfit keys list|revoke`` (admins; ``privfit keys create`` works on the
-server's database directly). The server and key come from ``--url`` / ``--api-key`` or ``PRIVFIT_URL`` /
-``PRIVFIT_API_KEY``. Output is a readable table, or the API's JSON with ``--json``; ``-q`` prints only the id of what
-was created. Errors go to stderr as ``error: <status> <title>: <detail>`` (with ``--json`` the problem document also
-goes to stdout) and the exit status says what happened (:data:`EXIT_CODES`).
+``privfit datasets upload|list|show|delete|grant|grants|revoke|allocate|allocations|unallocate``, ``privfit fit``,
+``privfit estimate``, ``privfit fits list|show|wait|cancel|evaluate|evaluations``, ``privfit predict``, ``privfit
+budget``, ``privfit ledger``, ``privfit solvers``, ``privfit whoami``, ``privfit keys list|revoke`` (admins; ``privfit
+keys create`` works on the server's database directly). The server and key come from ``--url`` / ``--api-key`` or
+``PRIVFIT_URL`` / ``PRIVFIT_API_KEY``. Output is a readable table, or the API's JSON with ``--json``; ``-q`` prints
+only the id of what was created. Errors go to stderr as ``error: <status> <title>: <detail>`` (with ``--json`` the
+problem document also goes to stdout) and the exit status says what happened (:data:`EXIT_CODES`).
 
 Everything the server sends (dataset and key names, error details, statuses, …) is shown as plain text, never
 as rich markup: ``[bold]`` or ``[link=…]`` in a dataset's name is printed as written, and control characters
@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import errors
-from .models import ApiObject, Evaluation, Fit, LedgerEntry, Outlook
+from .models import Allocation, AllocationEstimate, ApiObject, Evaluation, Fit, LedgerEntry, Outlook
 
 if TYPE_CHECKING:
     from rich.text import Text
@@ -63,7 +63,7 @@ EXIT_CODES: dict[int, str] = {
     EXIT_USAGE: "bad command line or unreadable local file, or a dataset name several datasets share",
     EXIT_UNAVAILABLE: "server unreachable or failing (5xx)",
     EXIT_AUTH: "missing, invalid or insufficient API key (401, 403)",
-    EXIT_NOT_FOUND: "no such dataset (id or name), fit, key or grant, or not visible to this key (404)",
+    EXIT_NOT_FOUND: "no such dataset (id or name), fit, key, grant or allocation, or not visible to this key (404)",
     EXIT_CONFLICT: "refused by the server's state, e.g. privacy budget exceeded (409)",
     EXIT_INVALID: "invalid request: field, parameter, schema or CSV (400, 413, 422)",
     EXIT_FIT_FAILED: "the fit ended failed or cancelled (--wait)",
@@ -270,6 +270,58 @@ def _datasets_revoke(client: Client, args: argparse.Namespace, out: Output) -> i
     return EXIT_OK
 
 
+#: The columns of an allocations table (``privfit datasets allocations``, ``allocate``): see :func:`_allocation_row`.
+_ALLOCATION_COLUMNS = ("analyst key", "key id", "ε", "δ", "committed ε (its filter)", "remaining ε", "closed")
+
+
+def _allocation_row(allocation: Allocation) -> tuple[Any, ...]:
+    """An allocation as a row of :data:`_ALLOCATION_COLUMNS`."""
+    return (allocation.api_key_name, allocation.api_key_id, allocation.epsilon_max, allocation.delta_max,
+            allocation.committed_epsilon, allocation.remaining_epsilon, allocation.closed_reason)  # fmt: skip
+
+
+def _allocation_text(allocation: Allocation) -> str:
+    """An allocation in one line: its share and what its analyst has committed and has left of it."""
+    return (f"ε = {_cell(allocation.epsilon_max)}, δ = {_cell(allocation.delta_max)}: committed ε = "
+            f"{_cell(allocation.committed_epsilon)}, remaining ε = {_cell(allocation.remaining_epsilon)}")  # fmt: skip
+
+
+def _datasets_allocate(client: Client, args: argparse.Namespace, out: Output) -> int:
+    dataset_id = client.resolve_dataset(args.dataset)
+    allocation = client.allocate(dataset_id, args.key_id, args.epsilon, args.delta)
+    if out.as_json:
+        out.json(allocation)
+        return EXIT_OK
+    if not out.quiet:
+        out.table(f"allocation of {args.dataset}", _ALLOCATION_COLUMNS, [_allocation_row(allocation)])
+    share = f"ε = {_cell(allocation.epsilon_max)}, δ = {_cell(allocation.delta_max)}"
+    out.message(f"key {args.key_id} may now use {share} of dataset {dataset_id}'s budget (fixed once set: `privfit "
+                "datasets unallocate` to change it)")  # fmt: skip
+    if allocation.closed_reason:
+        out.message(f"closed: {allocation.closed_reason}")
+    return EXIT_OK
+
+
+def _datasets_allocations(client: Client, args: argparse.Namespace, out: Output) -> int:
+    allocations = client.allocations(args.dataset)
+    if out.as_json:
+        out.json(allocations)
+    else:
+        out.table(f"allocations of {args.dataset}", _ALLOCATION_COLUMNS, [_allocation_row(a) for a in allocations])
+    return EXIT_OK
+
+
+def _datasets_unallocate(client: Client, args: argparse.Namespace, out: Output) -> int:
+    dataset_id = client.resolve_dataset(args.dataset)
+    client.remove_allocation(dataset_id, args.key_id)
+    if out.as_json:
+        out.json({"dataset_id": dataset_id, "api_key_id": args.key_id, "removed": True})
+    else:
+        out.message(f"key {args.key_id} has no allocation on dataset {dataset_id} any more: it spends from the "
+                    "dataset's budget alone (its fits stay in the ledger)")  # fmt: skip
+    return EXIT_OK
+
+
 def _keys_list(client: Client, args: argparse.Namespace, out: Output) -> int:
     keys = client.keys()
     if out.as_json:
@@ -343,12 +395,25 @@ def _estimate(client: Client, args: argparse.Namespace, out: Output) -> int:
         ("committed ε before (filter)", estimate.committed_epsilon_before),
         ("committed ε after (filter)", estimate.committed_epsilon_after),
         ("remaining ε after (filter)", estimate.remaining_epsilon_after), ("budget ε", estimate.epsilon_max),
+        *_allocation_estimate_rows(estimate.allocation),
         ("admissible", "yes" if estimate.admissible else f"no: {_REFUSALS.get(estimate.refusal_reason or '', '')}"),
         ("largest admissible ε now", _largest(estimate.max_admissible_epsilon)),
     ])  # fmt: skip
     if estimate.measure and not out.quiet:
         out.message(f"(fit ε: this fit alone at δ; committed/remaining: {estimate.measure})")
     return EXIT_OK
+
+
+def _allocation_estimate_rows(allocation: AllocationEstimate | None) -> list[tuple[str, Any]]:
+    """The estimate's rows about the caller's allocation (none when it has none): its filter's committed ε before
+    and after the fit, of the allocation's ε, and what would remain of it."""
+    if allocation is None:
+        return []
+    return [
+        ("your allocation: committed ε before → after", f"{_cell(allocation.committed_epsilon_before)} → "
+         f"{_cell(allocation.committed_epsilon_after)} of ε = {_cell(allocation.epsilon_max)}"),
+        ("your allocation: remaining ε after", allocation.remaining_epsilon_after),
+    ]  # fmt: skip
 
 
 def _largest(epsilon: float | None) -> str | float | None:
@@ -360,6 +425,7 @@ _REFUSALS = {
     "epsilon": "the dataset's privacy filter would exceed its ε budget",
     "delta": "its δ part would overflow the dataset's pot for δ parts (approximate_delta)",
     "closed": "the dataset admits no more fits (see its budget)",
+    "allocation": "your allocation's privacy filter would exceed its ε (your share of the dataset's budget)",
 }
 
 
@@ -577,9 +643,12 @@ def _budget(client: Client, args: argparse.Namespace, out: Output) -> int:
         ("  of which for approximate-RDP slacks", rule.get("slack_delta")),
         ("δ parts used", budget.committed_delta_used), ("ledger entries", budget.entries),
         ("order grid", budget.grid_name),
+        *([("your allocation", _allocation_text(budget.allocation))] if budget.allocation else []),
     ])  # fmt: skip
     if budget.closed_reason:
         out.message(f"closed: {budget.closed_reason}")
+    if budget.allocation and budget.allocation.closed_reason:
+        out.message(f"your allocation is closed: {budget.allocation.closed_reason}")
     if budget.measure and not out.quiet:
         out.message(f"({budget.measure})")
     return EXIT_OK
@@ -765,7 +834,7 @@ def add_client_commands(commands: argparse._SubParsersAction, keys: argparse._Su
         parser.set_defaults(handler=_client_handler(handler), client_command=True)
         return parser
 
-    datasets_help = "upload, list, show, delete and share datasets"
+    datasets_help = "upload, list, show, delete and share datasets, and allocate their budgets to analysts"
     datasets = commands.add_parser("datasets", help=datasets_help, description=datasets_help)
     sub = datasets.add_subparsers(dest="datasets_command", required=True)
     upload = command(sub, "upload", _datasets_upload,
@@ -791,6 +860,20 @@ def add_client_commands(commands: argparse._SubParsersAction, keys: argparse._Su
     revoke = command(sub, "revoke", _datasets_revoke, revoke_help)
     _dataset_argument(revoke)
     revoke.add_argument("key_id", metavar="KEY_ID", help="the analyst key's id")
+    allocate_help = "give a granted analyst key a share (ε, δ) of a dataset's budget (owners; fixed once set)"
+    allocate = command(sub, "allocate", _datasets_allocate, allocate_help)
+    _dataset_argument(allocate)
+    allocate.add_argument("key_id", metavar="KEY_ID", help="the analyst key's id (privfit datasets grants)")
+    allocate.add_argument("--epsilon", type=float, required=True, metavar="EPSILON",
+                          help="the allocation's ε (at most the dataset's budget ε)")  # fmt: skip
+    allocate.add_argument("--delta", type=float, required=True, metavar="DELTA",
+                          help="the allocation's δ (at most the dataset's budget δ)")  # fmt: skip
+    allocations_help = "a dataset's allocations and what each analyst has left (owners: all; analysts: their own)"
+    _dataset_argument(command(sub, "allocations", _datasets_allocations, allocations_help))
+    unallocate_help = "remove an analyst key's allocation (owners): it then spends from the dataset's budget alone"
+    unallocate = command(sub, "unallocate", _datasets_unallocate, unallocate_help)
+    _dataset_argument(unallocate)
+    unallocate.add_argument("key_id", metavar="KEY_ID", help="the analyst key's id")
     if keys is not None:
         command(keys, "list", _keys_list, "every API key, without secrets (admins)")
         command(keys, "revoke", _keys_revoke, "revoke an API key (admins): refused from its next request on"
@@ -917,7 +1000,8 @@ def _hint(error: BaseException, api_key: str | None) -> str:
     if isinstance(error, errors.AuthenticationError) and not api_key:
         return "\n(no API key given: pass --api-key or set PRIVFIT_API_KEY)"
     if isinstance(error, errors.BudgetExceededError) and error.remaining_epsilon is not None:
-        hint = f"\n(remaining ε on this dataset: {error.remaining_epsilon:.6g}"
+        where = "of your allocation on this dataset" if error.scope == "allocation" else "on this dataset"
+        hint = f"\n(remaining ε {where}: {error.remaining_epsilon:.6g}"
         largest = error.max_admissible_epsilon
         if largest is not None and largest > 0.0:
             hint += f"; the largest --epsilon this fit can have now: {largest:.4g}"

@@ -56,7 +56,15 @@ class ConflictError(ApiError):
 
 
 class BudgetExceededError(ConflictError):
-    """409 "Privacy budget exceeded": the ledger refused the fit; nothing was charged."""
+    """409 "Privacy budget exceeded": the ledger refused the fit; nothing was charged. :attr:`scope` says whose
+    privacy filter refused it: the dataset's, or the caller's allocation's (the numbers are then the allocation's)."""
+
+    @property
+    def scope(self) -> str:
+        """``"dataset"`` when the dataset's privacy filter refused, ``"allocation"`` when the caller's allocation's
+        filter did (its share of the dataset's budget: ``remaining_epsilon`` and the other numbers of the problem are
+        then the allocation's). A server that does not state it has no allocations: ``"dataset"``."""
+        return str(self.problem.get("scope") or "dataset")
 
     @property
     def remaining_epsilon(self) -> float | None:
@@ -70,8 +78,9 @@ class BudgetExceededError(ConflictError):
 
     @property
     def max_admissible_epsilon(self) -> float | None:
-        """The largest target ε the dataset's filter would admit now for the same solver, model and parameters
-        (0 when none; None when the refusal does not state it, e.g. an evaluation's or an older server's)."""
+        """The largest target ε the dataset's filter (and the caller's allocation's, if it has one) would admit now
+        for the same solver, model and parameters (0 when none; None when the refusal does not state it, e.g. an
+        evaluation's or an older server's)."""
         value = self.problem.get("max_admissible_epsilon")
         return None if value is None else float(value)
 

@@ -143,11 +143,39 @@ class Dataset(ApiObject):
 
 
 @dataclass(frozen=True)
+class Allocation(ApiObject):
+    """An analyst key's allocation: the share (``epsilon_max``, ``delta_max``) of a dataset's budget its owner gave
+    it (``PUT|GET /v1/datasets/{id}/allocations``), with the charged / reserved / committed ε of that analyst's own
+    fits on the dataset as the allocation's privacy filter measures them, and ``remaining_epsilon``, what it has left.
+    ``closed_reason`` is set when the allocation admits nothing more (it was set over more than it admits)."""
+
+    _timestamps: ClassVar[tuple[str, ...]] = ("created_at",)
+    _unbounded: ClassVar[tuple[str, ...]] = (
+        "charged_epsilon", "reserved_epsilon", "committed_epsilon", "committed_share",
+    )  # fmt: skip
+
+    dataset_id: str = ""
+    api_key_id: str = ""
+    api_key_name: str = ""
+    epsilon_max: float = 0.0
+    delta_max: float = 0.0
+    charged_epsilon: float = 0.0
+    reserved_epsilon: float = 0.0
+    committed_epsilon: float = 0.0
+    committed_share: float = 0.0
+    remaining_epsilon: float = 0.0
+    closed_reason: str | None = None
+    created_at: datetime | None = None
+
+
+@dataclass(frozen=True)
 class Budget(ApiObject):
     """``GET /v1/datasets/{id}/budget``: limits and privacy filter, charged / reserved / committed / remaining ε as
     the filter measures them (``measure`` says how) and δ parts; ``orders`` and ``committed_rdp`` (the grid and the
-    committed curve) only when requested (``Client.budget(..., rdp=True)``), else None."""
+    committed curve) only when requested (``Client.budget(..., rdp=True)``), else None. ``allocation`` is the
+    caller's own :class:`Allocation` of this budget (None: it has none, and spends from the dataset's budget alone)."""
 
+    _nested: ClassVar[dict[str, type[ApiObject]]] = {"allocation": Allocation}
     _curves: ClassVar[tuple[str, ...]] = ("committed_rdp",)
     _unbounded: ClassVar[tuple[str, ...]] = (
         "charged_epsilon", "reserved_epsilon", "committed_epsilon", "committed_share", "committed_order_share",
@@ -177,18 +205,22 @@ class Budget(ApiObject):
     entries: int = 0
     closed_reason: str | None = None
     measure: str = ""
+    allocation: Allocation | None = None
 
 
 @dataclass(frozen=True)
 class LedgerEntry(ApiObject):
     """One ledger row: a reservation, the charge that settles it, or a release (cancelled while queued, or the
-    refund of a fit that never read a row). ``committed_epsilon_after`` is the filter's measure."""
+    refund of a fit that never read a row). ``committed_epsilon_after`` is the filter's measure.
+
+    ``id``, ``committed_epsilon_after`` and ``budget_version`` are None in a granted analyst's view (the page's
+    ``view`` is ``"own"``): the server leaves out what counts or sums the other keys' entries."""
 
     _timestamps: ClassVar[tuple[str, ...]] = ("created_at",)
     _curves: ClassVar[tuple[str, ...]] = ("rdp",)
     _unbounded: ClassVar[tuple[str, ...]] = ("epsilon", "pure_epsilon", "committed_epsilon_after")
 
-    id: int = 0
+    id: int | None = None
     job_id: str | None = None
     evaluation_id: str | None = None
     preprocessing_dataset_id: str | None = None
@@ -198,7 +230,8 @@ class LedgerEntry(ApiObject):
     extra_delta: float = 0.0
     approx_delta: float = 0.0
     pure_epsilon: float = math.inf
-    committed_epsilon_after: float = 0.0
+    committed_epsilon_after: float | None = None
+    budget_version: int | None = None
     description: str = ""
     created_at: datetime | None = None
     rdp: list[float] | None = None
@@ -206,11 +239,14 @@ class LedgerEntry(ApiObject):
 
 @dataclass(frozen=True)
 class LedgerPage(ApiObject):
-    """``GET /v1/datasets/{id}/ledger``: one page of entries, oldest first."""
+    """``GET /v1/datasets/{id}/ledger``: one page of entries, oldest first. ``view`` is ``"all"`` (the dataset's
+    owner or an admin: every entry) or ``"own"`` (a granted analyst: its own fits' and evaluations' entries and the
+    preprocessing's, without the running fields); ``total`` counts the entries of that view."""
 
     _nested_lists: ClassVar[dict[str, type[ApiObject]]] = {"entries": LedgerEntry}
 
     dataset_id: str = ""
+    view: str = ""
     total: int = 0
     limit: int = 0
     offset: int = 0
@@ -269,13 +305,33 @@ class Outlook(ApiObject):
 
 
 @dataclass(frozen=True)
+class AllocationEstimate(ApiObject):
+    """The ``allocation`` of an estimate: what the fit (or evaluation) would do to the caller's :class:`Allocation`
+    — its filter's measure of the caller's own committed fits before and after it, what would remain of it, and
+    whether that filter admits it."""
+
+    _unbounded: ClassVar[tuple[str, ...]] = (
+        "committed_epsilon_before", "committed_epsilon_after", "remaining_epsilon_after",
+    )  # fmt: skip
+
+    epsilon_max: float = 0.0
+    delta_max: float = 0.0
+    committed_epsilon_before: float = 0.0
+    committed_epsilon_after: float = 0.0
+    remaining_epsilon_after: float = 0.0
+    admissible: bool = False
+
+
+@dataclass(frozen=True)
 class Estimate(ApiObject):
     """``POST /v1/fits/estimate``: what a proposed fit would cost and what would remain (the filter's measure);
-    nothing is charged. ``refusal_reason``: ``epsilon``, ``delta`` (δ pot) or ``closed`` when not admissible.
-    ``max_admissible_epsilon``: the largest target ε the filter would admit now for the same solver, model and
-    parameters (rounded down to 4 significant digits; 0 when none; None from a server that does not state it)."""
+    nothing is charged. ``refusal_reason``: ``epsilon``, ``delta`` (δ pot) or ``closed`` when the dataset's filter
+    refuses it, ``allocation`` when only the caller's allocation does. ``max_admissible_epsilon``: the largest target
+    ε the filters would admit now for the same solver, model and parameters (rounded down to 4 significant digits; 0
+    when none; None from a server that does not state it). ``allocation``: what the fit would do to the caller's
+    allocation (None: it has none)."""
 
-    _nested: ClassVar[dict[str, type[ApiObject]]] = {"cost": Cost, "outlook": Outlook}
+    _nested: ClassVar[dict[str, type[ApiObject]]] = {"cost": Cost, "outlook": Outlook, "allocation": AllocationEstimate}
     _unbounded: ClassVar[tuple[str, ...]] = ("epsilon", "committed_epsilon_before", "committed_epsilon_after")
 
     dataset_id: str = ""
@@ -294,6 +350,7 @@ class Estimate(ApiObject):
     epsilon_max: float = 0.0
     outlook: Outlook | None = None
     max_admissible_epsilon: float | None = None
+    allocation: AllocationEstimate | None = None
 
 
 @dataclass(frozen=True)
@@ -401,9 +458,10 @@ class MetricResult(ApiObject):
 class EvaluationEstimate(ApiObject):
     """``POST /v1/fits/{id}/evaluate/estimate``: what an evaluation would cost — each metric's share of ε and its
     Laplace noise (``metrics``: dicts with metric, epsilon, weight, noise, scale, sensitivity) — and whether the
-    dataset's filter admits it; nothing is charged and no row is read."""
+    dataset's filter (and the caller's allocation, ``allocation``, if it has one) admits it; nothing is charged and no
+    row is read."""
 
-    _nested: ClassVar[dict[str, type[ApiObject]]] = {"cost": Cost}
+    _nested: ClassVar[dict[str, type[ApiObject]]] = {"cost": Cost, "allocation": AllocationEstimate}
     _unbounded: ClassVar[tuple[str, ...]] = ("epsilon", "committed_epsilon_before", "committed_epsilon_after")
 
     fit_id: str = ""
@@ -418,6 +476,7 @@ class EvaluationEstimate(ApiObject):
     admissible: bool = False
     refusal_reason: str | None = None
     epsilon_max: float = 0.0
+    allocation: AllocationEstimate | None = None
 
 
 @dataclass(frozen=True)

@@ -149,28 +149,20 @@ class DatasetGrant(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
-class Budget(Base):
-    """A dataset's budget (ε_max, δ_max) on a fixed order grid, its privacy filter, and the cached sum of its live
-    reservations.
+class FilterColumns:
+    """The columns of a privacy filter and of the composition it admitted (a dataset's budget, an analyst's
+    allocation).
 
     The filter (:mod:`privfit.privacy.filter`) is fixed at creation: ``filter_orders`` (the pinned RDP orders, α*
     first), ``filter_order_deltas`` (the δ certified at each), ``filter_approximate_delta`` (δ_A, the pot of
     δ-only parts) and ``filter_slack_delta`` (δ_S ≤ δ_A, its part for approximate-RDP slacks; the rest, δ_A − δ_S,
     is for the δ of (ε, δ) charges), under the rule ``filter_version``.
-    ``filter_note`` set means the budget admits nothing more, and says why.
+    ``filter_note`` set means the filter admits nothing more, and says why.
     ``committed_rdp``/``committed_extra_delta``/``committed_approx_delta``/``committed_pure_epsilon`` (NULL = +∞)
-    cache the composition of every reservation not released (charged or still reserved); the ledger entries are
-    the truth and the cache is checked against them in tests.
-    ``version`` increases with every ledger entry of the dataset.
+    cache the composition of every reservation it counts that is not released (charged or still reserved); the
+    ledger entries are the truth and the cache is checked against them in tests.
     """
 
-    __tablename__ = "budgets"
-    __table_args__ = (
-        CheckConstraint("epsilon_max > 0", name="epsilon_positive"),
-        CheckConstraint("delta_max > 0 AND delta_max < 1", name="delta_unit"),
-    )
-
-    dataset_id: Mapped[str] = mapped_column(ForeignKey("datasets.id"), primary_key=True)
     epsilon_max: Mapped[float] = mapped_column(Float)
     delta_max: Mapped[float] = mapped_column(Float)
     grid_name: Mapped[str] = mapped_column(String(64))
@@ -184,9 +176,40 @@ class Budget(Base):
     filter_approximate_delta: Mapped[float] = mapped_column(Float)
     filter_slack_delta: Mapped[float] = mapped_column(Float)
     filter_note: Mapped[str | None] = mapped_column(Text)
+
+
+class Budget(FilterColumns, Base):
+    """A dataset's budget (ε_max, δ_max) on a fixed order grid, its privacy filter, and the cached sum of its live
+    reservations (:class:`FilterColumns`). ``version`` increases with every ledger entry of the dataset."""
+
+    __tablename__ = "budgets"
+    __table_args__ = (
+        CheckConstraint("epsilon_max > 0", name="epsilon_positive"),
+        CheckConstraint("delta_max > 0 AND delta_max < 1", name="delta_unit"),
+    )
+
+    dataset_id: Mapped[str] = mapped_column(ForeignKey("datasets.id"), primary_key=True)
     version: Mapped[int] = mapped_column(Integer, default=0)
     #: the hash of the budget's last ledger entry, or its genesis hash before the first (:mod:`privfit.ledger.chain`)
     chain_head: Mapped[str] = mapped_column(String(64))
+
+
+class Allocation(FilterColumns, Base):
+    """An analyst's share (ε_max, δ_max) of a dataset's budget, with its own privacy filter built as the dataset's
+    is, and the cached composition of the analyst's live reservations on the dataset (:class:`FilterColumns`;
+    :mod:`privfit.ledger.allocations`). A fit of the analyst is admitted only if both filters admit it."""
+
+    __tablename__ = "allocations"
+    __table_args__ = (
+        UniqueConstraint("dataset_id", "api_key_id"),
+        CheckConstraint("epsilon_max > 0", name="epsilon_positive"),
+        CheckConstraint("delta_max > 0 AND delta_max < 1", name="delta_unit"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    dataset_id: Mapped[str] = mapped_column(ForeignKey("datasets.id"), index=True)
+    api_key_id: Mapped[str] = mapped_column(ForeignKey("api_keys.id"), index=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
 
 
 class Job(Base):

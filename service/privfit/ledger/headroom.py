@@ -51,6 +51,11 @@ plans take a few tenths of a second at their largest parameters). Cut short whil
 tests ``lowest`` once and answers it if admitted, else 0. The CPU time of a plan is public (a function of public
 inputs and the machine), so where the search stops reveals nothing of the rows.
 
+**With an allocation** (:mod:`privfit.ledger.allocations`) the fit must pass two filters, the dataset's and the
+caller's allocation's, each on its own committed cost. The test is both; y is the log of the larger of the two
+normalised gains (share after − share before) / (1 − share before), whose boundary is 0, and which is the form above
+for one filter. Each gain is monotone in ε, so their maximum is, and the search is unchanged.
+
 **Nothing admissible.** When the budget is closed, when the committed fits alone already exceed the filter (adding a
 cost never lowers a share: every component is non-negative), or when even ``lowest`` is refused, the answer is 0.
 """
@@ -63,11 +68,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import ROUND_FLOOR, Decimal
 
-from privfit.db.models import Budget
+from privfit.db.models import FilterColumns
 from privfit.errors import ParameterError
 from privfit.privacy import PrivacyCost, PrivacyFilter
 
-from .ledger import _committed, budget_filter
+from .ledger import Gates, _committed, budget_filter
 
 SIGNIFICANT_DIGITS = 4
 """The reported ε is rounded down to this many significant digits (a loss of at most 0.1 %)."""
@@ -115,8 +120,9 @@ def round_down(value: float, digits: int = SIGNIFICANT_DIGITS) -> float:
 
 @dataclass
 class _Point:
-    """One planned candidate: ε, log ε, whether it is admitted, and y = log(share after − share before) when
-    finite."""
+    """One planned candidate: ε, log ε, whether it is admitted, and y = log of its normalised gain when finite:
+    max over the filters of (share after − share before) / (1 − share before), so that y = 0 is the boundary (a
+    single filter: log(share after − share before) − log(1 − share before), the form the module docstring uses)."""
 
     epsilon: float
     t: float
@@ -124,12 +130,27 @@ class _Point:
     y: float | None
 
 
-class _Probe:
-    """Plans candidates through ``cost_at`` and puts them to the admission test, once per ε (memoised)."""
+@dataclass(frozen=True)
+class _Gate:
+    """One filter the fit must pass, its committed cost and that cost's share (< 1)."""
 
-    def __init__(self, privacy_filter: PrivacyFilter, committed: PrivacyCost, before: float,
-                 cost_at: Callable[[float], PrivacyCost], cpu_seconds: float) -> None:  # fmt: skip
-        self.privacy_filter, self.committed, self.before, self.cost_at = privacy_filter, committed, before, cost_at
+    privacy_filter: PrivacyFilter
+    committed: PrivacyCost
+    before: float
+
+    @classmethod
+    def of(cls, row: FilterColumns) -> _Gate:
+        privacy_filter = budget_filter(row)
+        committed = _committed(row)
+        return cls(privacy_filter, committed, privacy_filter.measure(committed).share)
+
+
+class _Probe:
+    """Plans candidates through ``cost_at`` and puts them to the admission test of every gate, once per ε
+    (memoised)."""
+
+    def __init__(self, gates: list[_Gate], cost_at: Callable[[float], PrivacyCost], cpu_seconds: float) -> None:
+        self.gates, self.cost_at = gates, cost_at
         self.seen: dict[float, _Point] = {}
         self.cpu_left = cpu_seconds
 
@@ -156,14 +177,16 @@ class _Probe:
             return _Point(epsilon, t, False, None)
         finally:
             self.cpu_left -= time.thread_time() - started
-        share = self.privacy_filter.measure(self.committed + cost).share  # the ledger's test, on the same sum
-        admitted = share <= 1.0
-        gain = share - self.before
-        return _Point(epsilon, t, admitted, math.log(gain) if math.isfinite(share) and gain > 0.0 else None)
+        admitted, gain = True, 0.0
+        for gate in self.gates:
+            share = gate.privacy_filter.measure(gate.committed + cost).share  # the ledger's test, on the same sum
+            admitted = admitted and share <= 1.0
+            gain = max(gain, (share - gate.before) / (1.0 - gate.before) if math.isfinite(share) else math.inf)
+        return _Point(epsilon, t, admitted, math.log(gain) if math.isfinite(gain) and gain > 0.0 else None)
 
 
 def largest_admissible_epsilon(
-    budget: Budget,
+    gates: Gates,
     cost_at: Callable[[float], PrivacyCost],
     *,
     lowest: float,
@@ -171,24 +194,24 @@ def largest_admissible_epsilon(
     max_plans: int = MAX_PLANS,
     cpu_seconds: float = MAX_SEARCH_CPU_SECONDS,
 ) -> Headroom:
-    """The largest target ε in [``lowest``, ``highest``] that ``budget``'s filter admits now for the fit whose cost at
-    target ε is ``cost_at(ε)`` (module docstring: the search, its cost and why the value is admitted).
+    """The largest target ε in [``lowest``, ``highest``] that the filters of ``gates`` — the dataset's budget and the
+    caller's allocation, if it has one — both admit now for the fit whose cost at target ε is ``cost_at(ε)``
+    (module docstring: the search, its cost and why the value is admitted).
 
     ``cost_at`` must be a function of public inputs only (the caller plans the same solver, model and parameters at
     each ε) and may raise :class:`~privfit.errors.ParameterError` for an ε it cannot plan (taken as refused).
-    ``budget`` is read, never written: the committed cost is its cached composition, as :func:`~privfit.ledger.reserve`
-    reads it under the lock.
+    The rows of ``gates`` are read, never written: the committed costs are their cached compositions, as
+    :func:`~privfit.ledger.reserve` reads them under the lock.
     """
-    if budget.filter_note:
+    rows = gates.rows()
+    if any(row.filter_note for row in rows):
         return Headroom(0.0, "closed", False, 0)
-    privacy_filter = budget_filter(budget)
-    committed = _committed(budget)
-    before = privacy_filter.measure(committed).share
-    if not before <= 1.0:  # every share of committed + fit is at least the committed one
+    measured = [_Gate.of(row) for row in rows]
+    if not all(gate.before < 1.0 for gate in measured):  # every share of committed + fit is at least the committed one
         return Headroom(0.0, "exhausted", False, 0)
     highest = max(highest, lowest)
-    probe = _Probe(privacy_filter, committed, before, cost_at, cpu_seconds)
-    root = math.log1p(-before) if before < 1.0 else -math.inf
+    probe = _Probe(measured, cost_at, cpu_seconds)
+    root = 0.0  # the boundary of the normalised gain (:class:`_Point`)
     top = probe(highest)
     if top.admitted:
         return _finish(probe, top, at_upper_end=True)

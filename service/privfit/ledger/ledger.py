@@ -46,10 +46,10 @@ from functools import lru_cache
 from typing import Any
 
 import numpy as np
-from sqlalchemy import func, select
+from sqlalchemy import ColumnElement, func, select
 from sqlalchemy.orm import Session
 
-from privfit.db.models import Budget, LedgerEntry, utcnow
+from privfit.db.models import Allocation, Budget, Evaluation, FilterColumns, Job, LedgerEntry, utcnow
 from privfit.ledger.chain import entry_content, entry_hash, genesis_hash
 from privfit.privacy import (
     FILTER_VERSION,
@@ -80,12 +80,16 @@ class BudgetExceededError(LedgerError):
     ``reason`` is ``"epsilon"`` (no certificate would hold), ``"delta"`` (the δ parts would overflow their part
     δ_D = approximate_delta − slack_delta of the pot, or the weighted slacks their part δ_S = slack_delta) or
     ``"closed"`` (the budget admits nothing more; ``note`` says why).
+
+    ``scope`` is ``"dataset"`` when the dataset's filter refused, ``"allocation"`` when the caller's allocation's
+    filter did (:mod:`privfit.ledger.allocations`); the numbers are then the allocation's, the caller's own.
     """
 
     def __init__(self, *, requested_epsilon: float, committed_epsilon: float, total_epsilon: float,
                  epsilon_max: float, delta_max: float, reason: str, delta_used_after: float,
                  approximate_delta: float, slack_delta: float, delta_parts_after: float,
-                 slack_used_after: float, note: str | None = None) -> None:  # fmt: skip
+                 slack_used_after: float, note: str | None = None, scope: str = "dataset") -> None:  # fmt: skip
+        self.scope = scope
         self.requested_epsilon = requested_epsilon
         self.committed_epsilon = committed_epsilon
         self.total_epsilon = total_epsilon
@@ -120,6 +124,8 @@ class BudgetExceededError(LedgerError):
 
     def _refusal_message(self) -> str:
         own = f"this fit costs ε = {self.requested_epsilon:.6g} on its own (at δ = {self.delta_max:.3g})"
+        if self.scope == "allocation":
+            return self._allocation_message(own)
         if self.reason == "closed":
             return f"this dataset admits no more fits: {self.note}"
         if self.reason == "delta":
@@ -141,9 +147,23 @@ class BudgetExceededError(LedgerError):
             f"ε = {self.epsilon_max:.6g} (at δ = {self.delta_max:.3g}, valid for adaptively chosen fits)"
         )
 
+    def _allocation_message(self, own: str) -> str:
+        if self.reason == "closed":
+            return f"your allocation on this dataset admits no more fits: {self.note}"
+        if self.reason == "delta":
+            return (f"{own}, but its δ-only part would overflow the pot of your allocation on this dataset "
+                    f"(approximate_delta = {self.approximate_delta:.3g} of its δ = {self.delta_max:.3g})")  # fmt: skip
+        return (
+            f"{own}; your allocation's privacy filter measures your committed fits on this dataset at ε = "
+            f"{self.committed_epsilon:.6g} and would measure them with this fit at ε = {self.total_epsilon:.6g} > "
+            f"your allocation ε = {self.epsilon_max:.6g} (at δ = {self.delta_max:.3g}); the dataset's owner sets "
+            "allocations"
+        )
+
     def problem_fields(self) -> dict[str, Any]:
         """The public members of the 409 problem document (``max_admissible_epsilon`` once stated)."""
         fields = {
+            "scope": self.scope,
             "requested_epsilon": self.requested_epsilon,
             "committed_epsilon": self.committed_epsilon,
             "epsilon_max": self.epsilon_max,
@@ -221,8 +241,23 @@ class BudgetStatus:
 
 
 @dataclass(frozen=True)
+class AllocationEstimate:
+    """What a fit would do to the caller's allocation (:mod:`privfit.ledger.allocations`): its filter's committed ε
+    (the caller's fits only) before and after it, and whether that filter admits it."""
+
+    epsilon_max: float
+    delta_max: float
+    committed_epsilon_before: float
+    committed_epsilon_after: float
+    remaining_epsilon_after: float
+    admissible: bool
+
+
+@dataclass(frozen=True)
 class Estimate:
-    """A dry run: the fit's own ε, and the filter's committed ε before and after it; nothing is written."""
+    """A dry run: the fit's own ε, and the filter's committed ε before and after it; nothing is written. With an
+    allocation, ``admissible`` and ``refusal_reason`` are both filters' verdict (``"allocation"`` when only the
+    allocation refuses) and ``allocation`` has the allocation's numbers."""
 
     epsilon: float
     optimal_order: float
@@ -235,6 +270,19 @@ class Estimate:
     delta_used_after: float
     certificate_after: str | None
     measure: str = field(default=MEASURE_NOTE)
+    allocation: AllocationEstimate | None = None
+
+
+@dataclass(frozen=True)
+class Gates:
+    """The filters a caller's fit must pass, as read: the dataset's budget and the caller's allocation on it (None
+    when it has none)."""
+
+    budget: Budget
+    allocation: Allocation | None = None
+
+    def rows(self) -> list[FilterColumns]:
+        return [self.budget] if self.allocation is None else [self.budget, self.allocation]
 
 
 def _lock(session: Session, dataset_id: str) -> Budget:
@@ -259,8 +307,9 @@ def _get(session: Session, dataset_id: str) -> Budget:
     return budget
 
 
-def budget_filter(budget: Budget) -> PrivacyFilter:
-    """The privacy filter stored with ``budget`` (built once per distinct filter: it is immutable and public)."""
+def budget_filter(budget: FilterColumns) -> PrivacyFilter:
+    """The privacy filter stored with ``budget`` — a dataset's budget or an analyst's allocation (built once per
+    distinct filter: it is immutable and public)."""
     return _filter(
         budget.epsilon_max, budget.delta_max, budget.grid_name, tuple(budget.filter_orders),
         tuple(budget.filter_order_deltas), budget.filter_approximate_delta, budget.filter_slack_delta,
@@ -278,7 +327,7 @@ def _filter(epsilon_max: float, delta_max: float, grid_name: str, orders: tuple[
     )  # fmt: skip
 
 
-def _committed(budget: Budget) -> PrivacyCost:
+def _committed(budget: FilterColumns) -> PrivacyCost:
     grid = get_grid(budget.grid_name)
     return PrivacyCost(
         curve_from_json(budget.committed_rdp), grid, budget.committed_extra_delta, budget.committed_approx_delta,
@@ -286,15 +335,15 @@ def _committed(budget: Budget) -> PrivacyCost:
     )  # fmt: skip
 
 
-def _cache(budget: Budget, committed: PrivacyCost) -> None:
-    """Store the committed composition in the budget row."""
+def _cache(budget: FilterColumns, committed: PrivacyCost) -> None:
+    """Store the committed composition in the budget (or allocation) row."""
     budget.committed_rdp = curve_to_json(committed.rdp)
     budget.committed_extra_delta = committed.extra_delta
     budget.committed_approx_delta = committed.approx_delta
     budget.committed_pure_epsilon = pure_epsilon_to_json(committed.pure_epsilon)
 
 
-def _check_grid(cost: PrivacyCost, budget: Budget) -> None:
+def _check_grid(cost: PrivacyCost, budget: FilterColumns) -> None:
     if cost.grid.name != budget.grid_name:
         raise LedgerError(f"cost is on grid {cost.grid.name!r} but the dataset's budget is on {budget.grid_name!r}")
 
@@ -312,16 +361,25 @@ def create_budget(
     dataset). ``approximate_delta`` is the pot for δ-only parts (default δ_max/10), ``slack_delta`` its part for
     approximate-RDP slacks (default half of it)."""
     privacy_filter = PrivacyFilter.for_budget(epsilon_max, delta_max, grid, approximate_delta, slack_delta)
-    budget = Budget(
-        dataset_id=dataset_id, epsilon_max=float(epsilon_max), delta_max=float(delta_max), grid_name=grid.name,
-        committed_rdp=[0.0] * len(grid), committed_extra_delta=0.0, committed_approx_delta=0.0,
-        committed_pure_epsilon=0.0, filter_version=privacy_filter.version,
-        filter_orders=list(privacy_filter.orders), filter_order_deltas=list(privacy_filter.order_deltas),
-        filter_approximate_delta=privacy_filter.approximate_delta, filter_slack_delta=privacy_filter.slack_delta,
-        filter_note=None, version=0, chain_head=genesis_hash(dataset_id),
-    )  # fmt: skip
+    budget = Budget(dataset_id=dataset_id, version=0, chain_head=genesis_hash(dataset_id),
+                    **filter_columns(privacy_filter, PrivacyCost.zero(grid)))  # fmt: skip
     session.add(budget)
     return budget
+
+
+def filter_columns(privacy_filter: PrivacyFilter, committed: PrivacyCost, note: str | None = None) -> dict[str, Any]:
+    """The :class:`~privfit.db.models.FilterColumns` of a new budget or allocation: ``privacy_filter``'s limits and
+    parameters, ``committed`` as its cached composition, and its closing ``note`` (None: open)."""
+    return {
+        "epsilon_max": float(privacy_filter.epsilon_max), "delta_max": float(privacy_filter.delta_max),
+        "grid_name": privacy_filter.grid.name, "committed_rdp": curve_to_json(committed.rdp),
+        "committed_extra_delta": committed.extra_delta, "committed_approx_delta": committed.approx_delta,
+        "committed_pure_epsilon": pure_epsilon_to_json(committed.pure_epsilon),
+        "filter_version": privacy_filter.version, "filter_orders": list(privacy_filter.orders),
+        "filter_order_deltas": list(privacy_filter.order_deltas),
+        "filter_approximate_delta": privacy_filter.approximate_delta,
+        "filter_slack_delta": privacy_filter.slack_delta, "filter_note": note,
+    }  # fmt: skip
 
 
 def _entry(
@@ -358,48 +416,73 @@ def _entry(
     return entry
 
 
-def _refusal(budget: Budget, cost: PrivacyCost, before: FilterReading, after: FilterReading) -> BudgetExceededError:
+def _refusal(
+    budget: FilterColumns, cost: PrivacyCost, before: FilterReading, after: FilterReading
+) -> BudgetExceededError:
     reason = "closed" if budget.filter_note else ("delta" if not after.delta_fits else "epsilon")
     return BudgetExceededError(
         requested_epsilon=cost.epsilon(budget.delta_max).epsilon, committed_epsilon=before.epsilon,
         total_epsilon=after.epsilon, epsilon_max=budget.epsilon_max, delta_max=budget.delta_max, reason=reason,
         delta_used_after=after.delta_used, approximate_delta=budget.filter_approximate_delta,
         slack_delta=budget.filter_slack_delta, delta_parts_after=after.delta_parts, slack_used_after=after.slack_used,
-        note=budget.filter_note,
+        note=budget.filter_note, scope="allocation" if isinstance(budget, Allocation) else "dataset",
     )  # fmt: skip
 
 
-def _admit(session: Session, dataset_id: str, cost: PrivacyCost, locked: Budget | None = None) -> Budget:
-    """Lock the budget (unless the caller passes the row it ``locked``), admit ``cost`` by the dataset's filter
-    (or raise :class:`BudgetExceededError`) and add it to the cached committed cost; the caller writes the
-    reservation in the same transaction."""
+def allocation_of(session: Session, dataset_id: str, spender: str | None) -> Allocation | None:
+    """The allocation of the key ``spender`` on the dataset (None for a key without one, or no key), locked like
+    the budget row and read as the lock found it (:func:`_lock`). Every caller holds the budget lock already, so
+    admissions of one analyst are serial anyway; the row lock keeps that true of any future caller."""
+    if spender is None:
+        return None
+    return session.execute(
+        select(Allocation)
+        .where(Allocation.dataset_id == dataset_id, Allocation.api_key_id == spender)
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    ).scalar_one_or_none()
+
+
+def _admit(session: Session, dataset_id: str, cost: PrivacyCost, spender: str | None,
+           locked: Budget | None = None) -> Budget:  # fmt: skip
+    """Lock the budget (unless the caller passes the row it ``locked``), admit ``cost`` by the dataset's filter and,
+    if the key ``spender`` has an allocation on the dataset, by the allocation's filter too (or raise
+    :class:`BudgetExceededError`, having changed nothing), and add it to both cached committed costs; the caller
+    writes the reservation in the same transaction."""
     budget = _lock(session, dataset_id) if locked is None else locked
-    _check_grid(cost, budget)
-    privacy_filter = budget_filter(budget)
-    before = _committed(budget)
-    after = before + cost
-    reading = privacy_filter.measure(after)
-    if budget.filter_note or not reading.share <= 1.0:
-        raise _refusal(budget, cost, privacy_filter.measure(before), reading)
-    _cache(budget, after)
+    gates = Gates(budget, allocation_of(session, dataset_id, spender)).rows()
+    admitted: list[PrivacyCost] = []
+    for gate in gates:
+        _check_grid(cost, gate)
+        privacy_filter = budget_filter(gate)
+        before = _committed(gate)
+        after = before + cost
+        reading = privacy_filter.measure(after)
+        if gate.filter_note or not reading.share <= 1.0:
+            raise _refusal(gate, cost, privacy_filter.measure(before), reading)
+        admitted.append(after)
+    for gate, after in zip(gates, admitted, strict=True):
+        _cache(gate, after)
     return budget
 
 
-def reserve(session: Session, dataset_id: str, job_id: str, cost: PrivacyCost, description: str = "") -> LedgerEntry:
-    """Admit ``cost`` for ``job_id`` by the dataset's filter or raise :class:`BudgetExceededError`; on admission
-    write the reservation."""
-    budget = _admit(session, dataset_id, cost)
+def reserve(session: Session, dataset_id: str, job_id: str, cost: PrivacyCost, description: str = "", *,
+            spender: str | None = None) -> LedgerEntry:  # fmt: skip
+    """Admit ``cost`` for ``job_id`` of the key ``spender`` by the dataset's filter and the key's allocation's, if
+    it has one (:func:`_admit`), or raise :class:`BudgetExceededError`; on admission write the reservation. (The
+    API admits fits through :func:`reserve_many`, which names every request's key.)"""
+    budget = _admit(session, dataset_id, cost, spender)
     return _entry(session, budget, job_id, "reservation", cost, description)
 
 
 def reserve_many(
     session: Session,
     dataset_id: str,
-    requests: Sequence[tuple[str, PrivacyCost, str]],
+    requests: Sequence[tuple[str, PrivacyCost, str, str | None]],
     write_jobs: Callable[[list[str]], None],
 ) -> list[BudgetExceededError | None]:
-    """:func:`reserve` for each ``(job_id, cost, description)`` in order, in this one transaction, with the writes
-    grouped: the budget row is locked once, each request is admitted (or refused) by the filter against the
+    """:func:`reserve` for each ``(job_id, cost, description, spender)`` in order, in this one transaction, with the
+    writes grouped: the budget row is locked once, each request is admitted (or refused) by the filter against the
     committed cost with every request admitted before it included — the same checks, numbers and entries as
     calling :func:`reserve` for each in turn —, then ``write_jobs(admitted job ids)`` writes the jobs (their
     reservations reference them) and the reservations are flushed together. Returns, per request, None (admitted)
@@ -407,9 +490,9 @@ def reserve_many(
     budget = _lock(session, dataset_id)
     outcomes: list[BudgetExceededError | None] = []
     entries: list[LedgerEntry] = []
-    for job_id, cost, description in requests:
+    for job_id, cost, description, spender in requests:
         try:
-            _admit(session, dataset_id, cost, locked=budget)
+            _admit(session, dataset_id, cost, spender, locked=budget)
         except BudgetExceededError as refused:
             outcomes.append(refused)
             continue
@@ -423,14 +506,14 @@ def reserve_many(
 
 
 def charge_evaluation(
-    session: Session, dataset_id: str, evaluation_id: str, cost: PrivacyCost, description: str
+    session: Session, dataset_id: str, evaluation_id: str, cost: PrivacyCost, description: str, *, spender: str | None
 ) -> LedgerEntry:
-    """Admit an evaluation's ``cost`` exactly like a fit's (same filter, same lock) or raise
+    """Admit an evaluation's ``cost`` of the key ``spender`` exactly like a fit's (same filters, same lock) or raise
     :class:`BudgetExceededError`, and on admission write its reservation and its charge at once: an evaluation
     reads its rows right after this transaction commits, so there is no queued phase to release. The pair keeps
     every sum of the ledger valid (committed = reservations not released; charged = charges not released).
     ``UNIQUE(evaluation_id, kind)`` makes a second charge of the evaluation impossible."""
-    return _admit_and_charge(session, dataset_id, cost, description, "evaluation started",
+    return _admit_and_charge(session, dataset_id, cost, description, "evaluation started", spender=spender,
                              evaluation_id=evaluation_id)  # fmt: skip
 
 
@@ -441,13 +524,14 @@ def _admit_and_charge(
     reserved: str,
     charged: str,
     *,
+    spender: str | None,
     evaluation_id: str | None = None,
     preprocessing_dataset_id: str | None = None,
 ) -> LedgerEntry:
     """Admit ``cost`` by the dataset's filter and write the reservation (``reserved`` as its description) and the
     charge (``charged``) of a subject that reads rows right after this transaction: an evaluation or a dataset's
     preprocessing."""
-    budget = _admit(session, dataset_id, cost)
+    budget = _admit(session, dataset_id, cost, spender)
     for kind, description in (("reservation", reserved), ("charge", charged)):
         entry = _entry(session, budget, None, kind, cost, description, evaluation_id=evaluation_id,
                        preprocessing_dataset_id=preprocessing_dataset_id)  # fmt: skip
@@ -459,7 +543,8 @@ def charge_preprocessing(session: Session, dataset_id: str, cost: PrivacyCost, d
     fit, and write its reservation and charge at once, in the transaction that registers the dataset: its
     statistics are released (and its rows read) only once that transaction commits. ``UNIQUE
     (preprocessing_dataset_id, kind)`` makes a second charge impossible; it is never released."""
-    return _admit_and_charge(session, dataset_id, cost, description, description, preprocessing_dataset_id=dataset_id)
+    return _admit_and_charge(session, dataset_id, cost, description, description, spender=None,
+                             preprocessing_dataset_id=dataset_id)  # fmt: skip
 
 
 def _job_entries(session: Session, job_id: str) -> dict[str, LedgerEntry]:
@@ -518,14 +603,28 @@ def _void(
         raise LedgerError(f"job {job_id} has no reservation to release")
     committed = committed_cost_from_entries(session, budget, exclude_job=job_id)
     _cache(budget, committed)
+    spender = session.scalar(select(Job.api_key_id).where(Job.id == job_id))
+    allocation = allocation_of(session, budget.dataset_id, spender)
+    if allocation is not None:
+        _cache(allocation, committed_cost_from_entries(session, budget, exclude_job=job_id, spender=spender))
     return _entry(session, budget, job_id, "release", _entry_cost(entries["reservation"]), description)
 
 
-def committed_cost_from_entries(session: Session, budget: Budget, exclude_job: str | None = None) -> PrivacyCost:
-    """The committed cost recomputed from the entries: reservations whose job has no release."""
+def committed_cost_from_entries(session: Session, budget: Budget, exclude_job: str | None = None,
+                                spender: str | None = None) -> PrivacyCost:  # fmt: skip
+    """The committed cost recomputed from the entries: reservations whose job has no release (with ``spender``,
+    only those of the fits and evaluations of that key: what its allocation counts)."""
     return _sum_entries(
-        session, budget.dataset_id, get_grid(budget.grid_name), "reservation", ("release",), exclude_job
+        session, budget.dataset_id, get_grid(budget.grid_name), "reservation", ("release",), exclude_job, spender
     )
+
+
+def spent_by(dataset_id: str, spender: str) -> ColumnElement[bool]:
+    """The ledger entries of the dataset that the key ``spender`` caused: those of its fits and its evaluations (what
+    its allocation counts, and what a granted analyst's own ledger view shows)."""
+    fits = select(Job.id).where(Job.dataset_id == dataset_id, Job.api_key_id == spender)
+    evaluations = select(Evaluation.id).where(Evaluation.dataset_id == dataset_id, Evaluation.api_key_id == spender)
+    return LedgerEntry.job_id.in_(fits) | LedgerEntry.evaluation_id.in_(evaluations)
 
 
 def _sum_entries(
@@ -535,8 +634,10 @@ def _sum_entries(
     kind: str,
     exclude_kinds: Sequence[str],
     exclude_job: str | None = None,
+    spender: str | None = None,
 ) -> PrivacyCost:
-    """Compose the entries of ``kind`` whose job (or evaluation) has no entry of any of ``exclude_kinds``.
+    """Compose the entries of ``kind`` whose job (or evaluation) has no entry of any of ``exclude_kinds`` (with
+    ``spender``, only the entries of that key's fits and evaluations).
 
     An entry's subject is its job or its evaluation (exactly one is set; both are uuid4s, so they never collide)."""
     subject = func.coalesce(LedgerEntry.job_id, LedgerEntry.evaluation_id)
@@ -546,6 +647,8 @@ def _sum_entries(
     )
     if exclude_job is not None:
         query = query.where(subject != exclude_job)
+    if spender is not None:
+        query = query.where(spent_by(dataset_id, spender))
     rows = session.execute(query).all()
     if not rows:
         return PrivacyCost.zero(grid)
@@ -579,13 +682,23 @@ def status(session: Session, dataset_id: str) -> BudgetStatus:
     )  # fmt: skip
 
 
-def estimate(session: Session, dataset_id: str, cost: PrivacyCost) -> Estimate:
-    """What admitting ``cost`` would do, without writing anything."""
-    return estimate_for(_get(session, dataset_id), cost)
+def estimate(session: Session, dataset_id: str, cost: PrivacyCost, spender: str | None = None) -> Estimate:
+    """What admitting ``cost`` of the key ``spender`` would do, without writing anything."""
+    return estimate_for(_get(session, dataset_id), cost, read_allocation(session, dataset_id, spender))
 
 
-def estimate_for(budget: Budget, cost: PrivacyCost) -> Estimate:
-    """:func:`estimate` against a budget row already read (e.g. in the transaction that read the plan's inputs)."""
+def read_allocation(session: Session, dataset_id: str, spender: str | None) -> Allocation | None:
+    """The allocation of ``spender`` on the dataset, read without a lock (estimates, views); None if it has none."""
+    if spender is None:
+        return None
+    return session.execute(
+        select(Allocation).where(Allocation.dataset_id == dataset_id, Allocation.api_key_id == spender)
+    ).scalar_one_or_none()
+
+
+def estimate_for(budget: Budget, cost: PrivacyCost, allocation: Allocation | None = None) -> Estimate:
+    """:func:`estimate` against a budget row (and the caller's allocation) already read (e.g. in the transaction
+    that read the plan's inputs)."""
     _check_grid(cost, budget)
     privacy_filter = budget_filter(budget)
     own = cost.epsilon(budget.delta_max)
@@ -594,21 +707,44 @@ def estimate_for(budget: Budget, cost: PrivacyCost) -> Estimate:
     after = privacy_filter.measure(before + cost)
     admissible = not budget.filter_note and after.share <= 1.0
     refusal = None if admissible else _refusal(budget, cost, reading_before, after).reason
+    share = None if allocation is None else _allocation_estimate(allocation, cost)
+    if share is not None and not share.admissible and admissible:
+        admissible, refusal = False, "allocation"
     return Estimate(
         epsilon=own.epsilon, optimal_order=own.optimal_order, at_grid_edge=own.at_grid_edge,
         committed_epsilon_before=reading_before.epsilon, committed_epsilon_after=after.epsilon,
         remaining_epsilon_after=max(0.0, budget.epsilon_max - after.epsilon) if admissible else 0.0,
         admissible=admissible, refusal_reason=refusal, delta_used_after=after.delta_used,
-        certificate_after=after.certificate,
+        certificate_after=after.certificate, allocation=share,
     )  # fmt: skip
 
 
-def delta_allowance(session: Session, dataset_id: str) -> DeltaAllowance:
-    """What the next fit's δ-only parts may use of the dataset's pot (half of what is left of each part; reads
-    only)."""
-    return allowance_for(_get(session, dataset_id))
+def _allocation_estimate(allocation: Allocation, cost: PrivacyCost) -> AllocationEstimate:
+    _check_grid(cost, allocation)
+    privacy_filter = budget_filter(allocation)
+    before = _committed(allocation)
+    after = privacy_filter.measure(before + cost)
+    admissible = not allocation.filter_note and after.share <= 1.0
+    return AllocationEstimate(
+        epsilon_max=allocation.epsilon_max, delta_max=allocation.delta_max,
+        committed_epsilon_before=privacy_filter.measure(before).epsilon, committed_epsilon_after=after.epsilon,
+        remaining_epsilon_after=max(0.0, allocation.epsilon_max - after.epsilon) if admissible else 0.0,
+        admissible=admissible,
+    )  # fmt: skip
 
 
-def allowance_for(budget: Budget) -> DeltaAllowance:
-    """:func:`delta_allowance` of a budget row already read."""
-    return budget_filter(budget).allowance(_committed(budget))
+def delta_allowance(session: Session, dataset_id: str, spender: str | None) -> DeltaAllowance:
+    """What the next fit of the key ``spender`` may use with its δ-only parts of the dataset's pot and of its
+    allocation's (half of what is left of each part; reads only)."""
+    return allowance_for(_get(session, dataset_id), read_allocation(session, dataset_id, spender))
+
+
+def allowance_for(budget: Budget, allocation: Allocation | None = None) -> DeltaAllowance:
+    """:func:`delta_allowance` of a budget row (and the caller's allocation) already read: the tighter of the two
+    filters' allowances, part by part (the fit must fit in both)."""
+    allowance = budget_filter(budget).allowance(_committed(budget))
+    if allocation is None:
+        return allowance
+    other = budget_filter(allocation).allowance(_committed(allocation))
+    slack = allowance if allowance.max_slack <= other.max_slack else other
+    return DeltaAllowance(delta=min(allowance.delta, other.delta), slack=slack.slack, slack_weight=slack.slack_weight)

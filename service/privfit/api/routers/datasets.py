@@ -1,5 +1,7 @@
 """Datasets: upload (validated and encoded against the declared public schema), list, show, delete, grants,
-duplicates, and the ledger views (budget, entries). No endpoint returns row values.
+duplicates, and the ledger views (budget, entries). No endpoint returns row values. The entries are the owner's and
+admins' to read in full; a granted analyst reads only its own and the preprocessing's, without the running counters
+(:func:`ledger`).
 
 A schema with ``validation_fraction`` splits the rows at upload (:mod:`privfit.datasets.split`): ``n`` counts the
 training rows fits read, ``n_validation`` the private validation rows only evaluations read; both matrices are
@@ -22,13 +24,14 @@ from __future__ import annotations
 import json
 import logging
 import uuid
+from collections.abc import Collection
 from dataclasses import asdict
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, File, Form, HTTPException, Query, Request, Response, UploadFile
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, Field, ValidationError
-from sqlalchemy import delete, func, or_, select
+from sqlalchemy import ColumnElement, and_, delete, func, or_, select
 
 from privfit.datasets import DatasetSchema, EncodedDataset, encode_parquet, is_parquet_upload
 from privfit.datasets.columnar import encode_csv_upload
@@ -49,17 +52,18 @@ from privfit.db import ApiKey, Database, Dataset, DatasetGrant, Job, LedgerEntry
 from privfit.db.models import utcnow
 from privfit.faults import crash_point
 from privfit.jobs import cancel
-from privfit.ledger import charge_preprocessing, create_budget, status
+from privfit.ledger import charge_preprocessing, create_budget, spent_by, status
 from privfit.privacy import OrderGrid, PrivacyFilter, get_grid, secure_generator
 from privfit.settings import Settings
 from privfit.text import nfc, refused_character
 
-from ..auth import Principal, current_principal, require_role, visible_dataset
+from ..auth import Principal, current_principal, privileged, require_role, visible_dataset
 from ..encoding import UtcDateTime, public_json
 from ..identifiers import NAME_MAX_LENGTH, DisplayName, ResourceId, id_path, is_resource_id, normalize_id
 from ..include import RdpInclude, lean_budget, lean_entry
 from ..limits import JsonLimitError, loads_limited
 from ..problems import Problem, dataset_not_found, grant_not_found, problem_responses
+from .allocations import AllocationOut, allocations_of
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
 log = logging.getLogger("privfit.api")
@@ -175,12 +179,23 @@ class BudgetOut(BaseModel):
     committed_delta_used: Unbounded
     entries: int
     closed_reason: str | None
+    allocation: AllocationOut | None = Field(
+        None,
+        description="The caller's allocation of this budget, if the owner gave it one: what it may use and "
+        "has left (an analyst with an allocation is admitted only within both; null: none).",
+    )
     measure: str
     formula_version: str
 
 
 class LedgerEntryOut(BaseModel):
-    id: int
+    """One ledger entry. The dataset's owner and admins see every entry with every field (`view: all`); a granted
+    analyst (`view: own`) sees only its own fits' and evaluations' entries and the preprocessing's, without `id`,
+    `budget_version` and `committed_epsilon_after`: each of those counts or sums the entries up to this one, so
+    their steps between two of the analyst's entries would reveal other keys' activity."""
+
+    id: int | None = Field(None, description="The entry's id, a counter global to the server (owner and admins "
+                           "only: absent from an analyst's view).")  # fmt: skip
     job_id: str | None = Field(description="The fit this entry belongs to (null for an evaluation's or a "
                                "preprocessing's entry).")  # fmt: skip
     evaluation_id: str | None = Field(description="The evaluation this entry belongs to (null otherwise).")
@@ -193,10 +208,14 @@ class LedgerEntryOut(BaseModel):
     extra_delta: float
     approx_delta: float
     pure_epsilon: Unbounded
-    committed_epsilon_after: Unbounded
+    committed_epsilon_after: Unbounded = Field(
+        None, description="The dataset's committed ε after this entry, by its filter (null stands for +∞). Owner and "
+        "admins only: absent from an analyst's view, which has the current total in GET …/budget.",
+    )  # fmt: skip
     grid: str
     formula_version: str
-    budget_version: int
+    budget_version: int | None = Field(None, description="The budget's entry counter after this entry (owner and "
+                                       "admins only: absent from an analyst's view).")  # fmt: skip
     description: str
     created_at: UtcDateTime
     rdp: list[float | None] | None = Field(
@@ -206,7 +225,12 @@ class LedgerEntryOut(BaseModel):
 
 class LedgerPage(BaseModel):
     dataset_id: str
-    total: int
+    view: Literal["all", "own"] = Field(
+        description="`all`: the dataset's owner or an admin, every entry with every field. `own`: a granted analyst, "
+        "only the entries of its own fits and evaluations and the dataset's preprocessing, without `id`, "
+        "`budget_version` and `committed_epsilon_after`; `total` and the pages count those entries only."
+    )
+    total: int = Field(description="The entries in this view (all of `limit`/`offset`'s pages).")
     limit: int
     offset: int
     entries: list[LedgerEntryOut]
@@ -221,14 +245,13 @@ def _default_name(filename: str | None) -> str:
 
 
 def _out(dataset: Dataset, principal: Principal) -> DatasetOut:
-    privileged = principal.role == "admin" or dataset.owner_key_id == principal.key_id
     return DatasetOut(
         id=dataset.id, name=dataset.name, n=dataset.n, n_validation=dataset.n_validation,
         validation_fraction=dataset.validation_fraction, d=dataset.d, feature_names=dataset.feature_names,
         row_norm_bound=dataset.row_norm_bound, label_bound=dataset.label_bound, schema_=dataset.schema_json,
         preprocessing=dataset.preprocessing,
         created_at=dataset.created_at, owner_key_id=dataset.owner_key_id,
-        content_hash=dataset.content_hash if privileged else None,
+        content_hash=dataset.content_hash if privileged(principal, dataset) else None,
     )  # fmt: skip
 
 
@@ -696,11 +719,52 @@ def budget(
     dataset = visible_dataset(db, dataset_id, principal, include_deleted=True)
     with db.read() as session:
         view = status(session, dataset.id)
-    return lean_budget(public_json({"dataset_id": dataset.id, **asdict(view)}), include)
+    own = allocations_of(db, dataset.id, principal.key_id)
+    return lean_budget(public_json({"dataset_id": dataset.id, **asdict(view), "allocation": own[0] if own else None}),
+                       include)  # fmt: skip
+
+
+#: What a granted analyst's ledger view leaves out of each entry: a counter global to the server (``id``), the
+#: budget's entry counter (``budget_version``) and the dataset's running total (``committed_epsilon_after``). Each
+#: counts or sums every entry up to this one, so its steps between two of the analyst's entries would show what other
+#: keys did in between; the current totals stay in ``GET …/budget``.
+RUNNING_FIELDS = frozenset({"id", "budget_version", "committed_epsilon_after"})
+
+
+def _own_entries(dataset_id: str, key_id: str) -> ColumnElement[bool]:
+    """The ledger entries of the dataset that are a granted analyst's own: those of its fits and its evaluations,
+    and the preprocessing's (the owner's public set-up at upload, nobody's later activity). An entry of any other
+    subject — another key's, or of a kind added later — stays out unless added here."""
+    return or_(spent_by(dataset_id, key_id), LedgerEntry.preprocessing_dataset_id == dataset_id)
+
+
+def _entry_json(entry: LedgerEntry, hidden: Collection[str]) -> dict[str, Any]:
+    """A ledger entry's document (with its curve: :func:`lean_entry` drops it unless asked for), without ``hidden``."""
+    document = {
+        "id": entry.id,
+        "job_id": entry.job_id,
+        "evaluation_id": entry.evaluation_id,
+        "preprocessing_dataset_id": entry.preprocessing_dataset_id,
+        "kind": entry.kind,
+        "epsilon": entry.epsilon,
+        "optimal_order": entry.optimal_order,
+        "extra_delta": entry.extra_delta,
+        "approx_delta": entry.approx_delta,
+        "pure_epsilon": entry.pure_epsilon,
+        "committed_epsilon_after": entry.committed_epsilon_after,
+        "grid": entry.grid_name,
+        "formula_version": entry.formula_version,
+        "budget_version": entry.budget_version,
+        "description": entry.description,
+        "created_at": entry.created_at,
+        "rdp": entry.rdp,
+    }
+    return {name: value for name, value in document.items() if name not in hidden}
 
 
 @router.get("/{dataset_id:id}/ledger", response_model=LedgerPage, response_model_exclude_unset=True,
-            summary="Ledger entries, oldest first (paginated)",
+            summary="Ledger entries, oldest first (paginated): all of them to the owner and admins, a granted "
+            "analyst's own and the preprocessing's to the analyst",
             responses=problem_responses(401, 404, 422, 503))  # fmt: skip
 def ledger(
     dataset_id: DatasetId,
@@ -710,37 +774,24 @@ def ledger(
     offset: int = Query(0, ge=0, le=2**31 - 1),
     principal: Principal = Depends(current_principal),  # noqa: B008
 ) -> Any:
+    """The dataset's owner and admins read every entry (`view: all`). A granted analyst reads its own view
+    (`view: own`): the entries of its own fits and evaluations and the preprocessing's, counted by `total` and paged
+    by `limit`/`offset` alone, each without `id`, `budget_version` and `committed_epsilon_after` — nothing of other
+    keys' activity beyond the totals `GET …/budget` shows (docs/privacy.md, "Who sees what in a ledger")."""
     db = request.app.state.db
     dataset = visible_dataset(db, dataset_id, principal, include_deleted=True)
     dataset_id = dataset.id
+    sees_all = privileged(principal, dataset)
+    shown = LedgerEntry.dataset_id == dataset_id
+    if not sees_all:
+        shown = and_(shown, _own_entries(dataset_id, principal.key_id))
+    hidden = frozenset() if sees_all else RUNNING_FIELDS
     with db.read() as session:
-        total = session.scalar(select(func.count()).where(LedgerEntry.dataset_id == dataset_id))
+        total = session.scalar(select(func.count()).select_from(LedgerEntry).where(shown))
         rows = session.execute(
-            select(LedgerEntry).where(LedgerEntry.dataset_id == dataset_id).order_by(LedgerEntry.id)
-            .limit(limit).offset(offset)
-        ).scalars()  # fmt: skip
-        entries = [
-            {
-                "id": row.id,
-                "job_id": row.job_id,
-                "evaluation_id": row.evaluation_id,
-                "preprocessing_dataset_id": row.preprocessing_dataset_id,
-                "kind": row.kind,
-                "epsilon": row.epsilon,
-                "optimal_order": row.optimal_order,
-                "extra_delta": row.extra_delta,
-                "approx_delta": row.approx_delta,
-                "pure_epsilon": row.pure_epsilon,
-                "committed_epsilon_after": row.committed_epsilon_after,
-                "grid": row.grid_name,
-                "formula_version": row.formula_version,
-                "budget_version": row.budget_version,
-                "description": row.description,
-                "created_at": row.created_at,
-                "rdp": row.rdp,
-            }
-            for row in rows
-        ]
-    page = {"dataset_id": dataset_id, "total": total, "limit": limit, "offset": offset,
-            "entries": [lean_entry(entry, include) for entry in entries]}  # fmt: skip
+            select(LedgerEntry).where(shown).order_by(LedgerEntry.id).limit(limit).offset(offset)
+        ).scalars()
+        entries = [lean_entry(_entry_json(row, hidden), include) for row in rows]
+    page = {"dataset_id": dataset_id, "view": "all" if sees_all else "own", "total": total, "limit": limit,
+            "offset": offset, "entries": entries}  # fmt: skip
     return public_json(page)

@@ -267,7 +267,7 @@ def evaluate(
             confirm_access(session, principal, dataset)
             session.add(Evaluation(**row))
             session.flush()
-            charge_evaluation(session, dataset.id, evaluation_id, cost,
+            charge_evaluation(session, dataset.id, evaluation_id, cost, spender=principal.key_id,
                               description=f"evaluation of fit {job.id}: {', '.join(plan.metrics)}")  # fmt: skip
 
     try:
@@ -342,7 +342,7 @@ def estimate_evaluation(
 
     def dry_run() -> Estimate:
         with db.read() as session:
-            return estimate(session, dataset.id, cost)
+            return estimate(session, dataset.id, cost, principal.key_id)
 
     dry = db.retrying(dry_run, what="evaluation estimate")
     total = sum(METRIC_WEIGHTS[m] for m in plan.metrics)

@@ -30,7 +30,7 @@ from privfit.datasets import CategoricalLabel, DatasetSchema, encode_rows, label
 from privfit.db import Budget, Database, Dataset, Job
 from privfit.errors import ParameterError
 from privfit.jobs import cancel
-from privfit.ledger import BudgetExceededError, allowance_for, budget_filter, estimate_for
+from privfit.ledger import BudgetExceededError, Gates, allowance_for, budget_filter, estimate_for, read_allocation
 from privfit.ledger.headroom import Headroom
 from privfit.privacy import DeltaAllowance, PrivacyCost, curve_to_json, get_grid, pure_epsilon_to_json
 from privfit.solvers.availability import available_solver
@@ -169,6 +169,17 @@ class FitPrivacyOut(CostOut):
     )
 
 
+class AllocationDryRunOut(BaseModel):
+    """What a cost would do to the caller's allocation (:class:`privfit.ledger.AllocationEstimate`)."""
+
+    epsilon_max: float
+    delta_max: float
+    committed_epsilon_before: Unbounded
+    committed_epsilon_after: Unbounded
+    remaining_epsilon_after: Unbounded
+    admissible: bool
+
+
 class FilterDryRunOut(BaseModel):
     """What admitting a cost would do by the dataset's filter (:class:`privfit.ledger.Estimate`); nothing is written."""
 
@@ -179,11 +190,20 @@ class FilterDryRunOut(BaseModel):
     committed_epsilon_after: Unbounded
     remaining_epsilon_after: Unbounded
     admissible: bool
-    refusal_reason: str | None = Field(description="epsilon | delta | closed when not admissible.")
+    refusal_reason: str | None = Field(
+        description="epsilon | delta | closed when the dataset's filter refuses; allocation when only the caller's "
+        "allocation refuses."
+    )
     delta_used_after: Unbounded
     certificate_after: str | None
     measure: str
     epsilon_max: float
+    allocation: AllocationDryRunOut | None = Field(
+        None,
+        description="The caller's allocation of this dataset's budget, if the owner gave it one: its filter's "
+        "measure of the caller's own committed fits before and after this one (null: no allocation; the caller "
+        "spends from the dataset's budget alone).",
+    )
 
 
 class EstimateOut(FilterDryRunOut):
@@ -217,21 +237,22 @@ def _meta(dataset: Dataset) -> PublicMetadata:
                           classes=label_classes(dataset.schema_json["label"]))  # fmt: skip
 
 
-def _admission_inputs(db: Database, dataset_id: str, principal: Principal) -> tuple[Dataset, Budget]:
-    """The dataset (visible to ``principal``, 410 if deleted) and its budget, read in one transaction."""
+def _admission_inputs(db: Database, dataset_id: str, principal: Principal) -> tuple[Dataset, Gates]:
+    """The dataset (visible to ``principal``, 410 if deleted), its budget and the caller's allocation on it, read in
+    one transaction."""
     with db.read() as session:
         dataset = usable_dataset(db, dataset_id, principal, session=session)
-        return dataset, session.get_one(Budget, dataset.id)
+        budget = session.get_one(Budget, dataset.id)
+        return dataset, Gates(budget, read_allocation(session, dataset.id, principal.key_id))
 
 
-def _plan(request: Request, body: FitRequest, principal: Principal) -> tuple[Dataset, Budget, PlannedFit]:
+def _plan(request: Request, body: FitRequest, principal: Principal) -> tuple[Dataset, Gates, PlannedFit]:
     """Read the dataset and its budget, check the request against them, and plan the fit: from the process's
     :class:`~privfit.api.planning.PlanCache` when the same public inputs were planned before (identical results;
     the key is every public input of the plan, :func:`~privfit.api.planning.plan_key`)."""
     db: Database = request.app.state.db
-    dataset, budget = db.retrying(
-        lambda: _admission_inputs(db, body.dataset_id, principal), what="fit admission inputs"
-    )
+    dataset, gates = db.retrying(lambda: _admission_inputs(db, body.dataset_id, principal), what="fit admission inputs")
+    budget = gates.budget
     settings = request.app.state.settings
     # the catalogue's availability rule (GET /v1/solvers): an unknown or unavailable solver is a 422 on "solver"
     solver = available_solver(body.solver, experimental_enabled=settings.enable_experimental_solvers)
@@ -245,14 +266,14 @@ def _plan(request: Request, body: FitRequest, principal: Principal) -> tuple[Dat
     solver = solver.with_operator_limits(limits)
     params = {**body.params, "model": body.model}
     meta = _meta(dataset)
-    allowance = allowance_for(budget) if solver.uses_delta_parts else None  # the plan reads it only then
+    allowance = allowance_for(budget, gates.allocation) if solver.uses_delta_parts else None  # read only then
 
     def compute() -> PlannedFit:
         return planned_fit(solver, params, meta, body.privacy.epsilon, budget, allowance)
 
     key = plan_key(body.solver, body.model, params, body.privacy.epsilon, meta, budget, allowance,
                    tuple(sorted(limits.items())))  # fmt: skip
-    return dataset, budget, request.app.state.plans.get(key, compute)
+    return dataset, gates, request.app.state.plans.get(key, compute)
 
 
 def _operator_limits(request: Request) -> dict[str, Any]:
@@ -260,27 +281,28 @@ def _operator_limits(request: Request) -> dict[str, Any]:
     return {"resque_localized_max_steps": request.app.state.settings.resque_localized_max_steps}
 
 
-def _headroom(request: Request, body: FitRequest, dataset: Dataset, budget: Budget) -> Headroom:
-    """The largest target ε at which the filter of ``budget`` (as read) admits the request's solver, model and
-    parameters (:mod:`privfit.api.headroom`; cached by public inputs). Runs after :func:`_plan` accepted the
-    request, so the solver is available and the model fits the label."""
+def _headroom(request: Request, body: FitRequest, dataset: Dataset, gates: Gates) -> Headroom:
+    """The largest target ε at which the filters of ``gates`` (as read: the budget and the caller's allocation)
+    admit the request's solver, model and parameters (:mod:`privfit.api.headroom`; cached by public inputs). Runs
+    after :func:`_plan` accepted the request, so the solver is available and the model fits the label."""
     settings = request.app.state.settings
     limits = _operator_limits(request)
     solver = available_solver(body.solver, experimental_enabled=settings.enable_experimental_solvers)
     solver = solver.with_operator_limits(limits)
-    allowance = allowance_for(budget) if solver.uses_delta_parts else None
+    allowance = allowance_for(gates.budget, gates.allocation) if solver.uses_delta_parts else None
     return fit_headroom(request.app.state.headroom, solver, {**body.params, "model": body.model}, _meta(dataset),
-                        budget, allowance, tuple(sorted(limits.items())))  # fmt: skip
+                        gates, allowance, tuple(sorted(limits.items())))  # fmt: skip
 
 
-def _headroom_now(request: Request, body: FitRequest, dataset: Dataset) -> Headroom:
-    """:func:`_headroom` against the budget as it is now: read again after a refusal, so its committed cost holds
-    every fit the refusal counted (and any admitted since)."""
+def _headroom_now(request: Request, body: FitRequest, dataset: Dataset, principal: Principal) -> Headroom:
+    """:func:`_headroom` against the budget and the caller's allocation as they are now: read again after a
+    refusal, so their committed costs hold every fit the refusal counted (and any admitted since)."""
     db: Database = request.app.state.db
 
-    def read() -> Budget:
+    def read() -> Gates:
         with db.read() as session:
-            return session.get_one(Budget, dataset.id)
+            budget = session.get_one(Budget, dataset.id)
+            return Gates(budget, read_allocation(session, dataset.id, principal.key_id))
 
     return _headroom(request, body, dataset, db.retrying(read, what="read budget"))
 
@@ -416,7 +438,7 @@ def create_fit(
     try:
         job = db.retrying(lambda: admissions.run(admission), what="fit admission")
     except BudgetExceededError as refused:  # the 409 says what this fit could have now
-        refused.state_headroom(_headroom_now(request, body, dataset).epsilon)
+        refused.state_headroom(_headroom_now(request, body, dataset, principal).epsilon)
         raise
     except IntegrityError:
         replay = _replay(db, principal, idempotency_key, request_hash, include) if idempotency_key else None
@@ -452,13 +474,15 @@ def estimate_fit(
     include: RdpInclude,
     principal: Principal = Depends(require_role("owner", "analyst")),  # noqa: B008
 ) -> Any:
-    dataset, budget, planned = _plan(request, body, principal)
-    dry = estimate_for(budget, planned.plan.cost)  # the budget read with the plan's inputs, in one transaction
-    headroom = _headroom(request, body, dataset, budget)
+    dataset, gates, planned = _plan(request, body, principal)
+    # the budget and allocation read with the plan's inputs, in one transaction
+    dry = estimate_for(gates.budget, planned.plan.cost, gates.allocation)
+    headroom = _headroom(request, body, dataset, gates)
     # the document of EstimateOut, in its field order; the plan's parts are cached public JSON already
-    return JSONResponse({**public_json({**asdict(dry), "epsilon_max": budget.epsilon_max}), "dataset_id": dataset.id,
-                         "cost": lean_cost(planned.cost, include), "settings": planned.settings,
-                         "outlook": planned.outlook, "max_admissible_epsilon": headroom.epsilon})  # fmt: skip
+    return JSONResponse({**public_json({**asdict(dry), "epsilon_max": gates.budget.epsilon_max}),
+                         "dataset_id": dataset.id, "cost": lean_cost(planned.cost, include),
+                         "settings": planned.settings, "outlook": planned.outlook,
+                         "max_admissible_epsilon": headroom.epsilon})  # fmt: skip
 
 
 def visible_job(request: Request, job_id: str, principal: Principal) -> Job:

@@ -140,16 +140,18 @@ export async function login(key) {
 }
 
 /**
- * Every ledger entry of a dataset, oldest first (pages of 1000).
+ * Every ledger entry of a dataset this key may read, oldest first (pages of 1000), and which view the API gave:
+ * "all" (the dataset's owner or an admin) or "own" (a granted analyst: its own fits' and evaluations' entries and
+ * the preprocessing's, without `id`, `budget_version` and `committed_epsilon_after`).
  * @param {string} datasetId
- * @returns {Promise<object[]>}
+ * @returns {Promise<{view: string, entries: object[]}>}
  */
-export async function allLedgerEntries(datasetId) {
+export async function ledgerEntries(datasetId) {
   const entries = [];
   const id = encodeURIComponent(datasetId);
   for (;;) {
     const page = await api(`/v1/datasets/${id}/ledger?limit=1000&offset=${entries.length}`);
     entries.push(...page.entries);
-    if (page.entries.length === 0 || entries.length >= page.total) return entries;
+    if (page.entries.length === 0 || entries.length >= page.total) return { view: page.view, entries };
   }
 }

@@ -4,7 +4,7 @@
 // Views are rebuilt on navigation; a "generation" counter retires the timers and late responses of the view
 // that was left, so polling stops as soon as the user navigates away.
 
-import { ApiError, allLedgerEntries, api, clearSession, getSession, login, onUnauthorized } from "./api.js";
+import { ApiError, api, clearSession, getSession, ledgerEntries, login, onUnauthorized } from "./api.js";
 import { clearError, errorState, problemText, showError } from "./feedback.js";
 import { canManage, managePanel, renderKeys, renderUpload } from "./manage.js";
 import { download, sortableTable, toCsv } from "./tables.js";
@@ -388,6 +388,12 @@ async function renderDataset(datasetId) {
   const rdpSlot = el("div", { class: "chart-slot", "data-testid": "rdp-slot" });
   const rdpNote = el("p", { class: "chart-note", "data-testid": "rdp-note" });
   const ledgerNote = el("p", { class: "chart-note", "data-testid": "ledger-note" });
+  const burndownLegend = el("div", { class: "legend" },
+    el("span", { class: "key key-start", text: "registered" }),
+    el("span", { class: "key key-reservation", text: "reservation" }),
+    el("span", { class: "key key-charge", text: "charge" }),
+    el("span", { class: "key key-release", text: "release" }),
+    el("span", { class: "key key-max", text: "ε_max" }));
   const ledgerSlot = el("div", { class: "table-wrap" });
   const fitsBody = el("tbody", { "data-testid": "fits-body" });
   const fitsEmpty = el("p", { class: "muted empty-row", "data-testid": "fits-empty",
@@ -418,12 +424,7 @@ async function renderDataset(datasetId) {
         el("div", { class: "panel-head" }, el("h2", { text: "Budget burn-down" }),
           el("span", { class: "muted small", text: "remaining ε after each ledger entry" })),
         burndownSlot,
-        el("div", { class: "legend" },
-          el("span", { class: "key key-start", text: "registered" }),
-          el("span", { class: "key key-reservation", text: "reservation" }),
-          el("span", { class: "key key-charge", text: "charge" }),
-          el("span", { class: "key key-release", text: "release" }),
-          el("span", { class: "key key-max", text: "ε_max" })),
+        burndownLegend,
         ledgerNote),
       el("section", { class: "panel" },
         el("div", { class: "panel-head" }, el("h2", { text: "Spent RDP curve" }),
@@ -458,9 +459,9 @@ async function renderDataset(datasetId) {
   function refreshBudget() {
     if (budgetRequest) return budgetRequest;
     // the RDP chart needs the grid's orders and the committed curve, left out of the API's default answer
-    budgetRequest = Promise.all([api(`/v1/datasets/${id}/budget?include=rdp`), allLedgerEntries(datasetId)])
-      .then(([budget, entries]) => {
-        if (token === generation) drawBudget(budget, entries);
+    budgetRequest = Promise.all([api(`/v1/datasets/${id}/budget?include=rdp`), ledgerEntries(datasetId)])
+      .then(([budget, ledger]) => {
+        if (token === generation) drawBudget(budget, ledger);
       }, (error) => {
         if (token === generation) showError(error);
       })
@@ -470,9 +471,9 @@ async function renderDataset(datasetId) {
 
   /**
    * @param {object} budget
-   * @param {object[]} entries
+   * @param {{view: string, entries: object[]}} ledger
    */
-  function drawBudget(budget, entries) {
+  function drawBudget(budget, { view, entries }) {
     const certificate = budget.committed_certificate === "pure" ? "by the pure-ε certificate"
       : `by the RDP certificate at α = ${fmtOrder(budget.committed_certifying_order ?? budget.filter.orders[0])}`;
     const committedHint = budget.committed_epsilon > 0 ? certificate : "filter share of ε max";
@@ -485,11 +486,19 @@ async function renderDataset(datasetId) {
         stat("Committed ε", num(budget.committed_epsilon, "budget-committed"), committedHint),
         stat("Remaining ε", num(budget.remaining_epsilon, "budget-remaining"), "ε max − committed", "stat-key")),
       budgetGauge(budget),
+      budget.allocation ? allocationNote(budget.allocation) : null,
       el("p", { class: "chart-note", "data-testid": "budget-measure", text: budget.closed_reason
         ? `Closed: ${budget.closed_reason}` : `${budget.measure.charAt(0).toUpperCase()}${budget.measure.slice(1)}.` }));
-    const series = burndownSeries(dataset, budget, entries);
-    replace(burndownSlot, burndownChart(series, budget.epsilon_max));
-    ledgerNote.textContent = `${entries.length} ledger entr${entries.length === 1 ? "y" : "ies"} · `
+    const own = view === "own";
+    // an analyst's entries carry no running total: the remaining ε after each is its owner's and admins' to see
+    replace(burndownSlot, own
+      ? el("p", { class: "chart-note", "data-testid": "burndown-own-view", text: "The remaining ε after each ledger "
+        + "entry is shown to the dataset's owner and admins: between your entries it would reveal other keys' "
+        + "activity. The budget above has the current totals." })
+      : burndownChart(burndownSeries(dataset, budget, entries), budget.epsilon_max));
+    burndownLegend.hidden = own;
+    const count = `${entries.length} ${own ? "of your " : ""}ledger entr${entries.length === 1 ? "y" : "ies"}`;
+    ledgerNote.textContent = `${count}${own ? " (your fits and evaluations, and the preprocessing)" : ""} · `
       + `${budget.entries} budget version${budget.entries === 1 ? "" : "s"} · grid ${budget.grid_name}`;
     replace(ledgerSlot, ledgerTable(entries, budget.epsilon_max, new Set(statuses.keys())));
     const rdp = rdpChart(budget.orders, budget.committed_rdp, budget.filter.orders[0]);
@@ -776,14 +785,34 @@ async function renderDataset(datasetId) {
   }
 }
 
+/**
+ * The caller's own allocation of a dataset's budget (an analyst key its owner gave a share): "Your allocation: ε …
+ * (δ …) of which … remaining", what its fits have committed of it by the allocation's own filter, and why it is
+ * closed, if it is.
+ * @param {object} allocation The `allocation` member of GET /v1/datasets/{id}/budget.
+ * @returns {HTMLElement}
+ */
+function allocationNote(allocation) {
+  return el("p", { class: "allocation-note", "data-testid": "budget-allocation",
+    title: "Your fits on this dataset are admitted only if both your allocation and the dataset's budget admit them." },
+  el("strong", { text: "Your allocation: " }), "ε ", num(allocation.epsilon_max, "budget-allocation-epsilon"),
+  " (δ ", num(allocation.delta_max, "budget-allocation-delta", fmtDelta), ") of which ",
+  num(allocation.remaining_epsilon, "budget-allocation-remaining"), " remaining",
+  el("span", { class: "muted" }, " · your fits have committed ", num(allocation.committed_epsilon, "budget-allocation-committed"),
+    " of it"),
+  allocation.closed_reason
+    ? el("span", { class: "form-error", "data-testid": "budget-allocation-closed", text: `Closed: ${allocation.closed_reason}` })
+    : null);
+}
+
 /** How many ledger entries the dataset page lists (the chart shows them all). */
 const LEDGER_ROWS = 8;
 
 /**
- * The latest ledger entries, newest first: time, kind, fit, ε of the entry, remaining ε after it. A fit this key
- * may open is a link; one it may not (an analyst reads the whole ledger of a dataset granted to it, but only its
- * own fits: GET /v1/fits/{id} of another key's fit is a 404) is shown as a plain id.
- * @param {object[]} entries All entries, oldest first.
+ * The latest ledger entries, newest first: number, time, kind, fit, ε of the entry, remaining ε after it. A granted
+ * analyst's entries (its own and the preprocessing's) come without number and running total: those cells are "—".
+ * A fit this key may open is a link; one missing from its fit list (listed a moment later) is a plain id.
+ * @param {object[]} entries The entries this key reads, oldest first.
  * @param {number} epsilonMax
  * @param {Set<string>} visibleFits The ids of the fits GET /v1/fits?dataset_id= lists for this key.
  * @returns {HTMLElement}
@@ -793,12 +822,15 @@ function ledgerTable(entries, epsilonMax, visibleFits) {
     return el("p", { class: "muted empty-row", "data-testid": "ledger-empty", text: "No entries yet: nothing has been reserved or charged." });
   }
   const latest = entries.slice(-LEDGER_ROWS).reverse();
+  /** ε_max − committed after the entry; 0 past an unbounded committed ε (null); undefined (shown "—") when absent. */
+  const remaining = (committed) => committed === undefined ? undefined
+    : committed === null ? 0 : Math.max(0, epsilonMax - committed);
   return el("div", {},
     el("table", { class: "table ledger-table", "data-testid": "ledger-table" },
       el("thead", {}, el("tr", {}, ["#", "Time", "Entry", "Fit", "ε", "Remaining after"].map((h, i) =>
         el("th", { class: i >= 4 ? "numcell" : "", text: h })))),
       el("tbody", {}, latest.map((entry) => el("tr", { "data-testid": "ledger-row", "data-kind": entry.kind },
-        el("td", { class: "muted small", text: String(entry.id) }),
+        el("td", { class: "muted small", "data-testid": "ledger-id", text: entry.id === undefined ? "—" : String(entry.id) }),
         el("td", { class: "small nowrap", title: fmtTime(entry.created_at), text: fmtClock(entry.created_at) }),
         el("td", {}, el("span", { class: `kind kind-${entry.kind}`, text: entry.kind }),
           entry.description ? el("span", { class: "muted small", text: ` ${entry.description}` }) : null),
@@ -806,21 +838,21 @@ function ledgerTable(entries, epsilonMax, visibleFits) {
           ? visibleFits.has(entry.job_id)
             ? el("a", { class: "mono", href: `#/fits/${encodeURIComponent(entry.job_id)}`, "data-testid": "ledger-fit-link",
               text: shortId(entry.job_id) })
-            : el("span", { class: "mono muted", "data-testid": "ledger-fit-id", title: `fit ${entry.job_id} (requested by another key)`,
+            : el("span", { class: "mono muted", "data-testid": "ledger-fit-id", title: `fit ${entry.job_id}`,
               text: shortId(entry.job_id) })
           : el("span", { class: "muted small", text: entry.evaluation_id ? `evaluation ${shortId(entry.evaluation_id)}`
             : entry.preprocessing_dataset_id ? "preprocessing" : "—" })),
         el("td", { class: "numcell" }, num(entry.epsilon, "ledger-epsilon")),
-        el("td", { class: "numcell" }, num(entry.committed_epsilon_after === null ? null
-          : Math.max(0, epsilonMax - entry.committed_epsilon_after), "ledger-remaining")))))),
+        el("td", { class: "numcell" }, num(remaining(entry.committed_epsilon_after), "ledger-remaining")))))),
     entries.length > LEDGER_ROWS
       ? el("p", { class: "muted small empty-row", text: `The latest ${LEDGER_ROWS} of ${entries.length} entries.` })
       : null);
 }
 
 /**
- * Show an estimate: the fit's ε (at its optimal order), committed before → after, remaining after, admissible, and
- * the largest target ε the dataset's filter would admit now for the same solver, model and parameters.
+ * Show an estimate: the fit's ε (at its optimal order), committed before → after, remaining after, what it would do
+ * to the caller's allocation (when it has one), admissible, and the largest target ε the filters would admit now for
+ * the same solver, model and parameters.
  * @param {HTMLElement} target
  * @param {object} estimate The JSON of POST /v1/fits/estimate.
  * @param {(value: number) => HTMLElement|null} [useLargest] A button that puts that ε into the form.
@@ -829,6 +861,7 @@ const REFUSALS = {
   epsilon: "over the ε budget",
   delta: "its δ part overflows the pot for δ parts",
   closed: "the dataset admits no more fits",
+  allocation: "over your allocation of this budget",
 };
 
 function showEstimate(target, estimate, useLargest = () => null) {
@@ -844,6 +877,12 @@ function showEstimate(target, estimate, useLargest = () => null) {
       num(estimate.committed_epsilon_after, "estimate-committed-after"),
       el("span", { class: "muted" }, " of ", num(estimate.epsilon_max, "estimate-epsilon-max"))]],
     ["Remaining after", num(estimate.remaining_epsilon_after, "estimate-remaining-after")],
+    ...(estimate.allocation ? [["Your allocation", [
+      num(estimate.allocation.committed_epsilon_before, "estimate-allocation-before"), " → ",
+      num(estimate.allocation.committed_epsilon_after, "estimate-allocation-after"),
+      el("span", { class: "muted" }, " of ", num(estimate.allocation.epsilon_max, "estimate-allocation-max"),
+        "; remaining after "),
+      num(estimate.allocation.remaining_epsilon_after, "estimate-allocation-remaining")]]] : []),
     ["Noise outlook", outlookView(estimate.outlook, "estimate-outlook")],
     ["Admissible", el("span", {
       class: `status ${estimate.admissible ? "status-succeeded" : "status-failed"}`,

@@ -1,15 +1,16 @@
 // privfit dashboard: what owners and admins manage — upload a dataset (file + schema editor), delete it, grant and
-// revoke analyst keys on it, and (admins) create, list and revoke API keys.
+// revoke analyst keys on it, allocate them shares of its budget, and (admins) create, list and revoke API keys.
 //
 // Every action is one v1 API call with the user's key (docs/client.md): POST /v1/datasets (multipart: file,
 // schema, name, allow_duplicate), DELETE /v1/datasets/{id}, POST|GET /v1/datasets/{id}/grants,
-// DELETE /v1/datasets/{id}/grants/{api_key_id}, POST|GET /v1/keys, DELETE /v1/keys/{id}. The API decides who may
-// do what (uploads: owners; a dataset's grants and deletion: its owner and admins; keys: admins); these views are
-// only offered to those roles, so analysts never see an owner's control. Destructive actions ask for a second,
-// explicit click.
+// DELETE /v1/datasets/{id}/grants/{api_key_id}, GET /v1/datasets/{id}/allocations,
+// PUT|DELETE /v1/datasets/{id}/allocations/{api_key_id}, POST|GET /v1/keys, DELETE /v1/keys/{id}. The API decides
+// who may do what (uploads: owners; a dataset's grants, allocations and deletion: its owner and admins; keys:
+// admins); these views are only offered to those roles, so analysts never see an owner's control. Destructive
+// actions ask for a second, explicit click.
 
 import { ApiError, api, getSession } from "./api.js";
-import { el, fmtInt, fmtTime, replace, shortId } from "./dom.js";
+import { el, fmtDelta, fmtInt, fmtNumber, fmtTime, num, replace, shortId } from "./dom.js";
 import { errorState, problemText } from "./feedback.js";
 import { checkSchemaText, problemFields, starterSchema } from "./schema.js";
 
@@ -368,12 +369,143 @@ export function renderUpload(view) {
 }
 
 // ---------------------------------------------------------------------------------------------------------
-// a dataset's grants and deletion
+// a dataset's grants, allocations and deletion
 
 /**
- * The "Access and deletion" panel of a dataset (its owner and admins): the analyst keys granted (by name, the id in
- * the tooltip and shortened beside it), a form to grant one more by its key id, a revoke button per grant, and
- * deletion — each destructive step confirmed.
+ * An analyst key as a table cell shows it: its name with the id in the tooltip and shortened beside it, or the
+ * whole id when the key has no name.
+ * @param {string} name The key's name (may be empty).
+ * @param {string} keyId
+ * @param {string} testid Test id of the name's element.
+ * @returns {HTMLElement[]}
+ */
+function keyName(name, keyId, testid) {
+  return name
+    ? [el("span", { "data-testid": testid, title: `key id ${keyId}`, text: name }),
+      el("span", { class: "mono small muted", text: ` ${shortId(keyId)}` })]
+    : [el("span", { class: "mono small", "data-testid": testid, title: "this key has no name", text: keyId })];
+}
+
+/**
+ * The "Allocations" part of a dataset's Access panel (its owner and admins): each analyst key's share (ε, δ) of the
+ * budget, with what its fits have committed and what it has left by the allocation's own privacy filter, why it is
+ * closed (if it is) and a remove button; and a form that gives a granted analyst key without one a share. The API
+ * checks the share (at most the budget's ε and δ: a 422 naming the field) and that it is the key's first (an
+ * allocation is fixed once set: a 409); its problem is shown under the form.
+ * @param {object} dataset
+ * @param {{alive: () => boolean}} view
+ * @returns {{element: HTMLElement, refresh: (grants: object[]) => Promise<void>}} `refresh` redraws the list and
+ *   the form's choice of keys for the dataset's current grants.
+ */
+function allocationsSection(dataset, view) {
+  const id = encodeURIComponent(dataset.id);
+  const budget = (dataset.schema && dataset.schema.budget) || {};
+  const list = el("div", { "data-testid": "allocations-list" }, el("p", { class: "loading", text: "Loading allocations…" }));
+  const keySelect = el("select", { "data-testid": "allocation-key", required: true, "aria-label": "analyst key" });
+  const epsilonInput = el("input", { "data-testid": "allocation-epsilon", type: "number", step: "any", required: true,
+    inputmode: "decimal", placeholder: `at most ${budget.epsilon ?? "the budget's ε"}`, "aria-label": "allocation ε" });
+  const deltaInput = el("input", { "data-testid": "allocation-delta", type: "number", step: "any", required: true,
+    inputmode: "decimal", value: budget.delta ?? "", "aria-label": "allocation δ" });
+  const submit = el("button", { type: "submit", class: "button", "data-testid": "allocation-submit", text: "Allocate" });
+  const status = el("div", { "data-testid": "allocation-status", "aria-live": "polite" });
+  let grants = [];
+
+  /**
+   * Reload the allocations and offer, in the form, the granted keys (not revoked) that have none.
+   * @param {object[]} [current] The dataset's grants (default: those of the last refresh).
+   */
+  async function refresh(current = grants) {
+    grants = current;
+    let allocations;
+    try {
+      allocations = await api(`/v1/datasets/${id}/allocations`);
+    } catch (error) {
+      if (view.alive()) replace(list, inlineProblem(error, "allocations-error"));
+      return;
+    }
+    if (!view.alive()) return;
+    replace(list, allocationsList(allocations));
+    const allocated = new Set(allocations.map((allocation) => allocation.api_key_id));
+    const open = grants.filter((grant) => !grant.key_revoked && !allocated.has(grant.api_key_id));
+    replace(keySelect, open.length
+      ? open.map((grant) => el("option", { value: grant.api_key_id,
+        text: grant.api_key_name ? `${grant.api_key_name} (${shortId(grant.api_key_id)})` : grant.api_key_id }))
+      : el("option", { value: "", text: grants.length ? "every granted key has an allocation" : "grant an analyst key first" }));
+    keySelect.disabled = open.length === 0;
+    submit.disabled = open.length === 0;
+  }
+
+  /**
+   * The allocations, one item each: the analyst key and a remove button, then its ε, δ, committed and remaining ε
+   * (figures that wrap, so the list fits the page's narrow column) and, when it is closed, why.
+   * @param {object[]} allocations
+   * @returns {HTMLElement}
+   */
+  function allocationsList(allocations) {
+    if (allocations.length === 0) {
+      return el("p", { class: "muted empty-row", "data-testid": "allocations-empty",
+        text: "No allocation: every granted analyst spends from the dataset's budget alone." });
+    }
+    /** A labelled figure of an allocation. */
+    const figure = (label, value, testid, format) => el("span", {}, `${label} `, num(value, testid, format));
+    return el("ul", { class: "allocation-list", "data-testid": "allocations-table" },
+      allocations.map((allocation) => el("li", { class: "allocation-item", "data-testid": "allocation-row",
+        "data-key-id": allocation.api_key_id },
+      el("div", { class: "allocation-head" },
+        el("span", {}, keyName(allocation.api_key_name, allocation.api_key_id, "allocation-key-name")),
+        confirmButton({
+          label: "Remove", confirmLabel: "Remove allocation", small: true, testid: "allocation-remove",
+          question: `Remove the allocation of ${allocation.api_key_name || shortId(allocation.api_key_id)}? It then spends from the dataset's budget alone.`,
+          action: async () => {
+            await api(`/v1/datasets/${id}/allocations/${encodeURIComponent(allocation.api_key_id)}`, { method: "DELETE" });
+            await refresh();
+          },
+        })),
+      el("div", { class: "allocation-figures small" },
+        figure("ε", allocation.epsilon_max, "allocation-epsilon-max"),
+        figure("δ", allocation.delta_max, "allocation-delta-max", fmtDelta),
+        figure("committed ε", allocation.committed_epsilon, "allocation-committed"),
+        el("strong", {}, figure("remaining ε", allocation.remaining_epsilon, "allocation-remaining"))),
+      allocation.closed_reason
+        ? el("p", { class: "form-error small", "data-testid": "allocation-closed", text: `Closed: ${allocation.closed_reason}` })
+        : null)));
+  }
+
+  const form = el("form", { class: "grant-form allocation-form", "data-testid": "allocation-form" },
+    el("label", { class: "grow" }, el("span", { text: "Granted analyst key" }), keySelect),
+    el("label", { class: "number-field" }, el("span", { text: "ε" }), epsilonInput),
+    el("label", { class: "number-field" }, el("span", { text: "δ" }), deltaInput), submit);
+  form.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    submit.disabled = true;
+    replace(status);
+    try {
+      const allocation = await api(`/v1/datasets/${id}/allocations/${encodeURIComponent(keySelect.value)}`,
+        { method: "PUT", body: { epsilon: Number(epsilonInput.value), delta: Number(deltaInput.value) } });
+      if (!view.alive()) return;
+      replace(status, el("p", { class: "ok small", "data-testid": "allocation-ok",
+        text: `${allocation.api_key_name || allocation.api_key_id} may now use ε ${fmtNumber(allocation.epsilon_max)}, `
+          + `δ ${fmtDelta(allocation.delta_max)} of this budget.` }));
+      epsilonInput.value = "";
+    } catch (error) {
+      if (view.alive()) replace(status, inlineProblem(error, "allocation-error"));
+    } finally {
+      submit.disabled = false;
+    }
+    await refresh();
+  });
+
+  const element = el("div", { class: "allocations", "data-testid": "allocations-section" },
+    el("div", { class: "panel-head" }, el("h2", { text: "Allocations" }),
+      el("span", { class: "muted small", text: "an analyst key's share (ε, δ) of this budget: its fits must fit both; fixed once set" })),
+    list, form, status);
+  return { element, refresh };
+}
+
+/**
+ * The "Access" panel of a dataset (its owner and admins): the analyst keys granted (by name, the id in the tooltip
+ * and shortened beside it), a form to grant one more by its key id, a revoke button per grant; their allocations
+ * of the budget ({@link allocationsSection}); and deletion — each destructive step confirmed.
  * @param {object} dataset
  * @param {{alive: () => boolean, onChange: () => void}} view `onChange` is called after a grant changed.
  * @returns {HTMLElement}
@@ -385,12 +517,15 @@ export function managePanel(dataset, view) {
     spellcheck: "false", autocomplete: "off", required: true, "aria-label": "analyst key id" });
   const status = el("div", { "data-testid": "grant-status", "aria-live": "polite" });
   const grantButton = el("button", { type: "submit", class: "button", "data-testid": "grant-submit", text: "Grant" });
+  const allocations = allocationsSection(dataset, view);
 
-  /** Reload the grants. */
+  /** Reload the grants, then the allocations (whose form offers the granted keys). */
   async function refresh() {
     try {
       const grants = await api(`/v1/datasets/${id}/grants`);
-      if (view.alive()) replace(list, grantsTable(grants));
+      if (!view.alive()) return;
+      replace(list, grantsTable(grants));
+      await allocations.refresh(grants);
     } catch (error) {
       if (view.alive()) replace(list, inlineProblem(error, "grants-error"));
     }
@@ -408,11 +543,7 @@ export function managePanel(dataset, view) {
     return el("table", { class: "table grants-table", "data-testid": "grants-table" },
       el("thead", {}, el("tr", {}, ["Analyst key", "Granted", ""].map((h) => el("th", { text: h })))),
       el("tbody", {}, grants.map((grant) => el("tr", { "data-testid": "grant-row", "data-key-id": grant.api_key_id },
-        el("td", {}, grant.api_key_name
-          ? [el("span", { "data-testid": "grant-key-name", title: `key id ${grant.api_key_id}`, text: grant.api_key_name }),
-            el("span", { class: "mono small muted", text: ` ${shortId(grant.api_key_id)}` })]
-          : el("span", { class: "mono small", "data-testid": "grant-key-name", title: "this key has no name",
-            text: grant.api_key_id }),
+        el("td", {}, keyName(grant.api_key_name, grant.api_key_id, "grant-key-name"),
           grant.key_revoked ? el("span", { class: "status status-failed", text: "key revoked" }) : null),
         el("td", { class: "small nowrap", text: fmtTime(grant.created_at) }),
         el("td", { class: "actions" }, confirmButton({
@@ -458,7 +589,7 @@ export function managePanel(dataset, view) {
   return el("section", { class: "panel", "data-testid": "manage-panel" },
     el("div", { class: "panel-head" }, el("h2", { text: "Access" }),
       el("span", { class: "muted small", text: "analyst keys that may estimate and fit this dataset (an analyst finds its key id on its datasets page)" })),
-    list, form, status,
+    list, form, status, allocations.element,
     el("div", { class: "danger-zone" }, el("h2", { text: "Delete" }), remove));
 }
 
