@@ -196,3 +196,23 @@ def test_the_docs_allocations_example_runs(connect, idle_client: TestClient, idl
     exec(compile(code, "docs/client.md", "exec"), names)
     assert capsys.readouterr().out.splitlines() == ["0.5 [('analyst', 0.5)]", "0.5", "allocation 0.5"]
     assert owner.allocations("loans") == []
+
+
+def test_the_client_and_the_cli_register_into_a_privacy_domain(connect, cli: Cli, idle_client: TestClient,
+                                                               idle_keys: Keys, tmp_path: Path):  # fmt: skip
+    """Issue 37, item 2 from the client's side: ``upload_dataset(privacy_domain=NAME)`` and ``--privacy-domain``
+    register into the named dataset's domain; the CLI words the duplicate 409's proposal with its option."""
+    first = upload(idle_client, idle_keys, epsilon=2.0)  # "small"
+    owner = connect(idle_keys.owner)
+    schema = {**SMALL_SCHEMA, "budget": {"epsilon": 2.0, "delta": 1e-6}}
+    joined = owner.upload_dataset(small_csv(seed=5), schema, name="cleaned", privacy_domain="small")
+    assert joined.privacy_domain == first and owner.dataset(first).privacy_domain == first
+    (tmp_path / "rows.csv").write_bytes(small_csv())  # the first dataset's content
+    (tmp_path / "schema.json").write_text(json.dumps(schema))
+    files = (str(tmp_path / "rows.csv"), "--schema", str(tmp_path / "schema.json"))
+    code, _, err = cli(idle_keys.owner, "datasets", "upload", *files, "--name", "again")
+    assert code == EXIT_CONFLICT and f"(--privacy-domain {first}" in err, err
+    code, out, err = cli(idle_keys.owner, "datasets", "upload", *files, "--name", "again", "--privacy-domain",
+                         "small", "-q")  # fmt: skip
+    assert code == EXIT_OK, err
+    assert owner.dataset(out.strip()).privacy_domain == first

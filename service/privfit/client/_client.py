@@ -218,7 +218,13 @@ class Client:
 
     # --- datasets ---------------------------------------------------------------------------------
     def upload_dataset(
-        self, data: CsvSource, schema: SchemaSource, *, name: str | None = None, allow_duplicate: bool = False
+        self,
+        data: CsvSource,
+        schema: SchemaSource,
+        *,
+        name: str | None = None,
+        allow_duplicate: bool = False,
+        privacy_domain: str | None = None,
     ) -> Dataset:
         """``POST /v1/datasets`` (owners): a CSV or Parquet file with its declared public schema and budget.
 
@@ -228,12 +234,16 @@ class Client:
         or binary file is streamed, not read into memory first. ``schema`` is a dict, a JSON string or a path
         to a JSON file. ``name`` defaults to the file's name. Content this owner already uploaded (a live dataset
         with the same encoded data) is refused with :class:`ConflictError` naming the existing dataset
-        (``existing_dataset_id``) unless ``allow_duplicate`` — the copy would get a separate, fresh budget.
+        (``existing_dataset_id``) unless ``allow_duplicate`` — the copy would get a separate, fresh budget — or
+        unless it joins that dataset's privacy domain. ``privacy_domain`` (a dataset of yours, by id or name) registers
+        the data into that dataset's privacy domain: both then spend one budget (docs/governance.md).
         """
         filename, content = _upload_payload(data)
         form = {"schema": _schema_json(schema), "name": name if name is not None else filename}
         if allow_duplicate:
             form["allow_duplicate"] = "true"
+        if privacy_domain is not None:
+            form["privacy_domain"] = self.resolve_dataset(privacy_domain)
         parquet = filename.lower().endswith(".parquet")
         files = {"file": (filename, content, PARQUET_CONTENT_TYPE if parquet else "text/csv")}
         try:

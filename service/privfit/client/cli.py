@@ -175,7 +175,8 @@ def _cell(value: Any) -> str:
 def _datasets_upload(client: Client, args: argparse.Namespace, out: Output) -> int:
     data = _readable(args.csv)
     schema = _readable(args.schema)
-    dataset = client.upload_dataset(data, schema, name=args.name, allow_duplicate=args.allow_duplicate)
+    dataset = client.upload_dataset(data, schema, name=args.name, allow_duplicate=args.allow_duplicate,
+                                    privacy_domain=args.privacy_domain)  # fmt: skip
     return _show(out, dataset, lambda: _dataset_fields(out, dataset))
 
 
@@ -849,6 +850,9 @@ def add_client_commands(commands: argparse._SubParsersAction, keys: argparse._Su
         action="store_true",
         help="register content you already uploaded as a separate dataset with its own budget",
     )
+    upload.add_argument("--privacy-domain", default=None, metavar="DATASET",
+                        help="a dataset of yours about the same people (id or name): this one spends its budget "
+                        "(one privacy filter and ledger for both; the schema must declare that budget)")  # fmt: skip
     command(sub, "list", _datasets_list, "the datasets this key may see")
     _dataset_argument(command(sub, "show", _datasets_show, "a dataset's public metadata"))
     _dataset_argument(command(sub, "delete", _datasets_delete, "purge a dataset's rows (owners; the ledger is kept)"))
@@ -992,7 +996,7 @@ def as_cli_text(error: BaseException) -> str:
     option = _OPTION_OF_FIELD.get(str(field))
     if option is None:
         return text
-    worded = text.replace(f"send {field}=true", f"pass {option}")
+    worded = text.replace(f"send {field}=true", f"pass {option}").replace("(privacy_domain=", "(--privacy-domain ")
     return worded if worded != text else f"{text} (the command's option: {option})"
 
 

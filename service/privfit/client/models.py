@@ -134,6 +134,9 @@ class Dataset(ApiObject):
     schema: dict[str, Any] = field(default_factory=dict)
     created_at: datetime | None = None
     owner_key_id: str = ""
+    #: the id of the dataset whose budget this one spends: its own, unless it was registered into that dataset's
+    #: privacy domain (one budget for the same people)
+    privacy_domain: str = ""
     content_hash: str | None = None
     #: in an upload's answer only (its owner): per numeric column, the cells clipped to the declared bounds
     clipped_cells: dict[str, int] | None = None

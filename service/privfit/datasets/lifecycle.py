@@ -30,7 +30,7 @@ import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from sqlalchemy import delete, func, or_, select, text
+from sqlalchemy import and_, delete, func, or_, select, text
 from sqlalchemy.orm import Session
 
 from privfit.db import Database, Dataset
@@ -105,30 +105,37 @@ def begin_upload(
     allow_duplicate: bool,
     validation_key: str | None = None,
     content_hash: str | None = None,
+    domain: str | None = None,
 ) -> None:
     """Commit a pending upload of ``key`` (and of ``validation_key``, the validation matrix of a split upload)
     before anything is written to the store, under the keys' locks.
 
     Raises :class:`DuplicateDatasetError` if ``owner_key_id`` already has a live dataset with this content and
     ``allow_duplicate`` is false (nothing is recorded then). A split upload's keys are random (the split is), so it
-    also passes its ``content_hash`` (of the whole encoded data): it is locked like a key and matched too.
+    also passes its ``content_hash`` (of the whole encoded data): it is locked like a key and matched too. An upload
+    joining the privacy ``domain`` (the id of the budget it will spend) is not refused for a dataset of that domain:
+    they share one budget.
     """
     with db.write() as session:
         _lock_keys(session, key, validation_key, content_hash)
         if not allow_duplicate:
-            refuse_duplicate(session, owner_key_id, key, content_hash)
+            refuse_duplicate(session, owner_key_id, key, content_hash, domain=domain)
         session.add(
             DatasetUpload(id=upload_id, storage_key=key, validation_storage_key=validation_key, created_at=utcnow())
         )
 
 
-def refuse_duplicate(session: Session, owner_key_id: str, key: str, content_hash: str | None = None) -> None:
+def refuse_duplicate(session: Session, owner_key_id: str, key: str, content_hash: str | None = None, *,
+                     domain: str | None = None) -> None:  # fmt: skip
     """Raise :class:`DuplicateDatasetError` if ``owner_key_id`` has a live dataset stored under ``key`` (or, given,
-    with ``content_hash``). Called under the key's lock when an upload begins and again when it registers, so two
-    identical uploads racing each other cannot both register (the second sees the first's dataset)."""
+    with ``content_hash``) outside the privacy ``domain`` the upload joins (a copy within it spends the same budget).
+    Called under the key's lock when an upload begins and again when it registers, so two identical uploads racing
+    each other cannot both register (the second sees the first's dataset)."""
     same = Dataset.storage_key == key
     if content_hash is not None:
         same = or_(same, Dataset.content_hash == content_hash)
+    if domain is not None:
+        same = and_(same, func.coalesce(Dataset.budget_dataset_id, Dataset.id) != domain)
     existing = session.scalar(
         select(Dataset.id)
         .where(Dataset.owner_key_id == owner_key_id, same, Dataset.deleted_at.is_(None))

@@ -104,6 +104,15 @@ class Dataset(Base):
     store_id: Mapped[str | None] = mapped_column(String(80))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), default=utcnow)
     deleted_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    #: the dataset whose budget this one spends — its privacy domain's first dataset, for a dataset registered into
+    #: an existing domain (the same people: a cleaned re-upload, a second table); NULL: its own budget
+    #: (:mod:`privfit.ledger.ledger`, "Privacy domains")
+    budget_dataset_id: Mapped[str | None] = mapped_column(ForeignKey("datasets.id"), index=True)
+
+    @property
+    def domain_id(self) -> str:
+        """The id of the budget this dataset spends (its privacy domain): its own id unless it joined another's."""
+        return self.budget_dataset_id or self.id
 
 
 class DatasetUpload(Base):

@@ -106,7 +106,7 @@ def create_allocation(session: Session, dataset_id: str, api_key_id: str, epsilo
     if not reading.share <= 1.0:
         note = (f"set over the analyst's earlier fits on this dataset, which already use {reading.share:.4g}× this "
                 "allocation's filter")  # fmt: skip
-    allocation = Allocation(dataset_id=dataset_id, api_key_id=api_key_id,
+    allocation = Allocation(dataset_id=budget.dataset_id, api_key_id=api_key_id,
                             **filter_columns(privacy_filter, committed, note))  # fmt: skip
     session.add(allocation)
     session.flush()
@@ -127,10 +127,10 @@ def delete_allocation(session: Session, dataset_id: str, api_key_id: str) -> boo
 
 def allocation_statuses(session: Session, dataset_id: str, api_key_id: str | None = None) -> list[AllocationStatus]:
     """The dataset's allocations (only ``api_key_id``'s if given), oldest first (reads only)."""
-    query = select(Allocation).where(Allocation.dataset_id == dataset_id).order_by(Allocation.id)
+    budget = _get(session, dataset_id)
+    query = select(Allocation).where(Allocation.dataset_id == budget.dataset_id).order_by(Allocation.id)
     if api_key_id is not None:
         query = query.where(Allocation.api_key_id == api_key_id)
-    budget = _get(session, dataset_id)
     return [_status(session, budget, allocation) for allocation in session.execute(query).scalars()]
 
 

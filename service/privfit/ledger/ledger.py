@@ -33,6 +33,13 @@ Semantics (DESIGN §2):
   impossible at the database level. A release voids a reservation (cancelled while queued) or, as a *refund*,
   the charge of a job that never read a row (the job state machine checks that in the same transaction). The
   budget row caches the committed sum; releases recompute it from the entries.
+- **Privacy domains.** Several datasets about the same people (a cleaned re-upload, a second table of the same
+  population) may share one budget: a dataset registered into another's domain (``Dataset.budget_dataset_id``)
+  has no budget row of its own, and every function here, given its id, works on the domain's budget
+  (:func:`domain_of`): one filter, one committed cost, one ledger (entries carry the domain's id; a fit's entries
+  name its job, whose dataset is the member it read). Every release about those people then passes one filter, so
+  the theorem above holds for the union of their data — a person in two tables is protected by (ε_max, δ_max) in
+  all, not twice. Allocations are per domain too.
 - A budget whose ``filter_note`` is set admits nothing (a dataset moved from the previous admission rule whose
   committed fits already exceed the filter; the note says why).
 """
@@ -46,10 +53,10 @@ from functools import lru_cache
 from typing import Any
 
 import numpy as np
-from sqlalchemy import ColumnElement, func, select
+from sqlalchemy import ColumnElement, ScalarSelect, func, select
 from sqlalchemy.orm import Session
 
-from privfit.db.models import Allocation, Budget, Evaluation, FilterColumns, Job, LedgerEntry, utcnow
+from privfit.db.models import Allocation, Budget, Dataset, Evaluation, FilterColumns, Job, LedgerEntry, utcnow
 from privfit.ledger.chain import entry_content, entry_hash, genesis_hash
 from privfit.privacy import (
     FILTER_VERSION,
@@ -291,7 +298,7 @@ def _lock(session: Session, dataset_id: str) -> Budget:
     transaction committed an admission), so a check never runs against a stale committed cost."""
     budget = session.execute(
         select(Budget)
-        .where(Budget.dataset_id == dataset_id)
+        .where(Budget.dataset_id == domain_of(dataset_id))
         .with_for_update()
         .execution_options(populate_existing=True)
     ).scalar_one_or_none()
@@ -300,8 +307,16 @@ def _lock(session: Session, dataset_id: str) -> Budget:
     return budget
 
 
+def domain_of(dataset_id: str) -> ScalarSelect[str]:
+    """The id of the budget ``dataset_id`` spends, as a subquery: its privacy domain's (module docstring, "Privacy
+    domains"), which is its own id unless it was registered into another dataset's domain."""
+    return (
+        select(func.coalesce(Dataset.budget_dataset_id, Dataset.id)).where(Dataset.id == dataset_id).scalar_subquery()
+    )
+
+
 def _get(session: Session, dataset_id: str) -> Budget:
-    budget = session.get(Budget, dataset_id)
+    budget = session.execute(select(Budget).where(Budget.dataset_id == domain_of(dataset_id))).scalar_one_or_none()
     if budget is None:
         raise LedgerError(f"dataset {dataset_id} has no budget")
     return budget
@@ -437,7 +452,7 @@ def allocation_of(session: Session, dataset_id: str, spender: str | None) -> All
         return None
     return session.execute(
         select(Allocation)
-        .where(Allocation.dataset_id == dataset_id, Allocation.api_key_id == spender)
+        .where(Allocation.dataset_id == domain_of(dataset_id), Allocation.api_key_id == spender)
         .with_for_update()
         .execution_options(populate_existing=True)
     ).scalar_one_or_none()
@@ -619,11 +634,11 @@ def committed_cost_from_entries(session: Session, budget: Budget, exclude_job: s
     )
 
 
-def spent_by(dataset_id: str, spender: str) -> ColumnElement[bool]:
-    """The ledger entries of the dataset that the key ``spender`` caused: those of its fits and its evaluations (what
-    its allocation counts, and what a granted analyst's own ledger view shows)."""
-    fits = select(Job.id).where(Job.dataset_id == dataset_id, Job.api_key_id == spender)
-    evaluations = select(Evaluation.id).where(Evaluation.dataset_id == dataset_id, Evaluation.api_key_id == spender)
+def spent_by(spender: str) -> ColumnElement[bool]:
+    """The ledger entries that the key ``spender`` caused: those of its fits and its evaluations (what its allocation
+    counts, and what a granted analyst's own ledger view shows, each within one budget's entries)."""
+    fits = select(Job.id).where(Job.api_key_id == spender)
+    evaluations = select(Evaluation.id).where(Evaluation.api_key_id == spender)
     return LedgerEntry.job_id.in_(fits) | LedgerEntry.evaluation_id.in_(evaluations)
 
 
@@ -648,7 +663,7 @@ def _sum_entries(
     if exclude_job is not None:
         query = query.where(subject != exclude_job)
     if spender is not None:
-        query = query.where(spent_by(dataset_id, spender))
+        query = query.where(spent_by(spender))
     rows = session.execute(query).all()
     if not rows:
         return PrivacyCost.zero(grid)
@@ -665,8 +680,9 @@ def status(session: Session, dataset_id: str) -> BudgetStatus:
     privacy_filter = budget_filter(budget)
     committed_cost = _committed(budget)
     committed = privacy_filter.measure(committed_cost)
-    charged = privacy_filter.measure(_sum_entries(session, dataset_id, grid, "charge", ("release",)))
-    reserved = privacy_filter.measure(_sum_entries(session, dataset_id, grid, "reservation", ("charge", "release")))
+    domain = budget.dataset_id  # the budget's entries: those of every dataset of its privacy domain
+    charged = privacy_filter.measure(_sum_entries(session, domain, grid, "charge", ("release",)))
+    reserved = privacy_filter.measure(_sum_entries(session, domain, grid, "reservation", ("charge", "release")))
     remaining = 0.0 if budget.filter_note else max(0.0, budget.epsilon_max - committed.epsilon)
     return BudgetStatus(
         epsilon_max=budget.epsilon_max, delta_max=budget.delta_max, grid_name=budget.grid_name,
@@ -692,7 +708,7 @@ def read_allocation(session: Session, dataset_id: str, spender: str | None) -> A
     if spender is None:
         return None
     return session.execute(
-        select(Allocation).where(Allocation.dataset_id == dataset_id, Allocation.api_key_id == spender)
+        select(Allocation).where(Allocation.dataset_id == domain_of(dataset_id), Allocation.api_key_id == spender)
     ).scalar_one_or_none()
 
 

@@ -48,11 +48,11 @@ from privfit.datasets.preprocessing import PreprocessingOutcome, preprocess
 from privfit.datasets.schema import counting_clipped_cells
 from privfit.datasets.split import ValidationSplitError, split_validation
 from privfit.datasets.store import DatasetStore
-from privfit.db import ApiKey, Database, Dataset, DatasetGrant, Job, LedgerEntry
+from privfit.db import ApiKey, Budget, Database, Dataset, DatasetGrant, Job, LedgerEntry
 from privfit.db.models import utcnow
 from privfit.faults import crash_point
 from privfit.jobs import cancel
-from privfit.ledger import charge_preprocessing, create_budget, spent_by, status
+from privfit.ledger import budget_filter, charge_preprocessing, create_budget, spent_by, status
 from privfit.privacy import OrderGrid, PrivacyFilter, get_grid, secure_generator
 from privfit.settings import Settings
 from privfit.text import nfc, refused_character
@@ -82,6 +82,10 @@ class DatasetOut(BaseModel):
     schema_: dict[str, Any] = Field(alias="schema", serialization_alias="schema")
     created_at: UtcDateTime
     owner_key_id: str
+    privacy_domain: str = Field(
+        description="The id of the dataset whose budget this one spends: its own id, unless it was registered into "
+        "that dataset's privacy domain (the same people: one filter and one ledger for every dataset of the domain)."
+    )
     content_hash: str | None = Field(None, description="Shown to the owner and admins only.")
     preprocessing: dict[str, Any] | None = Field(
         None,
@@ -250,7 +254,7 @@ def _out(dataset: Dataset, principal: Principal) -> DatasetOut:
         validation_fraction=dataset.validation_fraction, d=dataset.d, feature_names=dataset.feature_names,
         row_norm_bound=dataset.row_norm_bound, label_bound=dataset.label_bound, schema_=dataset.schema_json,
         preprocessing=dataset.preprocessing,
-        created_at=dataset.created_at, owner_key_id=dataset.owner_key_id,
+        created_at=dataset.created_at, owner_key_id=dataset.owner_key_id, privacy_domain=dataset.domain_id,
         content_hash=dataset.content_hash if privileged(principal, dataset) else None,
     )  # fmt: skip
 
@@ -300,8 +304,9 @@ def _check_dimension(declared: DatasetSchema, settings: Settings) -> None:
              summary="Upload a CSV or Parquet file with its declared public schema and budget (owners)",
              responses=problem_responses(
                  400, 401, 403, 409, 413, 422, 429, 503,
-                 s409="This owner already has a live dataset with the same content (`existing_dataset_id`); send "
-                 "allow_duplicate=true to register it anyway, with its own budget.",
+                 s409="This owner already has a live dataset with the same content (`existing_dataset_id`) in "
+                 "another privacy domain; send privacy_domain=<its id> to register it into that dataset's domain "
+                 "(one budget), or allow_duplicate=true to register it anyway, with its own budget.",
              ))  # fmt: skip
 def upload_dataset(
     request: Request,
@@ -323,6 +328,13 @@ def upload_dataset(
         description="Register the content even if this owner already has a live dataset with the same encoded "
         "data (it gets a separate budget). Without it such an upload is refused with 409 naming the existing one.",
     ),
+    privacy_domain: str = Form(
+        "",
+        description="The id of a live dataset of yours about the same people (a cleaned re-upload, a second table "
+        "of the same population): this dataset then spends that dataset's budget — one privacy filter and one "
+        "ledger for both, so every fit on either counts against one (ε, δ). The schema's budget must then be that "
+        "budget's (ε, δ). Empty: a budget of its own, from the schema.",
+    ),
     principal: Principal = Depends(require_role("owner")),  # noqa: B008
 ) -> DatasetOut:
     # A sync endpoint: FastAPI runs all of it in the threadpool (schema parsing, CSV encoding, the store and the
@@ -342,7 +354,8 @@ def upload_dataset(
         raw_schema = _read_schema_part(schema_field, settings.max_json_bytes)
     declared = _parse_schema(raw_schema)
     _check_dimension(declared, settings)
-    grid = get_grid(settings.grid)
+    domain = _joined_domain(request.app.state.db, privacy_domain, declared, principal) if privacy_domain else None
+    grid = get_grid(settings.grid if domain is None else domain.grid_name)
     file.file.seek(0)
     caps = {"max_matrix_bytes": settings.max_matrix_bytes, "max_cell_bytes": settings.max_cell_bytes}
     try:
@@ -359,9 +372,9 @@ def upload_dataset(
     _check_delta(declared, encoded.n)
     validation, content_hash = None, encoded.content_hash  # the hash of all the rows, split or not
     budget = declared.budget
-    privacy_filter = PrivacyFilter.for_budget(
+    privacy_filter = budget_filter(domain) if domain is not None else PrivacyFilter.for_budget(
         budget.epsilon, budget.delta, grid, budget.approximate_delta, budget.slack_delta
-    )
+    )  # fmt: skip
     try:  # charged in _register, shown only after
         preprocessing = preprocess(encoded, privacy_filter, secure_generator())
     except MemoryError:  # its re-encoded copy of the matrix: as for the encoding above
@@ -376,8 +389,27 @@ def upload_dataset(
     dataset = _store_and_register(
         request.app.state.db, request.app.state.store, principal, name or _default_name(file.filename),
         encoded, validation, content_hash, grid, allow_duplicate, preprocessing,
+        None if domain is None else domain.dataset_id,
     )  # fmt: skip
     return _out(dataset, principal).model_copy(update={"clipped_cells": clipped})
+
+
+def _joined_domain(db: Database, privacy_domain: str, declared: DatasetSchema, principal: Principal) -> Budget:
+    """The budget of the privacy domain an upload joins: that of ``privacy_domain``, a live dataset the caller owns
+    (or, for an admin, any), whose (ε, δ) the schema must repeat — the owner states the promise the new data falls
+    under. 404 as for any dataset the caller may not manage; 422 naming the field otherwise."""
+    if not is_resource_id(privacy_domain):
+        raise Problem(422, "Invalid privacy domain", "privacy_domain must be the id of one of your datasets",
+                      field="privacy_domain")  # fmt: skip
+    dataset = visible_dataset(db, privacy_domain, principal, manage=True)
+    with db.read() as session:
+        budget = session.get_one(Budget, dataset.domain_id)
+    declared_budget = declared.budget
+    if (declared_budget.epsilon, declared_budget.delta) != (budget.epsilon_max, budget.delta_max):
+        raise Problem(422, "Invalid schema", f"schema.budget: a dataset registered into dataset {dataset.id}'s "
+                      f"privacy domain spends its budget ε = {budget.epsilon_max:g}, δ = {budget.delta_max:g}; "
+                      "declare that budget", field="schema.budget")  # fmt: skip
+    return budget
 
 
 def _check_delta(declared: DatasetSchema, n: int) -> None:
@@ -404,12 +436,13 @@ def _store_and_register(
     grid: OrderGrid,
     allow_duplicate: bool,
     preprocessing: PreprocessingOutcome | None,
+    domain: str | None = None,
 ) -> Dataset:
     """The back half of an upload, crash-consistent (module docstring; runs in the threadpool):
 
     1. a pending upload of the matrix's key (and of the validation matrix's, for a split upload) is committed
        (under the keys' locks; a live dataset of the same owner with the same content is refused with 409 unless
-       ``allow_duplicate``);
+       ``allow_duplicate``, or unless it is in the privacy ``domain`` the upload joins: then they share a budget);
     2. the matrix (and the validation matrix) is stored;
     3. the dataset and its budget (and the charge of its private preprocessing) are inserted in the transaction
        that removes the pending upload.
@@ -427,7 +460,7 @@ def _store_and_register(
     dataset_id = str(uuid.uuid4())
     try:
         begin_upload(db, dataset_id, storage_key, owner_key_id=principal.key_id, allow_duplicate=allow_duplicate,
-                     validation_key=validation_key, content_hash=match_hash)  # fmt: skip
+                     validation_key=validation_key, content_hash=match_hash, domain=domain)  # fmt: skip
         try:
             crash_point("upload:pending")  # test-only fault injection (privfit.faults)
             store.put(encoded, storage_key)  # storage_key == store.key_of(encoded)
@@ -437,7 +470,7 @@ def _store_and_register(
             crash_point("upload:stored")
             return _register(db, dataset_id, principal, name, encoded, validation, content_hash, match_hash,
                              storage_key, validation_key, store.identity, grid, allow_duplicate,
-                             preprocessing)  # fmt: skip
+                             preprocessing, domain)  # fmt: skip
         except BaseException:
             try:
                 abandon_upload(db, store, dataset_id, storage_key, validation_key)  # no orphan data
@@ -448,8 +481,10 @@ def _store_and_register(
         raise Problem(
             409, "Duplicate dataset",
             f"you already own dataset {duplicate.existing_id} with the same content; a second upload would get a "
-            "separate, fresh budget. Use the existing dataset, or send allow_duplicate=true to register it anyway.",
-            existing_dataset_id=duplicate.existing_id, field="allow_duplicate",
+            "separate, fresh budget. Use the existing dataset, or register this one into its privacy domain "
+            f"(privacy_domain={duplicate.existing_id}: one budget for both), or send allow_duplicate=true to register "
+            "it anyway.",
+            existing_dataset_id=duplicate.existing_id, privacy_domain=duplicate.existing_id, field="allow_duplicate",
         ) from None  # fmt: skip
 
 
@@ -468,8 +503,10 @@ def _register(
     grid: OrderGrid,
     allow_duplicate: bool,
     preprocessing: PreprocessingOutcome | None,
+    domain: str | None,
 ) -> Dataset:
-    """Insert the dataset's public metadata and its budget, and remove its pending upload, in one transaction.
+    """Insert the dataset's public metadata and its budget (none when it joins the privacy ``domain``: it spends
+    that budget), and remove its pending upload, in one transaction.
 
     503 (retry) if the pending upload is gone — the orphan sweep judged it abandoned, so its data may be purged;
     :class:`DuplicateDatasetError` if an identical upload of the same owner registered meanwhile."""
@@ -481,20 +518,21 @@ def _register(
                 "the upload took longer than PRIVFIT_UPLOAD_GRACE_SECONDS and its stored data was swept; upload again",
                 headers={"Retry-After": "1"},
             )  # problem+json (problems.py)
-        if not allow_duplicate:
-            refuse_duplicate(session, principal.key_id, storage_key, match_hash)  # under the locks (finish_upload)
+        if not allow_duplicate:  # under the locks (finish_upload)
+            refuse_duplicate(session, principal.key_id, storage_key, match_hash, domain=domain)
         dataset = Dataset(
             id=dataset_id, owner_key_id=principal.key_id, name=name,
             schema_json=json.loads(schema.canonical_json()), feature_names=list(encoded.feature_names),
             n=encoded.n, d=encoded.d, row_norm_bound=encoded.row_norm_bound, label_bound=encoded.label_bound,
             content_hash=content_hash, storage_key=storage_key, store_id=store_id,
             validation_fraction=schema.validation_fraction, n_validation=0 if validation is None else validation.n,
-            validation_storage_key=validation_key,
+            validation_storage_key=validation_key, budget_dataset_id=domain,
         )  # fmt: skip
         session.add(dataset)
         session.flush()
-        create_budget(session, dataset_id, schema.budget.epsilon, schema.budget.delta, grid,
-                      schema.budget.approximate_delta, schema.budget.slack_delta)  # fmt: skip
+        if domain is None:
+            create_budget(session, dataset_id, schema.budget.epsilon, schema.budget.delta, grid,
+                          schema.budget.approximate_delta, schema.budget.slack_delta)  # fmt: skip
         if preprocessing is not None:
             session.flush()
             entry = charge_preprocessing(session, dataset_id, preprocessing.cost, "private preprocessing at upload")
@@ -731,11 +769,11 @@ def budget(
 RUNNING_FIELDS = frozenset({"id", "budget_version", "committed_epsilon_after"})
 
 
-def _own_entries(dataset_id: str, key_id: str) -> ColumnElement[bool]:
-    """The ledger entries of the dataset that are a granted analyst's own: those of its fits and its evaluations,
-    and the preprocessing's (the owner's public set-up at upload, nobody's later activity). An entry of any other
+def _own_entries(key_id: str) -> ColumnElement[bool]:
+    """The ledger entries of a budget that are a granted analyst's own: those of its fits and its evaluations, and
+    the preprocessing's (the owner's public set-up at each upload, nobody's later activity). An entry of any other
     subject — another key's, or of a kind added later — stays out unless added here."""
-    return or_(spent_by(dataset_id, key_id), LedgerEntry.preprocessing_dataset_id == dataset_id)
+    return or_(spent_by(key_id), LedgerEntry.preprocessing_dataset_id.is_not(None))
 
 
 def _entry_json(entry: LedgerEntry, hidden: Collection[str]) -> dict[str, Any]:
@@ -782,9 +820,9 @@ def ledger(
     dataset = visible_dataset(db, dataset_id, principal, include_deleted=True)
     dataset_id = dataset.id
     sees_all = privileged(principal, dataset)
-    shown = LedgerEntry.dataset_id == dataset_id
+    shown = LedgerEntry.dataset_id == dataset.domain_id  # the budget it spends: its privacy domain's
     if not sees_all:
-        shown = and_(shown, _own_entries(dataset_id, principal.key_id))
+        shown = and_(shown, _own_entries(principal.key_id))
     hidden = frozenset() if sees_all else RUNNING_FIELDS
     with db.read() as session:
         total = session.scalar(select(func.count()).select_from(LedgerEntry).where(shown))

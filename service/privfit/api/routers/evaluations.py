@@ -188,7 +188,7 @@ def _public_plan(
 
     def read_budget() -> Budget:
         with db.read() as session:
-            return session.get_one(Budget, dataset.id)
+            return session.get_one(Budget, dataset.domain_id)
 
     budget = db.retrying(read_budget, what="read budget")
     return dataset, plan, budget, plan.cost(get_grid(budget.grid_name))

@@ -242,7 +242,7 @@ def _admission_inputs(db: Database, dataset_id: str, principal: Principal) -> tu
     one transaction."""
     with db.read() as session:
         dataset = usable_dataset(db, dataset_id, principal, session=session)
-        budget = session.get_one(Budget, dataset.id)
+        budget = session.get_one(Budget, dataset.domain_id)
         return dataset, Gates(budget, read_allocation(session, dataset.id, principal.key_id))
 
 
@@ -301,7 +301,7 @@ def _headroom_now(request: Request, body: FitRequest, dataset: Dataset, principa
 
     def read() -> Gates:
         with db.read() as session:
-            budget = session.get_one(Budget, dataset.id)
+            budget = session.get_one(Budget, dataset.domain_id)
             return Gates(budget, read_allocation(session, dataset.id, principal.key_id))
 
     return _headroom(request, body, dataset, db.retrying(read, what="read budget"))

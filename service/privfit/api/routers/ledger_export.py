@@ -105,11 +105,12 @@ def export_ledger(
     request: Request,
     principal: Principal = Depends(current_principal),  # noqa: B008
 ) -> StreamingResponse:
-    """Every ledger entry of the dataset with its ``previous_hash`` and ``entry_hash``, after a header naming the
-    budget's head; check it with ``privfit ledger verify`` (docs/privacy.md, "A tamper-evident ledger")."""
+    """Every ledger entry of the dataset's budget (its privacy domain's: the header's ``dataset_id`` is the domain's
+    first dataset) with its ``previous_hash`` and ``entry_hash``, after a header naming the budget's head; check it
+    with ``privfit ledger verify`` (docs/privacy.md, "A tamper-evident ledger")."""
     db: Database = request.app.state.db
     dataset = visible_dataset(db, dataset_id, principal, manage=True, include_deleted=True)
-    header, version = _header(db, dataset.id)
-    filename = f"ledger-{dataset.id}.jsonl"
-    return StreamingResponse(_lines(db, dataset.id, header, version), media_type=MEDIA_TYPE,
+    header, version = _header(db, dataset.domain_id)
+    filename = f"ledger-{dataset.domain_id}.jsonl"
+    return StreamingResponse(_lines(db, dataset.domain_id, header, version), media_type=MEDIA_TYPE,
                              headers={"Content-Disposition": f'attachment; filename="{filename}"'})  # fmt: skip
