@@ -377,9 +377,10 @@ async function renderDataset(datasetId) {
   replace(viewRoot, el("p", { class: "loading", text: "Loading dataset…" }));
   const dataset = await fetchOrShowMissing(`/v1/datasets/${id}`, token);
   if (!dataset) return;
-  const [solvers, fits] = await Promise.all([
+  const [solvers, fits, visibleDatasets] = await Promise.all([
     canFit ? api("/v1/solvers") : Promise.resolve([]),
     api(`/v1/fits?dataset_id=${id}`),
+    api("/v1/datasets"), // the privacy domain's datasets, by name (those this key can see)
   ]);
   if (token !== generation) return;
 
@@ -417,6 +418,7 @@ async function renderDataset(datasetId) {
       el("div", { class: "panel-head" }, el("h2", { text: "Privacy budget" }),
         el("span", { class: "muted small",
           text: "(ε, δ)-DP for every sequence of admitted fits, adaptive or concurrent, by the dataset's privacy filter" })),
+      domainNote(dataset, visibleDatasets),
       budgetSlot),
     preprocessingPanel(dataset.preprocessing),
     el("div", { class: "grid-2" },
@@ -783,6 +785,40 @@ async function renderDataset(datasetId) {
         + "its ε now and charges it when a worker starts." }),
       form);
   }
+}
+
+/**
+ * A dataset's privacy domain (datasets about the same people that spend one budget: one privacy filter, one ledger),
+ * as a line of the budget panel: on a dataset registered into another's domain, "Privacy domain: shares the budget of
+ * <that dataset> (<short id>)"; on a domain's first dataset, the other datasets of the domain this key can see; on a
+ * dataset with a budget of its own and no other dataset in it, nothing.
+ * @param {object} dataset The dataset (its `privacy_domain`: the id of the dataset whose budget it spends).
+ * @param {object[]} visible The datasets this key can see (GET /v1/datasets), for the names.
+ * @returns {HTMLElement|null}
+ */
+function domainNote(dataset, visible) {
+  const domain = dataset.privacy_domain || dataset.id;
+  /** A dataset as a link by its name with its short id. */
+  const link = (other, testid) => [el("a", { href: `#/datasets/${encodeURIComponent(other.id)}`, "data-testid": testid,
+    "data-dataset-id": other.id, title: `dataset id ${other.id}`, text: other.name }), ` (${shortId(other.id)})`];
+  if (domain !== dataset.id) {
+    const root = visible.find((other) => other.id === domain);
+    return el("p", { class: "domain-note", "data-testid": "dataset-domain", "data-domain-id": domain },
+      el("strong", { text: "Privacy domain: " }), "shares the budget of ",
+      root ? link(root, "domain-dataset")
+        : el("span", { class: "mono", "data-testid": "domain-dataset", title: `dataset id ${domain} (not listed for this key)`,
+          text: `dataset ${shortId(domain)}` }),
+      el("span", { class: "muted", text: " · one privacy filter and one ledger for every dataset of the domain: the "
+        + "figures below are the domain's" }));
+  }
+  const members = visible.filter((other) => other.privacy_domain === dataset.id && other.id !== dataset.id);
+  if (members.length === 0) return null;
+  return el("p", { class: "domain-note", "data-testid": "dataset-domain", "data-domain-id": domain },
+    el("strong", { text: "Privacy domain: " }),
+    `its budget is shared with ${members.length === 1 ? "" : `${members.length} other datasets: `}`,
+    members.map((member, i) => [i ? ", " : "", el("span", { "data-testid": "domain-member", "data-dataset-id": member.id },
+      link(member, "domain-member-link"))]),
+    el("span", { class: "muted", text: " · their fits spend this budget and appear in its ledger" }));
 }
 
 /**

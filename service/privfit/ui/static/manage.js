@@ -2,7 +2,7 @@
 // revoke analyst keys on it, allocate them shares of its budget, and (admins) create, list and revoke API keys.
 //
 // Every action is one v1 API call with the user's key (docs/client.md): POST /v1/datasets (multipart: file,
-// schema, name, allow_duplicate), DELETE /v1/datasets/{id}, POST|GET /v1/datasets/{id}/grants,
+// schema, name, allow_duplicate, privacy_domain), DELETE /v1/datasets/{id}, POST|GET /v1/datasets/{id}/grants,
 // DELETE /v1/datasets/{id}/grants/{api_key_id}, GET /v1/datasets/{id}/allocations,
 // PUT|DELETE /v1/datasets/{id}/allocations/{api_key_id}, POST|GET /v1/keys, DELETE /v1/keys/{id}. The API decides
 // who may do what (uploads: owners; a dataset's grants, allocations and deletion: its owner and admins; keys:
@@ -246,8 +246,10 @@ const DEFAULTS = {
 /**
  * The upload view (owners): a name, a CSV file, the schema (a JSON editor or column by column, or loaded from a
  * .json file), "Validate" (the JSON's shape, checked in the browser: see schema.js; then the API's own checks,
- * POST /v1/datasets/schema-check) and "Upload" (validated first; the API's problem+json is shown with the fields
- * it names).
+ * POST /v1/datasets/schema-check), an optional privacy domain (one of the owner's live datasets: the upload then
+ * spends its budget, whose (ε, δ) the note shows and can put in the schema) and "Upload" (validated first; the API's
+ * problem+json is shown with the fields it names, and a duplicate's 409 with a button that chooses the existing
+ * dataset's privacy domain).
  * @param {{root: HTMLElement, alive: () => boolean}} view The view's root element and whether it is current.
  */
 export function renderUpload(view) {
@@ -261,6 +263,9 @@ export function renderUpload(view) {
   const fileInput = el("input", { id: "upload-file", "data-testid": "upload-file", type: "file", accept: ".csv,text/csv,.parquet,application/vnd.apache.parquet", required: true });
   const schemaFile = el("input", { id: "upload-schema-file", "data-testid": "upload-schema-file", type: "file", accept: ".json,application/json" });
   const duplicate = el("input", { id: "upload-allow-duplicate", "data-testid": "upload-allow-duplicate", type: "checkbox" });
+  const domainSelect = el("select", { id: "upload-privacy-domain", "data-testid": "upload-privacy-domain",
+    "aria-label": "privacy domain" }, el("option", { value: "", text: "its own budget" }));
+  const domainSlot = el("div", { "data-testid": "upload-domain-note", "aria-live": "polite" });
   const textarea = el("textarea", { id: "upload-schema", "data-testid": "upload-schema", rows: 14, spellcheck: "false",
     "aria-label": "schema JSON" });
   textarea.value = JSON.stringify(starterSchema(), null, 2);
@@ -269,6 +274,81 @@ export function renderUpload(view) {
   const builder = schemaBuilder(textarea, () => replace(checkSlot));
   textarea.addEventListener("input", () => { replace(checkSlot); builder.load(); });
   builder.load();
+
+  /** The owner's live datasets (GET /v1/datasets), offered as privacy domains to register into. */
+  let owned = [];
+  const me = getSession().me;
+  /** (Re)list the owner's datasets in the privacy domain select, keeping the choice if it is still there. */
+  async function loadOwned() {
+    let datasets;
+    try {
+      datasets = await api("/v1/datasets");
+    } catch (error) {
+      if (view.alive()) replace(domainSlot, el("p", { class: "form-error small", text: `Your datasets could not be listed: ${problemText(error)}` }));
+      return;
+    }
+    if (!view.alive()) return;
+    const chosen = domainSelect.value;
+    owned = datasets.filter((dataset) => dataset.owner_key_id === me.key_id);
+    replace(domainSelect, el("option", { value: "", text: "its own budget" }),
+      owned.map((dataset) => el("option", { value: dataset.id, text: `${dataset.name} (${shortId(dataset.id)})` })));
+    domainSelect.value = owned.some((dataset) => dataset.id === chosen) ? chosen : "";
+  }
+  loadOwned();
+
+  /**
+   * Put (ε, δ) in the schema's budget (the JSON, then the column editor).
+   * @param {{epsilon_max: number, delta_max: number}} budget
+   */
+  function declareBudget(budget) {
+    let declared;
+    try {
+      declared = JSON.parse(textarea.value);
+    } catch {
+      declared = null;
+    }
+    if (declared === null || typeof declared !== "object" || Array.isArray(declared)) {
+      replace(checkSlot, el("p", { class: "form-error", text: "Fix the schema's JSON first (Validate says where)." }));
+      return;
+    }
+    const current = declared.budget !== null && typeof declared.budget === "object" && !Array.isArray(declared.budget)
+      ? declared.budget : {};
+    declared.budget = { ...current, epsilon: budget.epsilon_max, delta: budget.delta_max };
+    textarea.value = JSON.stringify(declared, null, 2);
+    replace(checkSlot);
+    builder.load();
+  }
+
+  /** The chosen privacy domain's note: whose budget the upload spends and the (ε, δ) its schema must declare. */
+  async function showDomain() {
+    const chosen = domainSelect.value;
+    if (!chosen) {
+      replace(domainSlot);
+      return;
+    }
+    const dataset = owned.find((other) => other.id === chosen);
+    const root = dataset && dataset.privacy_domain && dataset.privacy_domain !== chosen
+      ? owned.find((other) => other.id === dataset.privacy_domain) : null;
+    replace(domainSlot, el("p", { class: "loading small", text: "Loading its budget…" }));
+    let budget;
+    try {
+      budget = await api(`/v1/datasets/${encodeURIComponent(chosen)}/budget`);
+    } catch (error) {
+      if (view.alive() && domainSelect.value === chosen) replace(domainSlot, inlineProblem(error, "upload-domain-error"));
+      return;
+    }
+    if (!view.alive() || domainSelect.value !== chosen) return;
+    replace(domainSlot, el("p", { class: "muted small domain-budget", "data-testid": "upload-domain-budget",
+      "data-epsilon": budget.epsilon_max, "data-delta": budget.delta_max },
+    `The new dataset spends the budget of “${dataset ? dataset.name : chosen}”`,
+    root ? ` (the privacy domain of “${root.name}”)` : "",
+    ": one privacy filter and one ledger for both. Its schema must declare that budget: ε ",
+    num(budget.epsilon_max, "upload-domain-epsilon", (v) => String(v)), ", δ ",
+    num(budget.delta_max, "upload-domain-delta", fmtDelta), ".",
+    el("button", { type: "button", class: "button button-small", "data-testid": "upload-domain-use-budget",
+      text: "Put it in the schema", onclick: () => declareBudget(budget) })));
+  }
+  domainSelect.addEventListener("change", () => { showDomain(); });
 
   schemaFile.addEventListener("change", async () => {
     const [file] = schemaFile.files;
@@ -322,10 +402,37 @@ export function renderUpload(view) {
       builder.element,
       el("label", { class: "block" }, el("span", { text: "Schema JSON" }), textarea),
       el("label", { class: "inline" }, el("span", { text: "Load a schema file (.json)" }), schemaFile)),
+    el("div", { class: "form-row form-row-2" },
+      el("label", {}, el("span", { text: "Privacy domain (optional)" }), domainSelect),
+      el("p", { class: "muted small", text: "About people already in one of your datasets (a cleaned re-upload, a "
+        + "second table of the same population)? Register it into that dataset's privacy domain: it then spends "
+        + "that dataset's budget instead of a fresh one." })),
+    domainSlot,
     el("label", { class: "checkbox" }, duplicate,
       el("span", { text: "Register even if I already own a dataset with the same content (it gets its own budget)" })),
     el("div", { class: "form-actions" }, validateButton, uploadButton),
     checkSlot, resultSlot);
+
+  /**
+   * Under a duplicate's 409 that proposes the existing dataset's privacy domain (`privacy_domain` in the problem):
+   * a button that chooses it in the form (the upload then spends that budget; the schema must declare it).
+   * @param {unknown} error
+   * @returns {HTMLElement|null}
+   */
+  function joinOffer(error) {
+    const proposed = error instanceof ApiError && error.status === 409 ? error.problem.privacy_domain : null;
+    if (typeof proposed !== "string" || !owned.some((dataset) => dataset.id === proposed)
+      || domainSelect.value === proposed) return null;
+    const existing = owned.find((dataset) => dataset.id === proposed);
+    return el("p", { class: "small", "data-testid": "upload-join-offer" },
+      `The same people as “${existing.name}”? Register this upload into its privacy domain (one budget for both): `,
+      el("button", { type: "button", class: "button button-small", "data-testid": "upload-join-domain",
+        text: "Choose its privacy domain", onclick: () => {
+          domainSelect.value = proposed;
+          showDomain();
+          domainSelect.scrollIntoView({ block: "center" });
+        } }));
+  }
 
   form.addEventListener("submit", async (event) => {
     event.preventDefault();
@@ -341,6 +448,7 @@ export function renderUpload(view) {
     body.append("schema", textarea.value);
     if (nameInput.value.trim()) body.append("name", nameInput.value.trim());
     if (duplicate.checked) body.append("allow_duplicate", "true");
+    if (domainSelect.value) body.append("privacy_domain", domainSelect.value);
     uploadButton.disabled = true;
     replace(resultSlot, el("p", { class: "muted", text: `Uploading ${file.name}…` }));
     try {
@@ -350,9 +458,10 @@ export function renderUpload(view) {
         "Registered ", el("a", { href: `#/datasets/${encodeURIComponent(dataset.id)}`, "data-testid": "upload-dataset-link",
           text: dataset.name }),
         `: ${fmtInt(dataset.n)} rows, ${fmtInt(dataset.d)} encoded features.`));
+      await loadOwned(); // the new dataset can be a privacy domain too
     } catch (error) {
       if (!view.alive()) return;
-      replace(resultSlot, inlineProblem(error, "upload-error"));
+      replace(resultSlot, inlineProblem(error, "upload-error"), joinOffer(error));
     } finally {
       uploadButton.disabled = false;
     }
