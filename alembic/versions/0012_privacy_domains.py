@@ -24,14 +24,11 @@ depends_on: str | Sequence[str] | None = None
 
 def upgrade() -> None:
     # A plain ADD COLUMN: a batch rebuild of ``datasets`` on SQLite would drop the table that every other table
-    # references, which its enforced foreign keys refuse once rows exist. SQLite cannot add a foreign key to an
-    # existing table without that rebuild, so there the reference is kept by the application (set once, at
-    # registration, to an existing dataset's domain; datasets are never removed, only marked deleted);
-    # PostgreSQL gets the constraint.
+    # references, which its enforced foreign keys refuse once rows exist, and SQLite cannot add a foreign key to an
+    # existing table without that rebuild. So the reference is kept by the application on both databases (the same
+    # schema everywhere): set once, at registration, to an existing dataset's domain; datasets are never removed,
+    # only marked deleted.
     op.add_column("datasets", sa.Column("budget_dataset_id", sa.String(length=36), nullable=True))
-    if op.get_bind().dialect.name != "sqlite":
-        op.create_foreign_key("fk_datasets_budget_dataset_id_datasets", "datasets", "datasets",
-                              ["budget_dataset_id"], ["id"])  # fmt: skip
     op.create_index("ix_datasets_budget_dataset_id", "datasets", ["budget_dataset_id"])
 
 
@@ -44,5 +41,4 @@ def downgrade() -> None:
     if bind.dialect.name == "sqlite":
         op.execute("ALTER TABLE datasets DROP COLUMN budget_dataset_id")  # native (SQLite ≥ 3.35): no rebuild
     else:
-        op.drop_constraint("fk_datasets_budget_dataset_id_datasets", "datasets", type_="foreignkey")
         op.drop_column("datasets", "budget_dataset_id")

@@ -9,7 +9,7 @@ from ledger_helpers import fit_cost, make_dataset
 from sqlalchemy import select, update
 
 from privfit.db import Dataset, make_database
-from privfit.db.migrate import downgrade, upgrade
+from privfit.db.migrate import check, downgrade, upgrade
 from privfit.ledger import reserve
 
 
@@ -42,3 +42,4 @@ def test_existing_datasets_are_their_own_domains_and_a_downgrade_keeps_members(e
     with db.read() as session:
         assert len(session.scalars(select(Dataset.id)).all()) == 2
     db.dispose()
+    check(url)  # the migrated schema is the models'

@@ -106,8 +106,9 @@ class Dataset(Base):
     deleted_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     #: the dataset whose budget this one spends — its privacy domain's first dataset, for a dataset registered into
     #: an existing domain (the same people: a cleaned re-upload, a second table); NULL: its own budget
-    #: (:mod:`privfit.ledger.ledger`, "Privacy domains")
-    budget_dataset_id: Mapped[str | None] = mapped_column(ForeignKey("datasets.id"), index=True)
+    #: (:mod:`privfit.ledger.ledger`, "Privacy domains"). Not a foreign key: migration 0012 explains why; it is
+    #: set once, at registration, to an existing dataset's domain, and datasets are never removed
+    budget_dataset_id: Mapped[str | None] = mapped_column(String(36), index=True)
 
     @property
     def domain_id(self) -> str:
