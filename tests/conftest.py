@@ -32,6 +32,34 @@ def _admin_engine():
     return create_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT", pool_size=1)
 
 
+#: Tests that must not run beside each other under pytest-xdist (``scripts/test.sh``: ``-n N --dist loadgroup``): the
+#: tests of a group run on one worker, one after another, in collection order. Keyed by node id without parameters.
+#: The ``cpu_burst`` group: the cancel tests compare a fit's stop with the API's round trip measured just before it,
+#: and test_api_processes.py's four busy processes starting between the two would skew the comparison.
+#: (A table, not ``@pytest.mark.xdist_group``: pytest-xdist 3.8 groups by renaming a test's node id, which pytest 9
+#: ignores, so the marks group nothing; :func:`pytest_xdist_make_scheduler` reads this table instead.)
+XDIST_GROUPS = {
+    "tests/api/test_api_processes.py::test_two_processes_start_and_serve_beside_four_busy_processes": "cpu_burst",
+    "tests/api/test_api_cancel.py::test_cancel_stops_a_running_fit_at_its_next_step": "cpu_burst",
+    "tests/api/test_api_cancel.py::test_cancel_reaches_a_fit_running_in_another_process": "cpu_burst",
+}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """Under ``--dist loadgroup``: pytest-xdist's load-scope scheduler with :data:`XDIST_GROUPS` as the scopes (every
+    other test is its own scope, handed to whichever worker is free, as with ``--dist load``)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return XDIST_GROUPS.get(nodeid.split("[", 1)[0], nodeid)
+
+    return GroupScheduling(config, log)
+
+
 @pytest.fixture(scope="session")
 def postgres_template() -> Iterator[str]:
     """A migrated template database; each test clones it (CREATE DATABASE … TEMPLATE …)."""

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -24,10 +26,39 @@ from privfit.db.migrate import upgrade
 PRIVFIT = [sys.executable, "-m", "privfit.cli"]
 
 
+#: The ports :func:`free_port` hands out: below Linux's ephemeral range (32768-60999, where ``bind(port 0)`` and
+#: outgoing connections take theirs), split between the pytest-xdist workers. A port chosen by ``bind(port 0)`` is
+#: free only until the server started with it binds it, seconds later on a busy machine: meanwhile another worker's
+#: server or any connection could take it. Here each worker (``PYTEST_XDIST_WORKER`` gwN) cycles through its own share.
+SERVER_PORTS = range(20000, 32768)
+
+
+def _port_sequence() -> Iterator[int]:
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    workers = max(int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")), 1)
+    index = int(worker) % workers if worker.isdigit() else 0
+    share = len(SERVER_PORTS) // workers
+    first = SERVER_PORTS.start + index * share
+    offset = random.SystemRandom().randrange(share)  # another run's workers start elsewhere in the share
+    for step in itertools.count():
+        yield first + (offset + step) % share
+
+
+_PORTS = _port_sequence()
+
+
 def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    """A port of this worker's share of :data:`SERVER_PORTS` that nothing holds now (one bind tries it); the next
+    call gives another (the whole share is used before a port comes round again)."""
+    for _ in range(1000):
+        port = next(_PORTS)
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:  # a listening service (e.g. RabbitMQ's 25672) or a socket still closing
+                continue
+        return port
+    raise RuntimeError(f"no free port in this worker's share of {SERVER_PORTS}")
 
 
 def environment(database_url: str, tmp_path: Path, **extra: str) -> dict[str, str]:

@@ -128,7 +128,9 @@ def test_cancel_reaches_a_fit_running_in_another_process(database_url: str, tmp_
             wait_until_running(client, fit_id, keys.analyst)
             round_trip = _round_trip(client, keys, fit_id)
             answered, done, elapsed = _cancel_and_time(client, keys, fit_id)
-        assert answered["status"] == "running" and answered["cancel_requested"], answered
+        # the answer re-reads the fit after the cancel committed: the worker, polling every 0.2 s, may have stopped it
+        # by then (seen on a loaded machine), as in test_cancel_stops_a_running_fit_at_its_next_step
+        assert answered["status"] in ("running", "cancelled") and answered["cancel_requested"], answered
         _assert_stopped_promptly(elapsed, round_trip)
         _assert_cancelled_without_result(client, keys, done)
 

@@ -34,6 +34,9 @@ from privfit.privacy import (  # noqa: E402
 )
 
 N_SETS = 300
+#: The sampled Gaussians' cross-checks (dp_accounting's series take ~0.2 s a set) are split into PARTS tests, each
+#: checking every PARTS-th of the same N_SETS seeded sets (all are drawn, in order), so parallel workers share them.
+PARTS = 6
 CURVE_ATOL = 1e-13
 ORDERS = DEFAULT_GRID.orders
 Rel = dpa.NeighboringRelation
@@ -106,10 +109,13 @@ def test_tree_aggregation_matches_dp_accounting():
         assert_same_curve_and_epsilon(ours, reference(event, Rel.REPLACE_SPECIAL), delta, rtol=1e-9)
 
 
-def test_poisson_subsampled_gaussian_matches_dp_accounting():
-    for rng in parameter_sets(6):
+@pytest.mark.parametrize("part", range(PARTS))
+def test_poisson_subsampled_gaussian_matches_dp_accounting(part: int):
+    for index, rng in enumerate(parameter_sets(6)):
         q, z = log_uniform(rng, 1e-4, 0.5), log_uniform(rng, 0.5, 20)
         steps, delta = int(rng.integers(1, 20_000)), log_uniform(rng, 1e-10, 1e-3)
+        if index % PARTS != part:
+            continue
         ours = steps * poisson_subsampled_gaussian_rdp(DEFAULT_GRID, q=q, noise_multiplier=z)
         event = dpa.SelfComposedDpEvent(dpa.PoissonSampledDpEvent(q, dpa.GaussianDpEvent(z)), steps)
         # privfit caps the curve by the un-sampled Gaussian (valid by quasi-convexity); dp_accounting does not,
@@ -118,7 +124,8 @@ def test_poisson_subsampled_gaussian_matches_dp_accounting():
         assert_same_curve_and_epsilon(ours, theirs, delta, rtol=1e-4)
 
 
-def test_sampled_without_replacement_gaussian_matches_dp_accounting():
+@pytest.mark.parametrize("part", range(PARTS))
+def test_sampled_without_replacement_gaussian_matches_dp_accounting(part: int):
     """ε agrees to 1e-4; the curve is never below dp_accounting's.
 
     At large noise multipliers the WBK forward differences are below float64's resolution and both
@@ -126,11 +133,13 @@ def test_sampled_without_replacement_gaussian_matches_dp_accounting():
     test_wbk_forward_differences_are_upper_bounds_of_exact_ones), so its curve may exceed dp_accounting's at
     those orders while the optimum — and hence ε — is unaffected.
     """
-    for rng in parameter_sets(7):
+    for index, rng in enumerate(parameter_sets(7)):
         n = int(rng.integers(100, 100_000))
         m = int(rng.integers(1, n // 2))
         z = log_uniform(rng, 0.5, 20)
         steps, delta = int(rng.integers(1, 5000)), log_uniform(rng, 1e-10, 1e-3)
+        if index % PARTS != part:
+            continue
         ours = steps * sampled_without_replacement_gaussian_rdp(DEFAULT_GRID, q=m / n, noise_multiplier=z)
         event = dpa.SelfComposedDpEvent(dpa.SampledWithoutReplacementDpEvent(n, m, dpa.GaussianDpEvent(z)), steps)
         theirs = reference(event)
