@@ -18,7 +18,7 @@ from test_filter_adversarial import EPSILON0, POINTS, gaussian_fit, laplace_fit
 
 from privfit.db import ApiKey, Budget, Database, Job
 from privfit.db.models import Allocation
-from privfit.ledger import BudgetExceededError, Gates, estimate, release, reserve
+from privfit.ledger import BudgetExceededError, Gates, estimate, release, reserve, reserve_many
 from privfit.ledger.allocations import AllocationError, allocation_statuses, create_allocation, delete_allocation
 from privfit.ledger.ledger import _committed, budget_filter, committed_cost_from_entries
 from privfit.privacy import DEFAULT_GRID, PrivacyCost, PrivacyFilter
@@ -245,3 +245,18 @@ def test_the_game_predicates_are_the_ledgers(database: Database):
     assert refused.value.scope == "allocation"  # the smaller filter binds
     with database.write() as session:
         reserve(session, dataset_id, jobs[1], gaussian_fit(mu), spender=key_a)
+
+
+def test_a_grouped_admission_counts_the_analysts_earlier_requests_of_the_group(database: Database):
+    """Admissions grouped in one transaction (:func:`reserve_many`, the API's group commit): the allocation's check
+    of each request counts the requests of the same analyst admitted before it in the group."""
+    dataset_id, _ = make_dataset(database, epsilon_max=1.0)
+    key_a, jobs = analyst(database, dataset_id, 6)
+    with database.write() as session:
+        create_allocation(session, dataset_id, key_a, 0.35, DELTA)
+    allowed = sequential_count(PrivacyFilter.for_budget(0.35, DELTA, DEFAULT_GRID).admits, FIT)
+    written: list[str] = []
+    with database.write() as session:
+        outcomes = reserve_many(session, dataset_id, [(job, FIT, "fit", key_a) for job in jobs], written.extend)
+    assert [o is None for o in outcomes] == [True] * allowed + [False] * (len(jobs) - allowed)
+    assert all(o.scope == "allocation" for o in outcomes if o is not None)
