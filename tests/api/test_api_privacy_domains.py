@@ -100,3 +100,24 @@ def test_a_fit_on_a_member_runs_and_is_charged_to_the_domain(client: TestClient,
     assert [(e["job_id"], e["kind"]) for e in entries] == [(fit_id, "reservation"), (fit_id, "charge")]
     budget = client.get(f"/v1/datasets/{first}/budget", headers=keys.owner).json()
     assert budget["charged_epsilon"] > 0 and budget["reserved_epsilon"] == 0.0
+
+
+def test_a_domain_too_spent_to_pay_an_uploads_preprocessing_refuses_it_whole(idle_client, idle_keys):
+    """The one upload that can meet a spent budget: joining a domain with private preprocessing on. 409 naming the
+    field, nothing registered, charged or left in the store."""
+    client, keys = idle_client, idle_keys
+    first = upload(client, keys, epsilon=1.0)
+    estimate = client.post("/v1/fits/estimate", headers=keys.owner,
+                           json={**FIT, "dataset_id": first, "privacy": {"epsilon": 1.0}}).json()  # fmt: skip
+    top = estimate["max_admissible_epsilon"]
+    assert fit(client, keys.owner, first, top).status_code == 202  # queued: its reservation uses the budget up
+    schema = {k: v for k, v in SMALL_SCHEMA.items() if k != "preprocessing"}  # the default: preprocessing on
+    schema["budget"] = {"epsilon": 1.0, "delta": 1e-6}
+    refused = client.post("/v1/datasets", headers=keys.owner, files={"file": ("p.csv", small_csv(seed=6), "text/csv")},
+                          data={"schema": json.dumps(schema), "privacy_domain": first})  # fmt: skip
+    assert refused.status_code == 409 and refused.json()["field"] == "privacy_domain", refused.text
+    assert "preprocessing" in refused.json()["detail"]
+    assert [d["id"] for d in client.get("/v1/datasets", headers=keys.owner).json()] == [first]
+    entries = client.get(f"/v1/datasets/{first}/ledger", headers=keys.owner).json()["entries"]
+    assert [e["kind"] for e in entries] == ["reservation"]
+    assert len(client.app.state.store.stored_keys()) == 1  # the first dataset's matrix only: nothing orphaned

@@ -52,7 +52,7 @@ from privfit.db import ApiKey, Budget, Database, Dataset, DatasetGrant, Job, Led
 from privfit.db.models import utcnow
 from privfit.faults import crash_point
 from privfit.jobs import cancel
-from privfit.ledger import budget_filter, charge_preprocessing, create_budget, spent_by, status
+from privfit.ledger import BudgetExceededError, budget_filter, charge_preprocessing, create_budget, spent_by, status
 from privfit.privacy import OrderGrid, PrivacyFilter, get_grid, secure_generator
 from privfit.settings import Settings
 from privfit.text import nfc, refused_character
@@ -306,7 +306,8 @@ def _check_dimension(declared: DatasetSchema, settings: Settings) -> None:
                  400, 401, 403, 409, 413, 422, 429, 503,
                  s409="This owner already has a live dataset with the same content (`existing_dataset_id`) in "
                  "another privacy domain; send privacy_domain=<its id> to register it into that dataset's domain "
-                 "(one budget), or allow_duplicate=true to register it anyway, with its own budget.",
+                 "(one budget), or allow_duplicate=true to register it anyway, with its own budget. Or: the privacy "
+                 "domain's budget cannot pay the upload's private preprocessing (`field`: privacy_domain).",
              ))  # fmt: skip
 def upload_dataset(
     request: Request,
@@ -386,11 +387,19 @@ def upload_dataset(
             encoded, validation = split_validation(encoded, declared.validation_fraction, secure_generator())
         except ValidationSplitError as error:
             raise Problem(422, "Invalid schema", str(error), field="schema.validation_fraction") from None
-    dataset = _store_and_register(
-        request.app.state.db, request.app.state.store, principal, name or _default_name(file.filename),
-        encoded, validation, content_hash, grid, allow_duplicate, preprocessing,
-        None if domain is None else domain.dataset_id,
-    )  # fmt: skip
+    try:
+        dataset = _store_and_register(
+            request.app.state.db, request.app.state.store, principal, name or _default_name(file.filename),
+            encoded, validation, content_hash, grid, allow_duplicate, preprocessing,
+            None if domain is None else domain.dataset_id,
+        )  # fmt: skip
+    except BudgetExceededError as refused:  # only a shared budget can be short: a new one is empty
+        raise Problem(
+            409, "Privacy budget exceeded",
+            f"the privacy domain's budget cannot pay this upload's private preprocessing ({refused}); nothing was "
+            'registered or charged. Upload it with "preprocessing": "none" in the schema, or without privacy_domain',
+            field="privacy_domain", **refused.problem_fields(),
+        ) from None  # fmt: skip
     return _out(dataset, principal).model_copy(update={"clipped_cells": clipped})
 
 
