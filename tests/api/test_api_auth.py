@@ -86,7 +86,8 @@ def test_nobody_can_read_rows_back(client, keys):
     body = client.get(f"/v1/datasets/{dataset_id}", headers=keys.owner).json()
     assert set(body) == {"id", "name", "n", "n_validation", "validation_fraction", "d", "feature_names",
                          "row_norm_bound", "label_bound", "schema", "created_at", "owner_key_id",
-                         "content_hash", "clipped_cells", "preprocessing", "privacy_domain"}  # fmt: skip
+                         "content_hash", "clipped_cells", "preprocessing", "privacy_domain",
+                         "privacy_unit"}  # fmt: skip
     as_analyst = client.get(f"/v1/datasets/{dataset_id}", headers=keys.analyst).json()
     assert as_analyst["content_hash"] is None
     assert body["clipped_cells"] is None and as_analyst["clipped_cells"] is None  # in the upload's answer only

@@ -135,3 +135,25 @@ def test_upload_into_a_privacy_domain_and_the_pages_that_show_it(live: LiveServe
     assert members == listed == [second_id]
     assert visible(domain, "domain-member-link").text == second["name"]
     screenshot(driver, "domains-first.png", full_page=True)
+
+
+def test_a_user_level_dataset_shows_its_units(live: LiveServer, driver: WebDriver):
+    """Issue 37, item 3: a dataset with a privacy unit shows its public size as units of that column, with the bound
+    on rows per unit (the API's numbers); its row count is not shown anywhere."""
+    declared = {**json.loads(json.dumps(SMALL_SCHEMA)), "privacy_unit": {"column": "person", "max_rows": 2}}
+    lines = small_csv().decode().splitlines()
+    rows = [f"{lines[0]},person"] + [f"{line},p{i // 3}" for i, line in enumerate(lines[1:])]  # three rows each
+    form = {"schema": json.dumps(declared), "name": "visits", "allow_duplicate": "true"}
+    created = httpx.post(f"{live.base}/v1/datasets", headers=bearer(live.owner), timeout=30,
+                         files={"file": ("people.csv", "\n".join(rows).encode())}, data=form)  # fmt: skip
+    assert created.status_code == 201, created.text
+    dataset = created.json()
+    assert dataset["privacy_unit"]["units"] == dataset["n"] == -(-(len(rows) - 1) // 3)
+
+    login(driver, live.base, live.owner)
+    driver.get(f"{live.base}/ui#/datasets/{dataset['id']}")
+    size = visible(driver, "dataset-n")
+    assert_number(size, dataset["n"])
+    line = size.find_element("xpath", "..").text
+    assert "units of “person” (≤ 2 rows each)" in line and " rows · " not in line, line
+    screenshot(driver, "user-level-dataset.png", full_page=True)

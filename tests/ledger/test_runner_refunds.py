@@ -107,7 +107,7 @@ def test_a_transient_error_before_reading_is_refunded(
     def unreachable(key: str) -> None:
         raise ConnectionError("network is unreachable")
 
-    monkeypatch.setattr(store, "get", unreachable)
+    monkeypatch.setattr(store, "read", unreachable)
     assert _run(database, store, job_id) == "failed"
     job, kinds, committed = _outcome(database, dataset_id, job_id)
     assert job.error["type"] == "fit_failed_before_reading" and "ConnectionError" not in str(job.error)

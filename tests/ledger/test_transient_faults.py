@@ -214,13 +214,13 @@ def test_a_transient_fault_before_reading_requeues_the_fit_with_its_charge(
 ) -> None:
     dataset_id, job_id = _queued_fit(database, store)
     database.retry_backoff = 0.0
-    real_get = store.get
-    monkeypatch.setattr(store, "get", lambda key: (_ for _ in ()).throw(_lost()))  # the database store is down
+    real_read = store.read
+    monkeypatch.setattr(store, "read", lambda key: (_ for _ in ()).throw(_lost()))  # the database store is down
     assert _run(database, store, job_id) == "queued"
     job, kinds, committed = _outcome(database, dataset_id, job_id)
     assert job.status == "queued" and job.error is None and job.data_read_at is None
     assert kinds == ["charge", "reservation"] and committed > 0.0  # charged once, kept for the next claim
-    monkeypatch.setattr(store, "get", real_get)  # the database is back
+    monkeypatch.setattr(store, "read", real_read)  # the database is back
     assert _run(database, store, job_id) == "succeeded"
     job, kinds, _ = _outcome(database, dataset_id, job_id)
     assert job.result is not None and job.attempt == 2 and kinds == ["charge", "reservation"]
@@ -231,7 +231,7 @@ def test_repeated_transient_faults_before_reading_fail_the_fit_refunded(
 ) -> None:
     dataset_id, job_id = _queued_fit(database, store)
     database.retry_backoff = 0.0
-    monkeypatch.setattr(store, "get", lambda key: (_ for _ in ()).throw(_lost()))
+    monkeypatch.setattr(store, "read", lambda key: (_ for _ in ()).throw(_lost()))
     outcomes = [_run(database, store, job_id) for _ in range(MAX_FAULTED_ATTEMPTS)]
     assert outcomes == ["queued"] * (MAX_FAULTED_ATTEMPTS - 1) + ["failed"]
     job, kinds, committed = _outcome(database, dataset_id, job_id)

@@ -180,9 +180,21 @@ def _datasets_upload(client: Client, args: argparse.Namespace, out: Output) -> i
     return _show(out, dataset, lambda: _dataset_fields(out, dataset))
 
 
+def _unit_text(unit: dict[str, Any] | None) -> str | None:
+    """A user-level dataset's privacy unit as shown: the column, the bound, and (in an upload's answer) the rows
+    dropped."""
+    if not unit:
+        return None
+    dropped = unit.get("rows_dropped")
+    text = f"{unit['column']}, at most {unit['max_rows']} rows each"
+    return text if dropped is None else f"{text} ({dropped} rows dropped at upload)"
+
+
 def _dataset_fields(out: Output, dataset: Any) -> None:
     out.fields(f"dataset {dataset.name}", [
-        ("id", dataset.id), ("name", dataset.name), ("rows (n)", dataset.n),
+        ("id", dataset.id), ("name", dataset.name),
+        ("privacy units (n)" if dataset.privacy_unit else "rows (n)", dataset.n),
+        ("privacy unit", _unit_text(dataset.privacy_unit)),
         ("private validation rows", dataset.n_validation or None), ("encoded columns (d)", dataset.d),
         ("row norm bound", dataset.row_norm_bound), ("label bound", dataset.label_bound),
         ("budget", _budget_text(dataset.schema.get("budget", {}))),

@@ -143,6 +143,9 @@ class Dataset(ApiObject):
     #: private preprocessing at upload: its share and ε, and per measured column the released counts and the
     #: encoding derived from them (None: opted out or nothing to measure)
     preprocessing: dict[str, Any] | None = None
+    #: user-level privacy: ``{"column", "max_rows", "units"}`` (and ``rows_dropped`` in an upload's answer); None
+    #: when one row is one person. ``n`` is then the number of units.
+    privacy_unit: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)

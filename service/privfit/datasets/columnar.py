@@ -64,6 +64,7 @@ from .encoding import (
     _Matrix,
     parse_and_encode,
     too_large_error,
+    unit_ids_of,
 )
 from .parquet_limits import ParquetLimits, check_row_groups, check_trailer, declared_rows
 from .schema import (
@@ -184,14 +185,26 @@ def _encode_batch(
 
 
 def _read_types(schema: DatasetSchema) -> dict[str, pa.DataType]:
-    """Arrow types of the used columns: float64 for numerics, dictionary-encoded strings otherwise."""
+    """Arrow types of the used columns: float64 for numerics, dictionary-encoded strings otherwise (the privacy
+    unit column included: a CSV's units are text)."""
     text = pa.dictionary(pa.int32(), pa.string())
     types: dict[str, pa.DataType] = {}
     for f in schema.features:
         if f.type != "ignore":
             types[f.name] = pa.float64() if isinstance(f, NumericFeature) else text
     types[schema.label.name] = pa.float64() if isinstance(schema.label, NumericLabel) else text
+    if schema.privacy_unit is not None:
+        types[schema.privacy_unit.column] = text
     return types
+
+
+def _unit_codes(out: _Matrix, column: pa.Array, offset: int) -> None:
+    """Record the privacy units of a batch (rows numbered from ``offset + 1``) in ``out`` (:meth:`_Matrix.set_units`),
+    each distinct value converted once (:func:`_by_text`); a row without a unit raises its error."""
+    ids = out.unit_ids
+    assert ids is not None
+    codes = _by_text(column, ids.codes)
+    out.set_units(codes, lambda i: (f"row {offset + i + 1}", offset + i + 1))
 
 
 def _check_rows(n0: int, m: int, max_rows: int | None, d: int, max_matrix_bytes: int | None) -> None:
@@ -485,7 +498,7 @@ def encode_csv(
     d = schema.dimension
     max_rows = None if max_matrix_bytes is None else max_matrix_bytes // ((d + 1) * 8)
     capacity = scan.lines if max_rows is None else min(scan.lines, max_rows + 1)
-    out = _Matrix(d, capacity)
+    out = _Matrix(d, capacity, unit_ids_of(schema))
     try:
         reader = pa_csv.open_csv(stream, read_options=read, parse_options=parse, convert_options=convert)
         for batch in _batches(reader):
@@ -500,13 +513,15 @@ def encode_csv(
             X, y = out.reserve(m)
             if not _encode_batch(schema, columns, X, y):
                 return None
+            if out.unit_ids is not None:
+                _unit_codes(out, columns(out.unit_ids.column), out.n)
             out.n += m
-    except (pa.ArrowException, UnicodeDecodeError):
+    except (pa.ArrowException, UnicodeDecodeError, DatasetValidationError):
         return None  # a malformed record, a wrong field count, an unconvertible cell: the exact path says which
     if out.n == 0:
         return None
     X, y = out.result()
-    return _finish(schema, X, y)
+    return _finish(schema, X, y, out.units())
 
 
 def _batches(reader: pa_csv.CSVStreamingReader) -> Iterator[pa.RecordBatch]:
@@ -571,10 +586,14 @@ def _check_parquet_schema(arrow: pa.Schema, schema: DatasetSchema) -> dict[str, 
     if index is None:
         dup = next(name for name in arrow.names if arrow.names.count(name) > 1)
         raise DatasetValidationError(dup, None, f"duplicate column {dup!r} in the Parquet file")
+    unit = None if schema.privacy_unit is None else schema.privacy_unit.column
     for name, kind in _read_types(schema).items():
         found = arrow.field(name).type
         value = found.value_type if pa.types.is_dictionary(found) else found
-        if pa.types.is_float64(kind):
+        if name == unit:
+            if not (pa.types.is_integer(value) or any(check(value) for check in _STRING_TYPES)):
+                raise _parquet_type_error(name, "a string or integer type (the privacy unit's id)", found)
+        elif pa.types.is_float64(kind):
             if not (pa.types.is_integer(found) or pa.types.is_floating(found)):
                 raise _parquet_type_error(name, "an integer or floating type (a numeric column)", found)
         elif not any(check(value) for check in _STRING_TYPES):
@@ -645,9 +664,11 @@ def encode_parquet(
     if admit_rows is not None:
         admit_rows(n)
     used = _read_types(schema)
+    if schema.privacy_unit is not None and pa.types.is_integer(arrow.field(schema.privacy_unit.column).type):
+        used[schema.privacy_unit.column] = pa.int64()  # integer ids: read as numbers, not as text
     texts = [name for name, kind in used.items() if pa.types.is_dictionary(kind)]
     batch_rows = min(_PARQUET_BATCH_ROWS, max(16, _CHUNK_CELLS // len(used)))  # bounds an error's Python cells
-    out = _Matrix(d, n)
+    out = _Matrix(d, n, unit_ids_of(schema))
     try:
         plain = check_row_groups(stream, parquet, {name: name in texts for name in used}, d, footer_start, limits)
         dictionaries = [name for name in texts if name not in plain]
@@ -664,6 +685,8 @@ def encode_parquet(
             X, y = out.reserve(m)
             if not _encode_batch(schema, batch.column, X, y):
                 _encode_exactly(schema, batch, out.n, order, X, y)
+            if out.unit_ids is not None:
+                _unit_codes(out, batch.column(out.unit_ids.column), out.n)
             out.n += m
     except (DatasetValidationError, DatasetTooLargeError, MemoryError):
         raise
@@ -672,7 +695,7 @@ def encode_parquet(
     if out.n != n:
         raise _corrupt("its row count does not match")
     X, y = out.result()
-    return _finish(schema, X, y)
+    return _finish(schema, X, y, out.units())
 
 
 def _check_cell_bytes(batch: pa.RecordBatch, texts: list[str], cap: int, offset: int) -> None:

@@ -128,6 +128,9 @@ class EncodedDataset:
             It is a deterministic function of the private rows: use it as an internal storage key and show it
             only to the dataset's owner, never to analysts (it would allow testing a guess of the data).
         schema: the declared schema the data was encoded against.
+        units: for a schema with a ``privacy_unit``, each row's unit as an int64 index 0..U−1 (read-only; units
+            numbered in order of first appearance, renumbered by :func:`privfit.datasets.units.bound_contributions`);
+            None for a row-level dataset.
     """
 
     X: np.ndarray
@@ -138,11 +141,24 @@ class EncodedDataset:
     label_bound: float
     content_hash: str
     schema: DatasetSchema
+    units: np.ndarray | None = None
 
     @property
     def d(self) -> int:
         """Number of encoded feature columns."""
         return int(self.X.shape[1])
+
+    @property
+    def unit_count(self) -> int | None:
+        """The number of privacy units U (None for a row-level dataset)."""
+        return None if self.units is None else (int(self.units.max()) + 1 if self.units.size else 0)
+
+    @property
+    def public_n(self) -> int:
+        """The dataset's public size: the number of rows n, or of privacy units U for a user-level dataset (the
+        row count is then not public: replacing one unit may change it, DESIGN §1.1)."""
+        count = self.unit_count
+        return self.n if count is None else count
 
 
 @dataclass(frozen=True, eq=False)
@@ -238,7 +254,7 @@ def _parse_and_encode_exact(
     reader = csv.reader(source_lines, delimiter=opts.delimiter, quotechar='"', strict=True)
     expected = None if opts.columns is None else len(opts.columns)
     index: dict[str, int] | None = None if opts.header else {name: i for i, name in enumerate(opts.columns or [])}
-    out = _Matrix(d, capacity)
+    out = _Matrix(d, capacity, unit_ids_of(schema))
     records: list[list[str]] = []
     lines: list[int] = []
     chunk_rows = 65536
@@ -257,6 +273,9 @@ def _parse_and_encode_exact(
         columns = list(zip(*records, strict=True))
         _encode(schema, cells=lambda name: columns[order[name]], n=m, positions=lines, unit="line",
                 column_order=order, label_present=True, out=(X, y))  # fmt: skip
+        if out.unit_ids is not None:
+            codes = out.unit_ids.codes(columns[order[out.unit_ids.column]])
+            out.set_units(codes, lambda i: (f"line {lines[i]}", lines[i]))
         out.n += m
         records.clear()
         lines.clear()
@@ -302,7 +321,7 @@ def _parse_and_encode_exact(
     if pending is not None:
         raise pending
     X, y = out.result()
-    return _finish(schema, X, y)
+    return _finish(schema, X, y, out.units())
 
 
 def encode_rows(rows: Sequence[Mapping[str, Any]], schema: DatasetSchema | Mapping[str, Any]) -> EncodedRows:
@@ -395,11 +414,13 @@ def _declared_keys(row: Mapping[Any, Any], spelled: Mapping[str, str]) -> tuple[
     return out, None
 
 
-def compute_content_hash(X: np.ndarray, y: np.ndarray, schema: DatasetSchema) -> str:
+def compute_content_hash(X: np.ndarray, y: np.ndarray, schema: DatasetSchema, units: np.ndarray | None = None) -> str:
     """Hex sha256 of a canonical serialisation of an encoded dataset.
 
     Serialisation: ``CONTENT_HASH_VERSION``, NUL, the schema's canonical JSON (sorted keys, compact), NUL,
-    n and d as little-endian uint64, then X (row-major) and y as little-endian float64 bytes. Equal schema and
+    n and d as little-endian uint64, then X (row-major) and y as little-endian float64 bytes, then for a user-level
+    dataset ``b"units"``, NUL and the unit index as little-endian int64 (a row-level dataset hashes as before units
+    existed). Equal schema and
     equal encoded values give equal hashes on every platform. Both are free of the cells' Unicode form: the schema
     stores its names and levels in NFC and cells are matched in NFC (module docstring), so a table written in NFC
     and the same table in NFD hash alike (and the duplicate check sees one content).
@@ -421,6 +442,9 @@ def compute_content_hash(X: np.ndarray, y: np.ndarray, schema: DatasetSchema) ->
         np.add(rows, 0.0, out=block[: rows.shape[0]])
         h.update(block[: rows.shape[0]].data)
     h.update((y + 0.0).data)
+    if units is not None:
+        h.update(b"units\0")
+        h.update(np.ascontiguousarray(units, dtype="<i8").data)
     return h.hexdigest()
 
 
@@ -531,8 +555,49 @@ class _LineSource:
         return line
 
 
+class UnitIds:
+    """The privacy unit of each row of an upload (:class:`~privfit.datasets.schema.PrivacyUnit`), as an index
+    0, 1, … in order of first appearance, consistent across the chunks and batches of one file.
+
+    A unit is the cell's text stripped and in NFC (an integer of a Parquet file by its decimal text), so " u1" and
+    "u1" are one unit; an empty cell, a ``csv.na_values`` marker or a null is refused: every row must name its unit.
+    The texts are kept only while the file is encoded (the matrix stores the index, never the text)."""
+
+    def __init__(self, column: str, na: frozenset[str]) -> None:
+        self.column = column
+        self._na = na
+        self._index: dict[str, int] = {}
+
+    def codes(self, values: Sequence[Any]) -> np.ndarray:
+        """The unit index of each value; −1 for a missing one (the caller reports it)."""
+        out = np.empty(len(values), dtype=np.int64)
+        index = self._index
+        for i, value in enumerate(values):
+            if value is None or isinstance(value, float | bool):
+                out[i] = -1
+                continue
+            text = nfc(str(value).strip())
+            if not text or text in self._na:
+                out[i] = -1
+                continue
+            code = index.get(text)
+            if code is None:
+                code = index[text] = len(index)
+            out[i] = code
+        return out
+
+    def missing_error(self, where: str, line: int | None) -> DatasetValidationError:
+        return DatasetValidationError(
+            self.column,
+            line,
+            f"privacy unit column {self.column!r} is missing at {where}: every row must name its unit (user-level "
+            "privacy protects a unit with all its rows, so a row without one cannot be counted)",
+        )
+
+
 class _Matrix:
-    """The growing (X, y) of an upload, filled chunk by chunk in place.
+    """The growing (X, y) of an upload, filled chunk by chunk in place, with each row's privacy unit when the schema
+    names one (``units``).
 
     Nothing is allocated before the first chunk of rows has passed the size check. With a known upper bound on
     the rows (``capacity``) the arrays are then allocated once with ``np.zeros``, whose pages the OS maps
@@ -540,12 +605,14 @@ class _Matrix:
     they grow geometrically (never past ``capacity`` when it is known).
     """
 
-    def __init__(self, d: int, capacity: int | None) -> None:
+    def __init__(self, d: int, capacity: int | None, units: UnitIds | None = None) -> None:
         self.n = 0
         self._d = d
         self._capacity = capacity
         self._X = np.zeros((0, d), dtype=np.float64)
         self._y = np.zeros(0, dtype=np.float64)
+        self.unit_ids = units
+        self._units = np.zeros(0, dtype=np.int64)
 
     def reserve(self, m: int) -> tuple[np.ndarray, np.ndarray]:
         """Views of the next ``m`` rows (zeros), allocating or growing the arrays if needed."""
@@ -559,10 +626,33 @@ class _Matrix:
             X[: self.n] = self._X[: self.n]
             y[: self.n] = self._y[: self.n]
             self._X, self._y = X, y
+            if self.unit_ids is not None:
+                units = np.zeros(size, dtype=np.int64)
+                units[: self.n] = self._units[: self.n]
+                self._units = units
         return self._X[self.n : need], self._y[self.n : need]
+
+    def set_units(self, codes: np.ndarray, where: Callable[[int], tuple[str, int | None]]) -> None:
+        """Record the unit indexes (:meth:`UnitIds.codes`) of the ``len(codes)`` rows just reserved (before ``n``
+        advances); a row without a unit raises its error, ``where`` giving row i's position (text, number)."""
+        assert self.unit_ids is not None
+        missing = np.flatnonzero(codes < 0)
+        if missing.size:
+            raise self.unit_ids.missing_error(*where(int(missing[0])))
+        self._units[self.n : self.n + len(codes)] = codes
 
     def result(self) -> tuple[np.ndarray, np.ndarray]:
         return self._X[: self.n], self._y[: self.n]
+
+    def units(self) -> np.ndarray | None:
+        """The rows' unit indexes so far (None without a privacy unit)."""
+        return None if self.unit_ids is None else self._units[: self.n]
+
+
+def unit_ids_of(schema: DatasetSchema) -> UnitIds | None:
+    """A fresh :class:`UnitIds` for an upload against ``schema`` (None when it names no privacy unit)."""
+    unit = schema.privacy_unit
+    return None if unit is None else UnitIds(unit.column, frozenset(schema.csv.na_values))
 
 
 def _field_count_error(line: int, found: int, expected: int) -> DatasetValidationError:
@@ -897,11 +987,13 @@ def _freeze(a: np.ndarray) -> None:
     a.flags.writeable = False
 
 
-def _finish(schema: DatasetSchema, X: np.ndarray, y: np.ndarray) -> EncodedDataset:
+def _finish(schema: DatasetSchema, X: np.ndarray, y: np.ndarray, units: np.ndarray | None = None) -> EncodedDataset:
     np.add(X, 0.0, out=X)  # canonical zeros (no −0.0), in place: no second full-size matrix
     np.add(y, 0.0, out=y)
     _freeze(X)
     _freeze(y)
+    if units is not None:
+        _freeze(units)
     return EncodedDataset(
         X=X,
         y=y,
@@ -909,6 +1001,7 @@ def _finish(schema: DatasetSchema, X: np.ndarray, y: np.ndarray) -> EncodedDatas
         n=int(X.shape[0]),
         row_norm_bound=schema.row_norm_bound,
         label_bound=schema.label_bound,
-        content_hash=compute_content_hash(X, y, schema),
+        content_hash=compute_content_hash(X, y, schema, units),
         schema=schema,
+        units=units,
     )

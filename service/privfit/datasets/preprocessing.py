@@ -260,7 +260,8 @@ def _reencode(encoded: EncodedDataset, schema: DatasetSchema, columns: list[_Col
             y = schema.label.scale(_declared_values(y, column.lower, column.upper))
     X.setflags(write=False)
     y.setflags(write=False)
-    return dataclasses.replace(encoded, X=X, y=y, schema=schema, content_hash=compute_content_hash(X, y, schema))
+    content_hash = compute_content_hash(X, y, schema, encoded.units)
+    return dataclasses.replace(encoded, X=X, y=y, schema=schema, content_hash=content_hash)
 
 
 def preprocess(
@@ -276,8 +277,11 @@ def preprocess(
     columns = _candidates(encoded.schema)
     if share is None or not columns:
         return None
-    variance = variance_for_share(len(columns), privacy_filter, share)
-    if variance is None or encoded.n < MIN_ROWS_IN_NOISE_SCALES * THRESHOLD_SIGMAS * math.sqrt(variance):
+    unit = encoded.schema.privacy_unit
+    k = 1 if unit is None else unit.max_rows  # a unit of k rows moves k counts per column (privacy/histogram.py)
+    n = encoded.public_n  # the public size: rows, or units (the row count of user-level data is not public)
+    variance = variance_for_share(len(columns), privacy_filter, share, k)
+    if variance is None or n < MIN_ROWS_IN_NOISE_SCALES * THRESHOLD_SIGMAS * math.sqrt(variance):
         return None  # too little data for this noise: no bin could hold a quarter of the rows and show it
     features = [c for c in columns if c.role == "feature"]
     values = _declared_values(
@@ -292,11 +296,11 @@ def preprocess(
     sigma = math.sqrt(variance)
     margin = REGRESSION_FEATURE_MARGIN if isinstance(encoded.schema.label, NumericLabel) else 0.0
     derived = [
-        derive_range(counts, c.edges, sigma, encoded.n, c.role, margin=margin)
+        derive_range(counts, c.edges, sigma, n, c.role, margin=margin)
         for c, counts in zip(columns, histograms.counts, strict=True)
     ]
     schema = _derived_schema(encoded.schema, columns, derived)
-    cost = PrivacyCost(histogram_cost(len(columns), variance, privacy_filter.grid.orders), privacy_filter.grid)
+    cost = PrivacyCost(histogram_cost(len(columns), variance, privacy_filter.grid.orders, k), privacy_filter.grid)
     changed = [c for c, rule in zip(columns, derived, strict=True) if rule is not None]
     return PreprocessingOutcome(
         encoded=_reencode(encoded, schema, changed) if changed else encoded,

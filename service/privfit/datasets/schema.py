@@ -22,7 +22,8 @@ JSON format (every object forbids unknown keys)::
       "csv":      {"header": bool, "columns": [str]?, "na_values": [str], "delimiter": str,
                    "comment": str?},                    # optional; defaults below
       "validation_fraction": float in (0, 0.5]?,        # optional: private validation rows (datasets/split.py)
-      "preprocessing": "none" | {"share": float in (0, 0.5]}?   # optional: private preprocessing (default on)
+      "preprocessing": "none" | {"share": float in (0, 0.5]}?,  # optional: private preprocessing (default on)
+      "privacy_unit": {"column": str, "max_rows": int in [1, 10000]}?   # optional: user-level privacy
     }
 
 Encoding rules fixed by the schema (implemented in :mod:`privfit.datasets.encoding`):
@@ -36,6 +37,9 @@ Encoding rules fixed by the schema (implemented in :mod:`privfit.datasets.encodi
   not declared is an upload error naming the column (:class:`CategoricalLabel`);
 * numeric label → scaled like a numeric feature and clipped to [−1, 1] (see :meth:`NumericLabel.decode`);
 * ``"ignore"`` columns are parsed for structure only; their cells are never inspected.
+* the ``privacy_unit`` column (:class:`PrivacyUnit`, not a feature) names each row's unit — a person, a customer,
+  a device — as text (an integer in a Parquet file); equal texts (stripped, NFC) are one unit. It is never a
+  feature, never stored as text: the matrix keeps a unit index beside X and y (:mod:`privfit.datasets.units`).
 
 Missing values: a cell is *missing* if, after stripping surrounding whitespace, it equals one of
 ``csv.na_values`` (exact, case-sensitive match; in :func:`~privfit.datasets.encoding.encode_rows` a JSON
@@ -90,6 +94,7 @@ __all__ = [
     "NumericLabel",
     "NumericTransform",
     "Preprocessing",
+    "PrivacyUnit",
     "Standardize",
     "label_classes",
 ]
@@ -516,6 +521,27 @@ class Preprocessing(_Model):
     share: float = Field(default=DEFAULT_PREPROCESSING_SHARE, gt=0, le=0.5)
 
 
+MAX_ROWS_PER_UNIT = 10_000
+"""The largest ``privacy_unit.max_rows`` a schema may declare (a unit of more rows than this is bounded to it)."""
+
+
+class PrivacyUnit(_Model):
+    """User-level privacy (DESIGN §1.1): the column naming each row's privacy unit and the public, owner-set
+    maximum number of rows a unit may contribute.
+
+    With it every privacy cost of the dataset is stated for neighbours that differ in ONE UNIT with all its rows
+    (one unit's rows replaced by another unit's), not in one row. At upload each unit with more than ``max_rows``
+    rows keeps ``max_rows`` of them, chosen by a secret uniformly random draw, and the others are dropped
+    (:func:`privfit.datasets.units.bound_contributions`); the number of units U is then the dataset's public size
+    ``n``, and the number of rows is not public. Only solvers that clip each unit's summed gradient fit such a dataset
+    (``dp_gd``, ``dp_sgd``); the others answer 422. A small ``max_rows`` drops more rows; a large one costs nothing
+    in privacy (each unit's summed gradient is clipped to the same norm C) but lets one heavy unit weigh as much as
+    any other after clipping."""
+
+    column: Name
+    max_rows: int = Field(ge=1, le=MAX_ROWS_PER_UNIT, description="The public maximum of rows kept per unit.")
+
+
 class DatasetSchema(_Model):
     """The public declaration of a dataset: label, ordered features, missing policy, budget, CSV layout, and an
     optional validation fraction (:mod:`privfit.datasets.split`).
@@ -543,6 +569,13 @@ class DatasetSchema(_Model):
         description="Public share f ∈ (0, 0.5] of the rows set apart, by a secret uniformly random split at upload, "
         "as private validation rows for POST /v1/fits/{id}/evaluate: n_validation = ⌊f·n⌋ rows are never fitted "
         "on; fits see the other n − ⌊f·n⌋. Default: none.",
+    )
+    privacy_unit: PrivacyUnit | None = Field(
+        None,
+        description="User-level privacy: the column naming each row's unit (a person, a customer; not a feature) "
+        "and the public maximum of rows kept per unit (excess rows are dropped by a secret random choice). Costs "
+        "are then for neighbours differing in one unit with all its rows; n is the number of units. Only dp_gd and "
+        "dp_sgd fit such a dataset.",
     )
 
     @model_validator(mode="after")
@@ -572,8 +605,20 @@ class DatasetSchema(_Model):
             clash = [c for c in classes if c in na]
             if clash:
                 raise ValueError(f"label {self.label.name!r}: classes {clash} are also csv.na_values (ambiguous)")
+        unit = self.privacy_unit
+        if unit is not None:
+            if unit.column == self.label.name or unit.column in names:
+                raise ValueError(
+                    f"privacy_unit.column {unit.column!r} is also declared as the label or a feature; the unit column "
+                    "identifies rows and is never fitted on: declare it only in privacy_unit"
+                )
+            if self.validation_fraction is not None:
+                raise ValueError(
+                    "validation_fraction cannot be combined with privacy_unit: the validation split and private "
+                    "evaluation are row-level; evaluate a user-level model on data you own with /predict"
+                )
         if self.csv.columns is not None:
-            declared = [self.label.name, *names]
+            declared = self.column_names
             cols = self.csv.columns
             cdups = _duplicates(cols)
             if cdups:
@@ -583,7 +628,7 @@ class DatasetSchema(_Model):
             extra_cols = [c for c in cols if c not in known]
             if missing_cols or extra_cols:
                 raise ValueError(
-                    f"csv.columns must list exactly the label and feature names; "
+                    f"csv.columns must list exactly the label, feature and privacy unit names; "
                     f"not listed: {missing_cols}, not declared: {extra_cols}"
                 )
         return self
@@ -599,8 +644,10 @@ class DatasetSchema(_Model):
 
     @property
     def column_names(self) -> list[str]:
-        """All declared column names: the label first, then the features in declared order."""
-        return [self.label.name, *(f.name for f in self.features)]
+        """All declared column names of an uploaded file: the label first, then the features in declared order,
+        then the privacy unit column if there is one."""
+        unit = [] if self.privacy_unit is None else [self.privacy_unit.column]
+        return [self.label.name, *(f.name for f in self.features), *unit]
 
     @property
     def feature_names(self) -> list[str]:
@@ -653,7 +700,8 @@ class DatasetSchema(_Model):
         for feature in document["features"]:  # schemas without transforms hash as they did before transforms
             if feature.get("transform", "absent") is None:
                 del feature["transform"]
-        for optional in ("validation_fraction", "preprocessing"):  # likewise for schemas that do not declare them
+        # likewise for schemas that do not declare them
+        for optional in ("validation_fraction", "preprocessing", "privacy_unit"):
             if document.get(optional, "absent") is None:
                 del document[optional]
         if document["budget"].get("slack_delta", "absent") is None:  # likewise for budgets without a declared split

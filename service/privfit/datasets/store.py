@@ -1,9 +1,11 @@
 """Content-addressed storage of encoded dataset matrices, behind one interface with two backends.
 
-Every dataset is stored as one ``.npz`` blob (arrays ``X`` and ``y`` as float64) under a key that is the sha256
-of its content (:func:`_digest`); on read the hash is recomputed and checked, so a corrupted or tampered blob is
-refused rather than fitted on. The serialisation and the check live in :class:`DatasetStore`; a backend only
-moves bytes:
+Every dataset is stored as one ``.npz`` blob (arrays ``X`` and ``y`` as float64, and for a user-level dataset the
+unit index ``units`` as int64 beside them) under a key that is the sha256 of its content (:func:`_digest`); on read
+the hash is recomputed and checked, so a corrupted or tampered blob is refused rather than fitted on. A blob without
+``units`` (every dataset stored before user-level privacy, and every row-level one) has the key it always had: the
+format gained an optional array, and existing datasets need no rewrite. The serialisation and the check live in
+:class:`DatasetStore`; a backend only moves bytes:
 
 * :class:`LocalDatasetStore` (``PRIVFIT_STORE=local``, the default) — ``<key>.npz`` files under
   ``PRIVFIT_DATA_DIR``, written to a temporary file and renamed so a reader never sees half a file. Only
@@ -34,7 +36,7 @@ import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, BinaryIO, cast
+from typing import IO, TYPE_CHECKING, Any, BinaryIO, NamedTuple, cast
 
 import numpy as np
 from sqlalchemy import delete, select
@@ -50,7 +52,14 @@ if TYPE_CHECKING:
     from privfit.db import Database
     from privfit.settings import Settings
 
-__all__ = ["DatabaseDatasetStore", "DatasetStore", "DatasetStoreError", "LocalDatasetStore", "make_store"]
+__all__ = [
+    "DatabaseDatasetStore",
+    "DatasetStore",
+    "DatasetStoreError",
+    "LocalDatasetStore",
+    "StoredMatrix",
+    "make_store",
+]
 
 _HEX = frozenset("0123456789abcdef")
 
@@ -59,12 +68,16 @@ class DatasetStoreError(Exception):
     """A stored dataset is missing or does not match its content hash (the message never contains data)."""
 
 
-def _digest(X: np.ndarray, y: np.ndarray) -> str:
+def _digest(X: np.ndarray, y: np.ndarray, units: np.ndarray | None = None) -> str:
     hasher = hashlib.sha256()
     for array in (X, y):
         contiguous = np.ascontiguousarray(array, dtype=np.float64)
         hasher.update(str(contiguous.shape).encode())
         hasher.update(contiguous.data)  # the array's buffer itself: ``tobytes()`` would copy the whole matrix
+    if units is not None:  # a row-level dataset keeps the key it had before units existed
+        index = np.ascontiguousarray(units, dtype="<i8")
+        hasher.update(b"units" + str(index.shape).encode())
+        hasher.update(index.data)
     return hasher.hexdigest()
 
 
@@ -75,9 +88,16 @@ def _check_key(key: str) -> str:
 
 
 def _write_npz(target: BinaryIO, dataset: EncodedDataset) -> None:
-    """Write the ``.npz`` of ``dataset``'s matrix and labels (float64, no pickles) to ``target``. numpy writes an
-    array to a stream that is not a plain file (a zip entry) in pieces of 16 MiB: no matrix-sized copy is made."""
-    np.savez(target, X=np.asarray(dataset.X, dtype=np.float64), y=np.asarray(dataset.y, dtype=np.float64))
+    """Write the ``.npz`` of ``dataset``'s matrix and labels (float64, no pickles), and its unit index (int64) when
+    it has one, to ``target``. numpy writes an array to a stream that is not a plain file (a zip entry) in pieces
+    of 16 MiB: no matrix-sized copy is made."""
+    arrays: dict[str, np.ndarray] = {
+        "X": np.asarray(dataset.X, dtype=np.float64),
+        "y": np.asarray(dataset.y, dtype=np.float64),
+    }
+    if dataset.units is not None:
+        arrays["units"] = np.asarray(dataset.units, dtype=np.int64)
+    np.savez(target, **arrays)  # type: ignore[arg-type]  # numpy's stub types **kwds after allow_pickle
 
 
 def _serialise(dataset: EncodedDataset) -> memoryview:
@@ -106,17 +126,26 @@ class _HalfwayHook:
         return getattr(self._handle, name)
 
 
-def _deserialise_checked(key: str, source: BinaryIO) -> tuple[np.ndarray, np.ndarray]:
-    """Read ``(X, y)`` from ``.npz`` bytes and verify them against ``key``."""
+class StoredMatrix(NamedTuple):
+    """A stored dataset as read back: the matrix, the labels and the unit index (None for a row-level dataset)."""
+
+    X: np.ndarray
+    y: np.ndarray
+    units: np.ndarray | None
+
+
+def _deserialise_checked(key: str, source: BinaryIO) -> StoredMatrix:
+    """Read ``(X, y, units)`` from ``.npz`` bytes and verify them against ``key``."""
     try:
         with np.load(source, allow_pickle=False) as data:
             X, y = data["X"], data["y"]
+            units = data["units"] if "units" in data.files else None
     except Exception:
         # numpy's messages may quote the bytes it could not parse: report the fact only, without the cause.
         raise DatasetStoreError("stored dataset is unreadable (not a valid dataset archive)") from None
-    if _digest(X, y) != key:
+    if _digest(X, y, units) != key:
         raise DatasetStoreError("stored dataset does not match its content hash")
-    return X, y
+    return StoredMatrix(X, y, units)
 
 
 class DatasetStore(ABC):
@@ -131,21 +160,28 @@ class DatasetStore(ABC):
 
     @staticmethod
     def key_of(dataset: EncodedDataset) -> str:
-        """The storage key :meth:`put` will use for ``dataset`` (the sha256 of X and y), without storing it."""
-        return _digest(dataset.X, dataset.y)
+        """The storage key :meth:`put` will use for ``dataset`` (the sha256 of X, y and the unit index if any),
+        without storing it."""
+        return _digest(dataset.X, dataset.y, dataset.units)
 
     def put(self, dataset: EncodedDataset, key: str | None = None) -> str:
         """Store ``dataset``'s matrix and labels; returns the storage key (idempotent for equal content).
 
         ``key`` is :meth:`key_of` ``(dataset)`` when the caller has it already (a hash over the whole matrix is
         not computed twice); a wrong one is caught when the data is read (:meth:`get` checks it)."""
-        key = _digest(dataset.X, dataset.y) if key is None else _check_key(key)
+        key = self.key_of(dataset) if key is None else _check_key(key)
         if not self._contains(key):
             self._write(key, dataset)
         return key
 
     def get(self, key: str) -> tuple[np.ndarray, np.ndarray]:
         """Load (X, y) and verify them against ``key``; :class:`DatasetStoreError` if missing or mismatched."""
+        X, y, _ = self.read(key)
+        return X, y
+
+    def read(self, key: str) -> StoredMatrix:
+        """Load (X, y, units) and verify them against ``key``; :class:`DatasetStoreError` if missing or
+        mismatched. ``units`` is None for a row-level dataset."""
         source = self._open(_check_key(key))
         if source is None:
             raise DatasetStoreError("dataset data is not in the store (purged or never written)")

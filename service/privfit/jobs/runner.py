@@ -39,7 +39,6 @@ from dataclasses import dataclass, field
 
 from sqlalchemy import select
 
-from privfit.datasets import label_classes
 from privfit.datasets.lifecycle import store_mismatch
 from privfit.datasets.store import DatasetStore, DatasetStoreError
 from privfit.db import Database, Dataset, Job
@@ -49,6 +48,7 @@ from privfit.solvers.base import FitCancelled, PublicMetadata
 from privfit.solvers.registry import get_solver
 
 from .cancellation import StopCheck, watching
+from .metadata import public_metadata
 from .states import (
     DEFAULT_MAX_ATTEMPTS,
     FAILED_AFTER_READING,
@@ -165,11 +165,7 @@ def _dataset_of(db: Database, dataset_id: str) -> tuple[str | None, PublicMetada
         dataset = session.get(Dataset, dataset_id)
         if dataset is None:
             return None, None
-        meta = PublicMetadata(
-            n=dataset.n, d=dataset.d, row_norm_bound=dataset.row_norm_bound, label_bound=dataset.label_bound,
-            feature_names=tuple(dataset.feature_names), classes=label_classes(dataset.schema_json.get("label", {})),
-        )  # fmt: skip
-        return dataset.storage_key, meta
+        return dataset.storage_key, public_metadata(dataset)
 
 
 #: A fit that met transient database faults before reading a row this many times (claims) fails, refunded
@@ -231,7 +227,8 @@ def _execute(
                                       "ran; its privacy charge was refunded"})  # fmt: skip
             return "failed"
         key = storage_key
-        X, y = db.retrying(lambda: store.get(key), what="dataset matrix")  # a database store reads the database
+        # a database store reads the database; ``units``: each row's privacy unit (None: row-level)
+        X, y, units = db.retrying(lambda: store.read(key), what="dataset matrix")
         if stop():
             raise FitCancelled(0, 1)
         if not mark_reading(db, job.id, worker):
@@ -242,7 +239,7 @@ def _execute(
         def progress(fraction: float) -> None:
             monitor.progress = float(fraction)
 
-        result = solver.fit(X, y, meta, resolved, secure_generator(), progress, stop)
+        result = solver.fit(X, y, meta, resolved, secure_generator(), progress, stop, units=units)
     except FitCancelled:
         if monitor.lost.is_set():
             return None

@@ -10,6 +10,10 @@ discrete Gaussian P(z) ∝ exp(−z²/(2S)) on the integers with an integer vari
 
 **Sensitivity.** Replacing one row (privfit's neighbouring relation, DESIGN §1.1) moves, in each column, at most one
 unit of count from one bin to another: H(D) − H(D′) is an integer vector with ‖H(D) − H(D′)‖₂² ≤ 2p.
+Under user-level privacy (a privacy unit of at most k rows, :mod:`privfit.datasets.units`) replacing one unit removes
+at most k counts and adds at most k in each column; an integer vector v whose positive entries sum to ≤ k and whose
+negative entries sum to ≥ −k has ‖v‖₂² ≤ k² + k² (‖v⁺‖₂ ≤ ‖v⁺‖₁), so ‖H(D) − H(D′)‖₂² ≤ 2pk²: the sensitivity is
+k√(2p) (``rows_per_unit`` = k below; k = 1 is the row model).
 
 **Privacy.** For an integer shift Δ, D_α(N_Z(0, S) ‖ N_Z(Δ, S)) ≤ αΔ²/(2S) (Canonne, Kamath & Steinke 2020,
 "The Discrete Gaussian for Differential Privacy", Thm. 4 and Prop. 5: ρ = Δ²/(2S) concentrated DP), and Rényi
@@ -130,26 +134,27 @@ def histogram_matrix(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
     return counts.reshape(columns, bins)
 
 
-def histogram_cost(columns: int, variance: int, grid_orders: np.ndarray) -> np.ndarray:
-    """The RDP curve of :func:`release_histograms` over ``columns`` columns with noise variance S: α·2p/(2S) on
-    ``grid_orders`` (module docstring), i.e. the Gaussian curve with σ = √S and sensitivity √(2p), each rounded so
-    that the curve is never below the exact α·p/S."""
-    if columns < 1 or variance < 1:
-        raise PrivacyParameterError("columns", f"need columns ≥ 1 and variance ≥ 1, got {columns}, {variance}")
-    sensitivity = math.nextafter(math.sqrt(2.0 * columns), math.inf)
+def histogram_cost(columns: int, variance: int, grid_orders: np.ndarray, rows_per_unit: int = 1) -> np.ndarray:
+    """The RDP curve of :func:`release_histograms` over ``columns`` columns with noise variance S: α·2pk²/(2S) on
+    ``grid_orders`` (module docstring; k = ``rows_per_unit``, 1 for row-level data), i.e. the Gaussian curve with
+    σ = √S and sensitivity k√(2p), each rounded so that the curve is never below the exact α·pk²/S."""
+    if columns < 1 or variance < 1 or rows_per_unit < 1:
+        raise PrivacyParameterError("columns", f"need columns ≥ 1, variance ≥ 1 and rows_per_unit ≥ 1, got {columns}, "
+                                    f"{variance}, {rows_per_unit}")  # fmt: skip
+    sensitivity = math.nextafter(rows_per_unit * math.sqrt(2.0 * columns), math.inf)
     sigma = math.nextafter(math.sqrt(float(variance)), 0.0)
     return gaussian_rdp(grid_orders, sigma=sigma, sensitivity=sensitivity)
 
 
-def variance_for_share(columns: int, privacy_filter: PrivacyFilter, share: float) -> int | None:
-    """The smallest integer S such that the release over ``columns`` columns uses at most ``share`` of the
-    budget measured by ``privacy_filter`` (module docstring), or None if that S exceeds the exact sampler's
-    range (2^42 − 1): too many columns for so small a share."""
+def variance_for_share(columns: int, privacy_filter: PrivacyFilter, share: float, rows_per_unit: int = 1) -> int | None:
+    """The smallest integer S such that the release over ``columns`` columns (of units of at most ``rows_per_unit``
+    rows) uses at most ``share`` of the budget measured by ``privacy_filter`` (module docstring), or None if that S
+    exceeds the exact sampler's range (2^42 − 1): too many columns for so small a share."""
     if not 0.0 < share <= 1.0:
         raise PrivacyParameterError("share", f"must lie in (0, 1], got {share!r}")
 
     def share_at(s: int) -> float:
-        cost = PrivacyCost(histogram_cost(columns, s, privacy_filter.grid.orders), privacy_filter.grid)
+        cost = PrivacyCost(histogram_cost(columns, s, privacy_filter.grid.orders, rows_per_unit), privacy_filter.grid)
         return privacy_filter.measure(cost).share
 
     unit = share_at(1)

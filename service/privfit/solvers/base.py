@@ -16,7 +16,9 @@ A private solver is three pure functions of public and private inputs, called by
 4. **Fit.** :meth:`Solver.fit` runs on the private matrix ``X`` (n × d) and labels ``y`` (n,) with the SAME
    resolved settings, a numpy ``Generator`` (:func:`~privfit.privacy.make_generator`: OS-seeded for private
    data), a ``progress(fraction)`` callback and a ``should_stop()`` callback polled once per iteration;
-   a stop request raises :class:`FitCancelled`.
+   a stop request raises :class:`FitCancelled`. For a dataset with a privacy unit (user-level privacy,
+   :attr:`PublicMetadata.max_rows_per_unit`) ``X`` has one row per ROW and ``units`` gives each row's unit; n is
+   then the number of units, and only the solvers with :attr:`Solver.privacy_units` accept it.
 5. **Result.** A :class:`FitResult`: coefficients, intercept, and data-independent metadata only (DESIGN §1.3:
    noise scale, steps, step size, clipping norm, radius, …; never a loss, accuracy or gradient norm).
 
@@ -70,6 +72,7 @@ from privfit.privacy.noise import SamplerName, current_sampler, describe_sampler
 
 from .geometry import augment_intercept, augmented_bound, clip_rows
 from .losses import GLMLoss, MultinomialLogisticLoss, available_models, make_loss
+from .units import UnitIndex
 
 __all__ = [
     "CLASSIFICATION_MODELS",
@@ -104,6 +107,7 @@ __all__ = [
     "SolverParams",
     "StopCallback",
     "Target",
+    "UnitLevelGLMResolved",
     "ball_capped",
     "check_finite_cost",
     "check_fit_inputs",
@@ -126,6 +130,9 @@ __all__ = [
     "resolved_loss",
     "resolved_metadata",
     "sampler_refusal",
+    "unit_fields",
+    "unit_level_refusal",
+    "unit_level_solvers",
     "validation_error_to_parameter_error",
 ]
 
@@ -227,7 +234,9 @@ class PublicMetadata:
     """The public facts about a dataset a solver may use before (and while) reading rows (DESIGN §1.2).
 
     Attributes:
-        n: number of rows (public under bounded DP).
+        n: the public size of the dataset: the number of rows (public under bounded DP), or, for a dataset with a
+            privacy unit (``max_rows_per_unit`` set), the number of units U. The number of rows of a unit-level
+            dataset is NOT public (replacing one unit may change it) and is not part of the metadata.
         d: number of encoded feature columns.
         row_norm_bound: declared bound ``B_x ≥ ‖x_i‖₂`` of every encoded row (without intercept column).
         label_bound: declared bound ``B_y ≥ |y_i|`` (1.0 for privfit's binary and numeric encodings: ±1 or scaled to
@@ -236,6 +245,11 @@ class PublicMetadata:
         classes: the declared class names of a categorical label (k ≥ 3, in declared order: the encoded label is
             the class index), or None for a binary or numeric label. k is public; only solvers with
             :attr:`Solver.multiclass` accept it.
+        max_rows_per_unit: None for a row-level dataset (one row is one individual; the default). An integer k ≥ 1
+            for a dataset with a privacy unit column (user-level privacy, DESIGN §1.1): neighbours differ in ONE UNIT
+            with all its rows, each unit has at most k rows (bounded at upload), ``n`` is the number of units U, and
+            a fit takes each row's unit (``units``, :meth:`unit_index`). Only solvers with
+            :attr:`Solver.privacy_units` accept it (:func:`unit_level_solvers`).
     """
 
     n: int
@@ -244,6 +258,7 @@ class PublicMetadata:
     label_bound: float = 1.0
     feature_names: tuple[str, ...] | None = None
     classes: tuple[str, ...] | None = None
+    max_rows_per_unit: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("n", "d"):
@@ -269,6 +284,16 @@ class PublicMetadata:
             if len(classes) < 3 or len(set(classes)) != len(classes):
                 raise SolverParameterError("classes", f"must be k ≥ 3 distinct class names, got {len(classes)}")
             object.__setattr__(self, "classes", classes)
+        rows = self.max_rows_per_unit
+        if rows is not None:
+            if isinstance(rows, bool) or not isinstance(rows, int | np.integer) or rows < 1:
+                raise SolverParameterError("max_rows_per_unit", f"must be an integer ≥ 1 or None, got {rows!r}")
+            object.__setattr__(self, "max_rows_per_unit", int(rows))
+
+    @property
+    def unit_level(self) -> bool:
+        """Whether the dataset has a privacy unit (user-level privacy: ``max_rows_per_unit`` is set)."""
+        return self.max_rows_per_unit is not None
 
     @property
     def k(self) -> int | None:
@@ -279,26 +304,75 @@ class PublicMetadata:
     def from_dataset(cls, dataset: Any) -> PublicMetadata:
         """The public metadata of an encoded dataset (anything with ``n``, ``d``, ``row_norm_bound``,
         ``label_bound`` and ``feature_names``, e.g. :class:`privfit.datasets.EncodedDataset`; the class names of its
-        ``schema``'s label when it has one). Reads no row."""
+        ``schema``'s label when it has one). For a dataset whose schema has a ``privacy_unit``, ``n`` is its public
+        size ``public_n`` (the number of units U) and ``max_rows_per_unit`` the unit's declared ``max_rows``. Reads
+        no row."""
         schema = getattr(dataset, "schema", None)
+        unit = getattr(schema, "privacy_unit", None)
         return cls(
-            n=dataset.n,
+            n=dataset.n if unit is None else dataset.public_n,
             d=dataset.d,
             row_norm_bound=dataset.row_norm_bound,
             label_bound=dataset.label_bound,
             feature_names=tuple(dataset.feature_names),
             classes=None if schema is None else schema.label_classes,
+            max_rows_per_unit=None if unit is None else unit.max_rows,
         )
 
-    def check_data(self, X: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
-        """``X`` as (n, d) and ``y`` as (n,) float64 arrays; shape errors name the public shapes only."""
+    def check_data(self, X: Any, y: Any, units: Any = None) -> tuple[np.ndarray, np.ndarray]:
+        """``X`` as (rows, d) and ``y`` as (rows,) float64 arrays, where rows = n for a row-level dataset; for a
+        unit-level one (``max_rows_per_unit`` set) any number of rows ≥ 1, with ``units`` checked against them
+        (:meth:`unit_codes`). A row-level dataset takes no ``units``. Errors name public facts only (n, d, U, k; at
+        unit level the number of rows is private and is not quoted)."""
         A = np.asarray(X, dtype=np.float64)
         v = np.asarray(y, dtype=np.float64)
-        if A.shape != (self.n, self.d):
-            raise SolverParameterError("X", f"must have shape (n, d) = ({self.n}, {self.d}), got {A.shape}")
-        if v.shape != (self.n,):
-            raise SolverParameterError("y", f"must have shape (n,) = ({self.n},), got {v.shape}")
+        if not self.unit_level:
+            if units is not None:
+                raise SolverParameterError("units", "this dataset has no privacy unit (row-level privacy): give no "
+                                           "units")  # fmt: skip
+            if A.shape != (self.n, self.d):
+                raise SolverParameterError("X", f"must have shape (n, d) = ({self.n}, {self.d}), got {A.shape}")
+            if v.shape != (self.n,):
+                raise SolverParameterError("y", f"must have shape (n,) = ({self.n},), got {v.shape}")
+            return A, v
+        if A.ndim != 2 or A.shape[0] < 1 or A.shape[1] != self.d:
+            raise SolverParameterError("X", f"must be a 2-D array of rows with d = {self.d} columns")
+        if v.ndim != 1 or v.shape[0] != A.shape[0]:
+            raise SolverParameterError("y", "must be a 1-D array with one label per row of X")
+        self.unit_codes(units, A.shape[0])
         return A, v
+
+    def unit_codes(self, units: Any, rows: int) -> NDArray[np.int64]:
+        """Each row's unit, checked for a unit-level dataset: a 1-D integer array of one entry per row (``rows``),
+        with values in [0, U) (U = n), every unit present, none with more than ``max_rows_per_unit`` rows. Raises
+        :class:`SolverParameterError` on "units" naming the public facts only (never a value, a unit or a count);
+        also for a row-level dataset, which takes no units."""
+        k = self.max_rows_per_unit
+        if k is None:
+            raise SolverParameterError("units", "this dataset has no privacy unit (row-level privacy): give no units")
+        if units is None:
+            raise SolverParameterError("units", f"this dataset has a privacy unit (at most max_rows_per_unit = {k} "
+                                       "rows per unit): give each row's unit")  # fmt: skip
+        codes = np.asarray(units)
+        if codes.dtype == np.bool_ or not np.issubdtype(codes.dtype, np.integer):
+            raise SolverParameterError("units", "must be an array of integer unit indices")
+        if codes.ndim != 1 or codes.shape[0] != rows:
+            raise SolverParameterError("units", "must be a 1-D array with one unit index per row of X")
+        if codes.size == 0 or int(codes.min()) < 0 or int(codes.max()) >= self.n:
+            raise SolverParameterError("units", f"must lie in [0, U) = [0, {self.n}) (U = n, the number of units)")
+        codes = codes.astype(np.int64, copy=False)
+        counts = np.bincount(codes, minlength=self.n)
+        if int(counts.min()) < 1:
+            raise SolverParameterError("units", f"must name every unit 0..U−1 at least once (U = n = {self.n})")
+        if int(counts.max()) > k:
+            raise SolverParameterError("units", f"a unit has more rows than max_rows_per_unit = {k}")
+        return codes
+
+    def unit_index(self, units: Any, rows: int) -> UnitIndex:
+        """The :class:`~privfit.solvers.units.UnitIndex` of the checked ``units`` (:meth:`unit_codes`) of ``rows``
+        rows: built once per fit."""
+        codes = self.unit_codes(units, rows)  # refuses a row-level dataset: max_rows_per_unit is set below
+        return UnitIndex.from_codes(codes, self.n, self.max_rows_per_unit or 1)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -443,7 +517,8 @@ def resolved_metadata(resolved: MetadataResolved) -> PublicMetadata:
     fit's outlook is recomputed from without reading its dataset."""
     classes = getattr(resolved, "classes", None)
     return PublicMetadata(resolved.n, resolved.d, resolved.row_norm_bound, resolved.label_bound,
-                          classes=None if classes is None else tuple(classes))  # fmt: skip
+                          classes=None if classes is None else tuple(classes),
+                          max_rows_per_unit=getattr(resolved, "max_rows_per_unit", None))  # fmt: skip
 
 
 def metadata_fields(meta: PublicMetadata) -> dict[str, Any]:
@@ -469,6 +544,26 @@ class MulticlassGLMResolved(GLMResolved):
     classes: list[str] | None = Field(
         None, description="Class names of a categorical label (multinomial model, θ has k rows); null otherwise."
     )
+
+
+class UnitLevelGLMResolved(MulticlassGLMResolved):
+    """The resolved settings of a GLM solver that also fits a dataset with a privacy unit (:attr:`Solver.
+    privacy_units`): they record the public maximum k of rows per unit (None: row-level), checked against the
+    metadata again before cost and fit (:func:`check_resolved_metadata`), so the stored settings say for which
+    neighbouring relation their cost is stated (``n`` is then the number of units)."""
+
+    max_rows_per_unit: int | None = Field(
+        None,
+        ge=1,
+        description="User-level privacy: the public maximum of rows per privacy unit, the cost being stated for "
+        "neighbours that differ in one unit with all its rows (n is then the number of units); null for row-level "
+        "privacy (one row per individual).",
+    )
+
+
+def unit_fields(meta: PublicMetadata) -> dict[str, Any]:
+    """The :class:`UnitLevelGLMResolved` field of ``meta``: its ``max_rows_per_unit``."""
+    return {"max_rows_per_unit": meta.max_rows_per_unit}
 
 
 class Target(NamedTuple):
@@ -771,6 +866,10 @@ class FitRun:
         meta: the public metadata (the resolved settings were resolved for it).
         rng: the fit's only source of randomness (OS-seeded for private data).
         reporter: progress and cancellation, counted in :meth:`Solver._progress_steps` steps.
+        units: for a dataset with a privacy unit (``meta.max_rows_per_unit`` set; only solvers with
+            :attr:`Solver.privacy_units` get one), the rows of each unit (:class:`~privfit.solvers.units.UnitIndex`,
+            checked: every unit 0..U−1 present with at most k rows; ``meta.n`` is U, and the number of rows of ``X``
+            is private); None for a row-level dataset.
     """
 
     X: FloatArray
@@ -778,6 +877,7 @@ class FitRun:
     meta: PublicMetadata
     rng: np.random.Generator
     reporter: ProgressReporter
+    units: UnitIndex | None = None
 
 
 @dataclass(frozen=True)
@@ -866,6 +966,11 @@ class Solver(ABC, Generic[ParamsT, ResolvedT]):
     #: :attr:`PrivacyRequest.delta_allowance` (the ledger's filter admits δ parts only within its pot:
     #: :mod:`privfit.privacy.filter`)
     uses_delta_parts: ClassVar[bool] = False
+    #: True: fits a dataset with a privacy unit (user-level privacy, :attr:`PublicMetadata.max_rows_per_unit`): its
+    #: :meth:`_fit` clips each unit's SUMMED contribution (``run.units``) so that its cost, stated with n = U, holds for
+    #: neighbours that differ in one unit with all its rows. False: :meth:`resolve`, :meth:`cost` and :meth:`fit`
+    #: refuse such a dataset on ``solver``, naming the solvers that can (:func:`unit_level_solvers`)
+    privacy_units: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """Take :attr:`Params` and :attr:`Resolved` from the type arguments (``class MySolver(Solver[MyParams,
@@ -960,6 +1065,8 @@ class Solver(ABC, Generic[ParamsT, ResolvedT]):
             message = (f"solver {self.name!r} cannot fit a categorical label (k = {meta.k} classes); the solvers "
                        f"that fit the multinomial logistic model are {', '.join(MULTICLASS_SOLVERS)}")  # fmt: skip
             raise SolverParameterError("solver", message)
+        if meta.unit_level and not self.privacy_units:
+            raise SolverParameterError("solver", unit_level_refusal(self, meta))
         check_target_epsilon(target_epsilon)
         if self.explicit_noise is None:
             explicit = None
@@ -1103,6 +1210,8 @@ class Solver(ABC, Generic[ParamsT, ResolvedT]):
         rng: np.random.Generator,
         progress: ProgressCallback | None = None,
         should_stop: StopCallback | None = None,
+        *,
+        units: np.ndarray | None = None,
     ) -> FitResult:
         """Fit on the private rows with the resolved settings; noise from ``rng`` only.
 
@@ -1111,9 +1220,16 @@ class Solver(ABC, Generic[ParamsT, ResolvedT]):
         counts :meth:`_progress_steps`, reports 1.0 and returns θ with the resolved settings as metadata
         (:func:`glm_fit_result`).
 
+        ``units``: for a dataset with a privacy unit (``meta.max_rows_per_unit`` set; solvers with
+        :attr:`privacy_units` only), each row's unit, an integer array of one entry per row of ``X`` with values in
+        [0, U) (U = ``meta.n``), every unit present, none with more than ``max_rows_per_unit`` rows
+        (:meth:`PublicMetadata.unit_codes`); the fit gets its :class:`~privfit.solvers.units.UnitIndex` in
+        ``run.units``. None for a row-level dataset.
+
         Raises:
             FitCancelled: ``should_stop()`` returned True.
-            SolverParameterError: ``X``/``y`` do not have the shapes of ``meta`` (public facts only).
+            SolverParameterError: ``X``/``y``/``units`` do not have the shapes of ``meta`` (public facts only), or a
+                row-level solver was given a dataset with a privacy unit (on ``solver``).
         """
         r = check_resolved_metadata(self, resolved, meta)
         A, v = check_fit_inputs(
@@ -1123,12 +1239,15 @@ class Solver(ABC, Generic[ParamsT, ResolvedT]):
             rng,
             fits_intercept(r) if self.appends_intercept else None,
             enforce=not (self.enforces_declared_bounds and not self.appends_intercept),
+            units=units,
         )
+        index = meta.unit_index(units, A.shape[0]) if meta.unit_level else None
         # A plan that recorded its sampler (``sampler``: solvers whose resolution or cost depends on it) is fitted
         # with that one, whatever the process's; the others with the sampler in force (privacy/noise.py).
         recorded = getattr(r, "sampler", None)
         sampler = describe_sampler(recorded)
-        run = FitRun(A, v, meta, rng, ProgressReporter(self._progress_steps(r), progress, should_stop))
+        reporter = ProgressReporter(self._progress_steps(r), progress, should_stop)
+        run = FitRun(A, v, meta, rng, reporter, units=index)
         with using_sampler(recorded or current_sampler()):
             released = self._fit(run, r)
         run.reporter.finish()
@@ -1306,14 +1425,37 @@ def check_resolved_metadata(
     solver: Solver[Any, ResolvedT], resolved: ResolvedParams | Mapping[str, Any], meta: PublicMetadata
 ) -> ResolvedT:
     """Load ``resolved`` for ``solver`` (:meth:`Solver.load_resolved`) and check it was resolved for ``meta`` (same
-    n, d and bounds); :meth:`Solver.cost` and :meth:`Solver.fit` run it before their hooks."""
+    n, d, bounds, classes and privacy unit); :meth:`Solver.cost` and :meth:`Solver.fit` run it before their hooks.
+    A dataset with a privacy unit is refused on ``solver`` for a solver without :attr:`Solver.privacy_units`."""
+    if meta.unit_level and not solver.privacy_units:
+        raise SolverParameterError("solver", unit_level_refusal(solver, meta))
     r = solver.load_resolved(resolved)
     if (r.n, r.d, r.row_norm_bound, r.label_bound) != (meta.n, meta.d, meta.row_norm_bound, meta.label_bound):
         raise SolverParameterError("resolved", "was resolved for different public metadata (n, d or bounds)")
     classes = getattr(r, "classes", None)
     if (None if classes is None else tuple(classes)) != meta.classes:
         raise SolverParameterError("resolved", "was resolved for different public metadata (the label's classes)")
+    if getattr(r, "max_rows_per_unit", None) != meta.max_rows_per_unit:
+        raise SolverParameterError("resolved", "was resolved for different public metadata (the privacy unit)")
     return r
+
+
+def unit_level_solvers() -> tuple[str, ...]:
+    """The registered solvers that fit a dataset with a privacy unit (:attr:`Solver.privacy_units`), sorted: read
+    from the registry when asked (imported here lazily: the registry imports every solver module, which import
+    this one)."""
+    from .registry import list_solvers
+
+    return tuple(solver.name for solver in list_solvers() if solver.privacy_units)
+
+
+def unit_level_refusal(solver: AnySolver, meta: PublicMetadata) -> str:
+    """Why ``solver`` (without :attr:`Solver.privacy_units`) cannot fit ``meta``'s dataset with a privacy unit: a
+    sentence naming the solvers that can (:func:`unit_level_solvers`)."""
+    return (f"solver {solver.name!r} cannot fit a dataset with a privacy unit (user-level privacy: neighbours differ "
+            f"in one unit with up to max_rows_per_unit = {meta.max_rows_per_unit} rows); its privacy cost is stated "
+            f"for one row. The solvers that clip each unit's summed contribution are "
+            f"{', '.join(unit_level_solvers())}")  # fmt: skip
 
 
 def parameter_loss(params: GLMParams, meta: PublicMetadata, *, l2: float = 0.0) -> GLMLoss | MultinomialLogisticLoss:
@@ -1348,7 +1490,14 @@ def design_bound(meta: PublicMetadata, fit_intercept: bool) -> float:
 
 
 def check_fit_inputs(
-    X: Any, y: Any, meta: PublicMetadata, rng: Any, fit_intercept: bool | None = None, *, enforce: bool = True
+    X: Any,
+    y: Any,
+    meta: PublicMetadata,
+    rng: Any,
+    fit_intercept: bool | None = None,
+    *,
+    enforce: bool = True,
+    units: Any = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The fit's design matrix and labels, after checking the generator and the public shapes, with the declared
     bounds enforced (:func:`enforce_declared_bounds`; with ``enforce`` False the shape-checked arrays as given, for
@@ -1356,10 +1505,12 @@ def check_fit_inputs(
 
     ``rng`` must be a numpy ``Generator`` (:func:`privfit.privacy.make_generator`). With ``fit_intercept`` set,
     the returned matrix is the design matrix (:func:`design_matrix`); with ``None`` it is the (bounded) ``X``.
+    For a dataset with a privacy unit ``X`` may have any number of rows and ``units`` (each row's unit) is checked
+    (:meth:`PublicMetadata.check_data`); a row-level dataset takes no ``units``.
     """
     if not isinstance(rng, np.random.Generator):
         raise SolverParameterError("rng", "must be a numpy Generator (privfit.privacy.make_generator())")
-    A, v = meta.check_data(X, y)
+    A, v = meta.check_data(X, y, units)
     if enforce:
         A, v = enforce_declared_bounds(A, v, meta)
     return (A if fit_intercept is None else design_matrix(A, fit_intercept)), v

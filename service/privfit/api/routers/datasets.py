@@ -48,6 +48,7 @@ from privfit.datasets.preprocessing import PreprocessingOutcome, preprocess
 from privfit.datasets.schema import counting_clipped_cells
 from privfit.datasets.split import ValidationSplitError, split_validation
 from privfit.datasets.store import DatasetStore
+from privfit.datasets.units import bound_contributions
 from privfit.db import ApiKey, Budget, Database, Dataset, DatasetGrant, Job, LedgerEntry
 from privfit.db.models import utcnow
 from privfit.faults import crash_point
@@ -69,10 +70,28 @@ router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
 log = logging.getLogger("privfit.api")
 
 
+class PrivacyUnitOut(BaseModel):
+    """A user-level dataset's privacy unit (public): the column, the bound on rows per unit, and what the upload
+    kept (the rows dropped: in the upload's answer to its owner only)."""
+
+    column: str = Field(description="The column naming each row's unit (not a feature).")
+    max_rows: int = Field(description="The public maximum of rows kept per unit (contribution bounding).")
+    units: int = Field(description="The number of privacy units: the dataset's public size n.")
+    rows_dropped: int | None = Field(
+        None,
+        description="In the upload's answer only (to its owner, who holds the rows): the rows dropped because their "
+        "unit had more than max_rows (a secret random choice of which). Never stored, never shown to analysts.",
+    )
+
+
 class DatasetOut(BaseModel):
     id: str
     name: str
-    n: int = Field(description="Rows that fits read (the training rows when the dataset has a validation split).")
+    n: int = Field(
+        description="Rows that fits read (the training rows when the dataset has a validation split); for a "
+        "user-level dataset (`privacy_unit`) the number of privacy units, its public size: its row count "
+        "is not public."
+    )
     n_validation: int = Field(0, description="Private validation rows held apart for evaluations (0: none).")
     validation_fraction: float | None = Field(None, description="The declared validation fraction, if any.")
     d: int
@@ -100,6 +119,11 @@ class DatasetOut(BaseModel):
         description="In the upload's answer only (to its owner, who holds the rows): per numeric column, the cells "
         "outside the declared bounds that were clipped to them. Computed from the private rows, never stored, "
         "never shown to analysts.",
+    )
+    privacy_unit: PrivacyUnitOut | None = Field(
+        None,
+        description="User-level privacy: every cost of this dataset is for neighbours differing in one unit with all "
+        "its rows (null: one row is one person).",
     )
 
     model_config = {"populate_by_name": True}
@@ -248,6 +272,13 @@ def _default_name(filename: str | None) -> str:
     return cleaned[:NAME_MAX_LENGTH] or "dataset"
 
 
+def _privacy_unit(dataset: Dataset) -> PrivacyUnitOut | None:
+    declared = dataset.schema_json.get("privacy_unit")
+    if declared is None:
+        return None
+    return PrivacyUnitOut(column=declared["column"], max_rows=declared["max_rows"], units=dataset.n)
+
+
 def _out(dataset: Dataset, principal: Principal) -> DatasetOut:
     return DatasetOut(
         id=dataset.id, name=dataset.name, n=dataset.n, n_validation=dataset.n_validation,
@@ -256,6 +287,7 @@ def _out(dataset: Dataset, principal: Principal) -> DatasetOut:
         preprocessing=dataset.preprocessing,
         created_at=dataset.created_at, owner_key_id=dataset.owner_key_id, privacy_domain=dataset.domain_id,
         content_hash=dataset.content_hash if privileged(principal, dataset) else None,
+        privacy_unit=_privacy_unit(dataset),
     )  # fmt: skip
 
 
@@ -370,8 +402,12 @@ def upload_dataset(
         raise Problem(413, "Dataset too large", error.message, setting=error.setting, limit=error.limit) from None
     except MemoryError:  # the caps make this unlikely; when the machine is short anyway, it is a retryable state
         raise _short_of_memory() from None
-    _check_delta(declared, encoded.n)
-    validation, content_hash = None, encoded.content_hash  # the hash of all the rows, split or not
+    # the hash of all the rows as uploaded (before bounding, split or preprocessing draw anything at random)
+    validation, content_hash = None, encoded.content_hash
+    # user-level privacy: each unit keeps at most max_rows rows, a secret random choice (datasets/units.py)
+    bounded = bound_contributions(encoded, secure_generator())
+    encoded = bounded.encoded
+    _check_delta(declared, encoded.public_n)
     budget = declared.budget
     privacy_filter = budget_filter(domain) if domain is not None else PrivacyFilter.for_budget(
         budget.epsilon, budget.delta, grid, budget.approximate_delta, budget.slack_delta
@@ -400,7 +436,10 @@ def upload_dataset(
             'registered or charged. Upload it with "preprocessing": "none" in the schema, or without privacy_domain',
             field="privacy_domain", **refused.problem_fields(),
         ) from None  # fmt: skip
-    return _out(dataset, principal).model_copy(update={"clipped_cells": clipped})
+    answer = _out(dataset, principal)
+    if answer.privacy_unit is not None:
+        answer.privacy_unit.rows_dropped = bounded.rows_dropped
+    return answer.model_copy(update={"clipped_cells": clipped})
 
 
 def _joined_domain(db: Database, privacy_domain: str, declared: DatasetSchema, principal: Principal) -> Budget:
@@ -464,7 +503,7 @@ def _store_and_register(
     """
     storage_key = store.key_of(encoded)
     validation_key = None if validation is None else store.key_of(validation)
-    random_keys = validation is not None or preprocessing is not None
+    random_keys = validation is not None or preprocessing is not None or encoded.units is not None
     match_hash = content_hash if random_keys else None  # random keys: match the content instead
     dataset_id = str(uuid.uuid4())
     try:
@@ -532,7 +571,7 @@ def _register(
         dataset = Dataset(
             id=dataset_id, owner_key_id=principal.key_id, name=name,
             schema_json=json.loads(schema.canonical_json()), feature_names=list(encoded.feature_names),
-            n=encoded.n, d=encoded.d, row_norm_bound=encoded.row_norm_bound, label_bound=encoded.label_bound,
+            n=encoded.public_n, d=encoded.d, row_norm_bound=encoded.row_norm_bound, label_bound=encoded.label_bound,
             content_hash=content_hash, storage_key=storage_key, store_id=store_id,
             validation_fraction=schema.validation_fraction, n_validation=0 if validation is None else validation.n,
             validation_storage_key=validation_key, budget_dataset_id=domain,

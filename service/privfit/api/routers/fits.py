@@ -26,10 +26,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 
-from privfit.datasets import CategoricalLabel, DatasetSchema, encode_rows, label_classes
+from privfit.datasets import CategoricalLabel, DatasetSchema, encode_rows
 from privfit.db import Budget, Database, Dataset, Job
 from privfit.errors import ParameterError
 from privfit.jobs import cancel
+from privfit.jobs.metadata import public_metadata
 from privfit.ledger import BudgetExceededError, Gates, allowance_for, budget_filter, estimate_for, read_allocation
 from privfit.ledger.headroom import Headroom
 from privfit.privacy import DeltaAllowance, PrivacyCost, curve_to_json, get_grid, pure_epsilon_to_json
@@ -231,12 +232,6 @@ class PredictionOut(BaseModel):
     )
 
 
-def _meta(dataset: Dataset) -> PublicMetadata:
-    return PublicMetadata(n=dataset.n, d=dataset.d, row_norm_bound=dataset.row_norm_bound,
-                          label_bound=dataset.label_bound, feature_names=tuple(dataset.feature_names),
-                          classes=label_classes(dataset.schema_json["label"]))  # fmt: skip
-
-
 def _admission_inputs(db: Database, dataset_id: str, principal: Principal) -> tuple[Dataset, Gates]:
     """The dataset (visible to ``principal``, 410 if deleted), its budget and the caller's allocation on it, read in
     one transaction."""
@@ -265,7 +260,7 @@ def _plan(request: Request, body: FitRequest, principal: Principal) -> tuple[Dat
     limits = _operator_limits(request)
     solver = solver.with_operator_limits(limits)
     params = {**body.params, "model": body.model}
-    meta = _meta(dataset)
+    meta = public_metadata(dataset)
     allowance = allowance_for(budget, gates.allocation) if solver.uses_delta_parts else None  # read only then
 
     def compute() -> PlannedFit:
@@ -290,7 +285,8 @@ def _headroom(request: Request, body: FitRequest, dataset: Dataset, gates: Gates
     solver = available_solver(body.solver, experimental_enabled=settings.enable_experimental_solvers)
     solver = solver.with_operator_limits(limits)
     allowance = allowance_for(gates.budget, gates.allocation) if solver.uses_delta_parts else None
-    return fit_headroom(request.app.state.headroom, solver, {**body.params, "model": body.model}, _meta(dataset),
+    params = {**body.params, "model": body.model}
+    return fit_headroom(request.app.state.headroom, solver, params, public_metadata(dataset),
                         gates, allowance, tuple(sorted(limits.items())))  # fmt: skip
 
 

@@ -189,6 +189,41 @@ steps, each computing the n margins, slopes and clipping factors with fixed work
 (:func:`~privfit.solvers.geometry.clipped_scaled_row_sum`) and drawing one N(0, σ²I) vector; the stop is polled
 and progress reported once per step. Rows outside the declared bounds are brought to them first
 (:func:`~privfit.solvers.base.enforce_declared_bounds`), so no numerical failure can come from row values.
+
+**User-level privacy** (a dataset with a privacy unit, DESIGN §1.1; issue 37). The schema names a unit column (a
+customer, a patient); at upload every unit keeps at most k rows (the public ``max_rows_per_unit``). Neighbouring
+datasets D ~ D' now differ in ONE UNIT: the rows of one unit u replaced by the rows of another (up to k rows on each
+side, with any values, and possibly a different number of rows). The number of units U is public and is the
+metadata's n; the number of rows is not. With the units given (:class:`~privfit.solvers.units.UnitIndex`, the fit's
+``units``), step (1) becomes
+
+    g_t = Σ_{u=1..U} clip_C( Σ_{i ∈ u} ∇ℓ(θ_t; x_i, y_i) ) + N(0, σ² I),                                        (1u)
+
+the noisy sum of each unit's SUMMED gradient clipped to C (:func:`~privfit.solvers.units.clipped_unit_gradient_sum`;
+for the multinomial loss each unit's K × d gradient matrix is clipped in Frobenius norm), divided in (2) by U (public),
+with the same σ, the same noise stream (the public bound on a coordinate of the sum is U·C) and no float32 path.
+
+*Proof.* Fix θ_t. D and D' share every unit but u, so the two sums in (1u) share every summand but u's, and
+
+    ‖(1u)(D) − (1u)(D')‖₂ = ‖clip_C(Σ_{i ∈ u in D} ∇ℓ_i) − clip_C(Σ_{i ∈ u in D'} ∇ℓ_i)‖₂ ≤ C + C = 2C,
+
+whatever the unit's number of rows on either side and whatever its values (clipping bounds each side; rows outside
+the declared bounds are brought to them first, which changes nothing in the argument). So each step is a Gaussian
+mechanism of replace-one-UNIT sensitivity 2C, θ_t is a public function of g_1..g_{t−1} (U, λ, R, η are public),
+and the T steps compose exactly as in (3): the cost is T · α(2C)²/(2σ²), the SAME curve, computed by the same
+:meth:`DPGradientDescent.cost` with n = U, and the calibration and the defaults (ρ with n = U) are unchanged in form.
+The resolved settings record ``max_rows_per_unit``, so the stored cost says for which relation it holds.
+
+*Why clipping each row would not do.* Under per-row clipping a unit contributes Σ_{i ∈ u} clip_C(∇ℓ_i), a sum of up
+to k vectors of norm ≤ C: replacing the unit moves the gradient sum by up to 2kC (k rows pushing one way replaced by
+k rows pushing the other), k times the sensitivity the noise is calibrated for — the cost would understate the RDP by
+a factor k² (the audit in ``tests/solvers/baselines/test_unit_level.py`` detects it at k = 8). Clipping the unit's
+sum costs the same noise as one row, whatever k: a large k only lets a unit with many rows weigh as much as any
+other once clipped.
+
+*Observables.* The number of steps, the draws (one N(0, σ²I) vector of the public dimension per step), the progress
+and the stop polls are those of the row-level fit with n = U: none depends on the number of rows or on the units'
+sizes. Only the run time of each step's numpy pass (O(rows·d)) grows with the rows read, as it does with n.
 """
 
 from __future__ import annotations
@@ -210,21 +245,23 @@ from privfit.solvers.base import (
     FitRun,
     FloatArray,
     GLMParams,
-    MulticlassGLMResolved,
     PrivacyRequest,
     ProgressReporter,
     PublicMetadata,
     Solver,
     SolverParameterError,
+    UnitLevelGLMResolved,
     design_bound,
     glm_resolved_fields,
     gradient_noise_norm,
     parameter_loss,
     resolved_loss,
+    unit_fields,
 )
 from privfit.solvers.float32_design import Float32Design, Precision, float32_suffices
 from privfit.solvers.geometry import clip_rows, clipped_outer_sum, clipped_scaled_row_sum, row_norms
 from privfit.solvers.losses import GLMLoss, MultinomialLogisticLoss, RegularizedLoss
+from privfit.solvers.units import UnitIndex, clipped_unit_gradient_sum
 
 __all__ = [
     "DEFAULT_STEPS",
@@ -311,7 +348,7 @@ class DPGDParams(GLMParams):
     )
 
 
-class DPGDResolved(MulticlassGLMResolved):
+class DPGDResolved(UnitLevelGLMResolved):
     """Fully resolved ``dp_gd`` settings (public, data-independent; JSON-serialisable)."""
 
     solver: Literal["dp_gd"] = "dp_gd"
@@ -548,9 +585,14 @@ def dp_gradient_descent(
     runs: int = 1,
     reporter: ProgressReporter | None = None,
     precision: Precision = "float32",
+    units: UnitIndex | None = None,
 ) -> FloatArray:
     r"""Run iterations (1)–(2) of the module docstring; returns the released θ, shape (runs, p) with p = d, or
     p = K·d (vec Θ, the projection Π_R then being onto the Frobenius ball) for the multinomial loss.
+
+    ``units`` (user-level privacy; module docstring, "User-level privacy"): each step's sum is (1u), Σ over the
+    units of each unit's summed gradient clipped to C (:func:`~privfit.solvers.units.clipped_unit_gradient_sum`),
+    divided by the number of units U instead of the number of rows; always in float64 (``precision`` is ignored).
 
     ``momentum="nesterov"`` evaluates the gradient at the extrapolated point ``v_t = θ_t + (t−1)/(t+2)·(θ_t −
     θ_{t−1})``, projected on the ball, and steps from there (eq. (2′), FISTA's sequence).
@@ -565,19 +607,28 @@ def dp_gradient_descent(
     each run is an independent row of the same generator's draws). ``sigma = 0`` is NOT private and exists
     only for tests of the noiseless path; :class:`DPGradientDescent` never passes it.
     """
-    n, d = X.shape[0], parameter_dimension(loss, X.shape[1])
-    if n < 1 or runs < 1 or steps < 1:
+    rows, d = X.shape[0], parameter_dimension(loss, X.shape[1])
+    if rows < 1 or runs < 1 or steps < 1:
         raise SolverParameterError("steps", "need n ≥ 1 rows, steps ≥ 1 and runs ≥ 1")
     if not (sigma >= 0.0 and math.isfinite(sigma)):
         raise SolverParameterError("sigma", f"must be finite and ≥ 0, got {sigma!r}")
+    if units is not None and units.rows != rows:
+        raise SolverParameterError("units", "must index the rows of X")
+    # the public divisor and count of summands: n rows, or U units at unit level (the number of rows is private)
+    n = rows if units is None else units.units
     theta = np.zeros((runs, d), dtype=np.float64)
     previous = theta
     average = np.zeros((runs, d), dtype=np.float64) if output == "suffix_average" else None
     tail = math.ceil(steps / 2)
-    design = Float32Design.of(X) if precision == "float32" and not isinstance(loss, MultinomialLogisticLoss) else None
-    norms = design.norms if design is not None else row_norms(X)
-    # The noisy sums are releases: exact lattice noise or float (privfit.privacy.noise); replace-one sensitivity 2C,
-    # and every coordinate of a sum of n rows clipped to C is at most n·C (the public bound).
+    row_level = units is None
+    design = (
+        Float32Design.of(X)
+        if row_level and precision == "float32" and not isinstance(loss, MultinomialLogisticLoss)
+        else None
+    )
+    norms = design.norms if design is not None else row_norms(X) if row_level else None
+    # The noisy sums are releases: exact lattice noise or float (privfit.privacy.noise); replace-one sensitivity 2C
+    # (of a row, or of a unit), and every coordinate of a sum of n rows (or U units) clipped to C is at most n·C.
     with gaussian_stream(
         rng, sigma=sigma, l2_sensitivity=2.0 * clip_norm, shape=(runs, d), count=steps, bound=n * clip_norm
     ) as releases:
@@ -586,7 +637,10 @@ def dp_gradient_descent(
                 reporter.check_stop(t)
             # v_t: the point the gradient is taken at (θ_t itself without momentum; FISTA's extrapolation with it)
             point = clip_rows(theta + (t / (t + 3)) * (theta - previous), radius) if momentum == "nesterov" else theta
-            g = clipped_gradient_sum(loss, point, X, y, clip_norm, norms=norms, design=design)
+            if units is None:
+                g = clipped_gradient_sum(loss, point, X, y, clip_norm, norms=norms, design=design)
+            else:
+                g = clipped_unit_gradient_sum(loss, point, X, y, units, clip_norm)
             if releases is not None:
                 g = releases.release(g)
                 if isinstance(loss, MultinomialLogisticLoss):
@@ -620,10 +674,12 @@ class DPGradientDescent(Solver[DPGDParams, DPGDResolved]):
     )
     explicit_noise: ClassVar[str | None] = "noise_multiplier"
     multiclass: ClassVar[bool] = True
+    privacy_units: ClassVar[bool] = True
 
     def _resolve(self, p: DPGDParams, meta: PublicMetadata, privacy: PrivacyRequest) -> DPGDResolved:
         """Defaults and noise from public inputs: G, β, C, η from the declared bounds; T and the momentum from the
-        noise level ρ (:func:`default_schedule`); σ calibrated to T or explicit."""
+        noise level ρ (:func:`default_schedule`); σ calibrated to T or explicit. At unit level n is the number of
+        units U and the same rules apply (module docstring, "User-level privacy")."""
         constants = clipped_gradient_constants(p, meta)
         sensitivity = 2.0 * constants.clip_norm
 
@@ -661,6 +717,7 @@ class DPGradientDescent(Solver[DPGDParams, DPGDResolved]):
             momentum=momentum,
             noise_level=level,
             classes=None if meta.classes is None else list(meta.classes),
+            **unit_fields(meta),
         )
 
     def _cost(self, r: DPGDResolved, meta: PublicMetadata, grid: OrderGrid) -> PrivacyCost:
@@ -671,7 +728,8 @@ class DPGradientDescent(Solver[DPGDParams, DPGDResolved]):
         return r.steps
 
     def _fit(self, run: FitRun, r: DPGDResolved) -> FloatArray:
-        """Run DP-GD with ``r`` on the private rows; noise from ``run.rng`` (OS-seeded for private data)."""
+        """Run DP-GD with ``r`` on the private rows; noise from ``run.rng`` (OS-seeded for private data). With
+        ``run.units`` (a dataset with a privacy unit) each step clips each unit's summed gradient (eq. (1u))."""
         theta: FloatArray = dp_gradient_descent(
             run.X,
             run.y,
@@ -687,6 +745,7 @@ class DPGradientDescent(Solver[DPGDParams, DPGDResolved]):
             momentum=r.momentum,
             reporter=run.reporter,
             precision="float32" if float32_suffices(r.design_norm_bound, r.radius, r.clip_norm) else "float64",
+            units=run.units,
         )[0]
         return theta
 

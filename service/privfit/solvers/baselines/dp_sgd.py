@@ -142,6 +142,42 @@ Binomial(n, q) size, then that many distinct rows; fixed_size: m rows; shuffle: 
 noise vector: the sizes of all draws are public or drawn from the noise (the Poisson batch size), never from the
 rows, and the per-step work is proportional to the batch size. Rows outside the declared bounds are brought to them
 first (:func:`~privfit.solvers.base.enforce_declared_bounds`).
+
+**User-level privacy** (a dataset with a privacy unit, DESIGN §1.1; issue 37). Neighbours differ in ONE UNIT with
+all its rows (up to the public k = ``max_rows_per_unit`` rows per unit, bounded at upload); the number of units U is
+public and is the metadata's n, the number of rows is not. With the units given
+(:class:`~privfit.solvers.units.UnitIndex`, the fit's ``units``) the sampled element is the UNIT:
+
+    B_t  = a secret random batch of UNITS, drawn by ``sampling`` exactly as (1) draws rows, with n replaced by U
+           (poisson: each unit independently with q = m/U; fixed_size: m distinct units; shuffle: a permutation
+           of the units per epoch cut into S = ⌈U/m⌉ batches),                                              (1u)
+    g_t  = Σ_{u ∈ B_t} clip_C( Σ_{i ∈ u} ∇ℓ(θ_t; x_i, y_i) ) + N(0, σ² I_d),                                  (2u)
+
+each unit's SUMMED gradient clipped to C (:func:`~privfit.solvers.units.clipped_unit_gradient_sum`; Frobenius norm
+for the multinomial loss), divided in (3) by the public m (m units; default 256, U when U < 256), T = E·⌈U/m⌉ steps.
+The batch of units is drawn by the same :class:`BatchSampler` (over U elements) and turned into its rows
+(:meth:`~privfit.solvers.units.UnitIndex.segments`); the batch's rows are never released.
+
+*Proof.* Apply the row-level argument above with "row" read as "unit": the mechanism at step t is the query
+θ_t ↦ Σ_{u ∈ B} clip_C(Σ_{i ∈ u} ∇ℓ_i) on a batch B of units drawn independently of the data with the law the
+accountant assumes, over a population of U units (public, the same under D and D'). For any fixed θ_t and B,
+replacing one unit changes one summand on each side, each of norm ≤ C — whatever the number of rows of the unit
+on either side — so the batch sum has replace-one-unit sensitivity 2C (and the add/remove sensitivity C used in
+the Poisson rule: a unit's clipped contribution has norm ≤ C), and 0 when the unit is not in B. The amplification
+theorems (MTZ for Poisson, WBK for fixed size) are statements about a mechanism applied to a subsample of ELEMENTS
+of a dataset whose neighbours differ in one element; here the elements are the units, the unit is the sampled
+element (its rows enter or leave the batch together), and q = m/U is its inclusion probability. Shuffling
+conditions on the permutations of units exactly as it does on rows. So each mode's cost is its row-level curve with
+n = U, computed by the same :meth:`DPSGD.cost` (q = m/U, T = E·⌈U/m⌉, sensitivity 2C), and the calibration and the
+defaults are unchanged in form. Sampling ROWS instead of units would not do: a unit's rows would be in the batch
+independently, so its contribution to a step would not be one clipped element of the subsampled population. And
+clipping rows instead of units would let a unit of k rows move the batch sum by up to 2kC (``dp_gd``'s module
+docstring, "Why clipping each row would not do").
+
+*Observables.* Steps, draws (the batch of units: a Binomial(U, q) size then that many units, m units, or a
+permutation of U; one noise vector), progress and stop polls are those of the row-level fit with n = U; none depends
+on the number of rows or on the units' sizes. The per-step work is proportional to the rows of the batch's units,
+as the run time of a numpy pass shows.
 """
 
 from __future__ import annotations
@@ -172,15 +208,16 @@ from privfit.solvers.base import (
     MIN_SCALE,
     FitRun,
     GLMParams,
-    MulticlassGLMResolved,
     PrivacyRequest,
     ProgressReporter,
     PublicMetadata,
     Solver,
     SolverParameterError,
+    UnitLevelGLMResolved,
     glm_resolved_fields,
     gradient_noise_norm,
     resolved_loss,
+    unit_fields,
 )
 from privfit.solvers.baselines.dp_gd import (
     MULTICLASS_STEP_FACTOR,
@@ -194,6 +231,7 @@ from privfit.solvers.baselines.dp_gd import (
 )
 from privfit.solvers.geometry import clip_rows, row_norms
 from privfit.solvers.losses import GLMLoss, MultinomialLogisticLoss
+from privfit.solvers.units import UnitIndex, clipped_unit_gradient_sum
 
 __all__ = [
     "DEFAULT_BATCH_SIZE",
@@ -247,7 +285,8 @@ class DPSGDParams(GLMParams):
         ge=1,
         le=MAX_BATCH_SIZE,
         description=f"Public batch size m ≤ n (the expected size under 'poisson'); the noisy gradient sum is "
-        f"divided by m. Default: {DEFAULT_BATCH_SIZE}, or n when n < {DEFAULT_BATCH_SIZE}.",
+        f"divided by m. Default: {DEFAULT_BATCH_SIZE}, or n when n < {DEFAULT_BATCH_SIZE}. On a dataset with a privacy "
+        "unit, n and m count units (each batch takes all the rows of its units).",
     )
     sampling: Sampling = Field(
         "poisson",
@@ -294,7 +333,7 @@ class DPSGDParams(GLMParams):
     )
 
 
-class DPSGDResolved(MulticlassGLMResolved):
+class DPSGDResolved(UnitLevelGLMResolved):
     """Fully resolved ``dp_sgd`` settings (public, data-independent; JSON-serialisable)."""
 
     solver: Literal["dp_sgd"] = "dp_sgd"
@@ -494,6 +533,26 @@ def _member_gradient_sums(
     return total
 
 
+def _member_unit_gradient_sums(
+    loss: GLMLoss | MultinomialLogisticLoss,
+    theta: FloatArray,
+    X: FloatArray,
+    y: FloatArray,
+    units: UnitIndex,
+    member: BoolArray,
+    clip_norm: float,
+) -> FloatArray:
+    """Σ_{u ∈ B_r} clip_C(Σ_{i ∈ u} ∇ℓ(θ_r; z_i)) for each run r (a (runs, U) membership matrix of units), unit by
+    unit (audits on small public instances)."""
+    total = np.zeros_like(theta)
+    for u in range(units.units):
+        runs = member[:, u]
+        if runs.any():
+            one = np.array([u], dtype=np.int64)
+            total[runs] += clipped_unit_gradient_sum(loss, theta[runs], X, y, units, clip_norm, unit_ids=one)
+    return total
+
+
 def dp_sgd(
     X: FloatArray,
     y: FloatArray,
@@ -513,6 +572,7 @@ def dp_sgd(
     runs: int = 1,
     reporter: ProgressReporter | None = None,
     observer: IterateObserver | None = None,
+    units: UnitIndex | None = None,
 ) -> FloatArray:
     r"""Run iterations (1)–(3) of the module docstring for T = epochs·⌈n/m⌉ steps; the released θ, shape (runs, d).
 
@@ -521,29 +581,44 @@ def dp_sgd(
     vectorised pass, at O(n·runs·d) per step: it serves audits on small public instances. ``sigma = 0`` is NOT
     private and exists only for tests of the noiseless path; :class:`DPSGD` never passes it. ``observer``
     (audits) sees every iterate.
+
+    ``units`` (user-level privacy; module docstring, "User-level privacy"): the batches are batches of UNITS (n is
+    then the number of units U, T = epochs·⌈U/m⌉) and each batch sum is (2u), each unit's summed gradient clipped
+    to C.
     """
-    n, d = X.shape[0], parameter_dimension(loss, X.shape[1])
-    if n < 1 or runs < 1 or epochs < 1:
+    rows, d = X.shape[0], parameter_dimension(loss, X.shape[1])
+    if rows < 1 or runs < 1 or epochs < 1:
         raise SolverParameterError("epochs", "need n ≥ 1 rows, epochs ≥ 1 and runs ≥ 1")
     if not (sigma >= 0.0 and math.isfinite(sigma)):
         raise SolverParameterError("sigma", f"must be finite and ≥ 0, got {sigma!r}")
+    if units is not None and units.rows != rows:
+        raise SolverParameterError("units", "must index the rows of X")
+    # the sampled elements: the n rows, or the U units at unit level (public; the number of rows is then private)
+    n = rows if units is None else units.units
     sampler = BatchSampler(n, batch_size, sampling, rng)
     steps = epochs * sampler.steps_per_epoch
     rates = learning_rates(step_size, lr_schedule, steps, sampler.steps_per_epoch)
     theta = np.zeros((runs, d), dtype=np.float64)
     average = np.zeros((runs, d), dtype=np.float64) if output == "suffix_average" else None
     tail = math.ceil(steps / 2)
-    norms = row_norms(X)
+    norms = row_norms(X) if units is None else None
     # The noisy sums are releases (privfit.privacy.noise). The lattice is sized for sensitivity C, the smallest of
-    # the three samplings' (add/remove C; replace-one 2C): conservative for all. |coordinate| ≤ n·C.
+    # the three samplings' (add/remove C; replace-one 2C): conservative for all. |coordinate| ≤ n·C (n rows or units,
+    # each clipped to C).
     with gaussian_stream(
         rng, sigma=sigma, l2_sensitivity=clip_norm, shape=(runs, d), count=steps, bound=n * clip_norm
     ) as releases:
         for t in range(steps):
             if reporter is not None:
                 reporter.check_stop(t)
-            if runs == 1:
+            if units is not None:  # a batch of units (2u)
+                if runs == 1:
+                    g = clipped_unit_gradient_sum(loss, theta, X, y, units, clip_norm, unit_ids=sampler.indices())
+                else:
+                    g = _member_unit_gradient_sums(loss, theta, X, y, units, sampler.membership(runs), clip_norm)
+            elif runs == 1:
                 batch = sampler.indices()
+                assert norms is not None
                 g = clipped_gradient_sum(loss, theta, X[batch], y[batch], clip_norm, norms=norms[batch])
             else:
                 g = _member_gradient_sums(loss, theta, X, y, sampler.membership(runs), clip_norm)
@@ -582,12 +657,15 @@ class DPSGD(Solver[DPSGDParams, DPSGDResolved]):
     )
     explicit_noise: ClassVar[str | None] = "noise_multiplier"
     multiclass: ClassVar[bool] = True
+    privacy_units: ClassVar[bool] = True
 
     def _resolve(self, p: DPSGDParams, meta: PublicMetadata, privacy: PrivacyRequest) -> DPSGDResolved:
         """Defaults and noise from public inputs: G, β, C, η, m, q, T from the declared metadata; σ calibrated with
-        the accountant of the sampling mode, or explicit (σ = z·C)."""
+        the accountant of the sampling mode, or explicit (σ = z·C). At unit level n is the number of units U and m
+        counts units (module docstring, "User-level privacy")."""
         if p.batch_size is not None and p.batch_size > meta.n:
-            raise SolverParameterError("batch_size", f"must be ≤ n = {meta.n} (the number of rows), got {p.batch_size}")
+            elements = "the number of privacy units" if meta.unit_level else "the number of rows"
+            raise SolverParameterError("batch_size", f"must be ≤ n = {meta.n} ({elements}), got {p.batch_size}")
         batch_size = min(DEFAULT_BATCH_SIZE, meta.n) if p.batch_size is None else p.batch_size
         per_epoch = steps_per_epoch(meta.n, batch_size)
         constants = clipped_gradient_constants(p, meta)
@@ -629,6 +707,7 @@ class DPSGD(Solver[DPSGDParams, DPSGDResolved]):
             output=schedule.output if p.output is None else p.output,
             noise_level=level,
             classes=None if meta.classes is None else list(meta.classes),
+            **unit_fields(meta),
         )
 
     def _cost(self, r: DPSGDResolved, meta: PublicMetadata, grid: OrderGrid) -> PrivacyCost:
@@ -647,7 +726,7 @@ class DPSGD(Solver[DPSGDParams, DPSGDResolved]):
 
     def _fit(self, run: FitRun, r: DPSGDResolved) -> FloatArray:
         """Run DP-SGD with ``r`` on the private rows; batches and noise from ``run.rng`` (OS-seeded for private
-        data)."""
+        data). With ``run.units`` (a dataset with a privacy unit) the batches are batches of units (eq. (1u)–(2u))."""
         theta: FloatArray = dp_sgd(
             run.X,
             run.y,
@@ -664,6 +743,7 @@ class DPSGD(Solver[DPSGDParams, DPSGDResolved]):
             rng=run.rng,
             output=r.output,
             reporter=run.reporter,
+            units=run.units,
         )[0]
         return theta
 

@@ -10,7 +10,7 @@ import { canManage, managePanel, renderKeys, renderUpload } from "./manage.js";
 import { download, sortableTable, toCsv } from "./tables.js";
 import { budgetGauge, burndownChart, burndownSeries, rdpChart, svg } from "./charts.js";
 import {
-  el, fmtClock, fmtDelta, fmtDuration, fmtInt, fmtNumber, fmtOrder, fmtTime, num, replace, shortId,
+  el, fmtClock, fmtDelta, fmtDuration, fmtInt, fmtNumber, fmtOrder, fmtTime, num, replace, shortId, sizeUnit,
 } from "./dom.js";
 
 const POLL_MS = 1000;
@@ -216,6 +216,7 @@ function compareText(a, b) {
   return String(a).localeCompare(String(b), "en", { numeric: true, sensitivity: "base" });
 }
 
+
 /**
  * A dataset's remaining ε for sorting; a budget not loaded (yet) sorts as −∞ (last when most-first).
  * @param {{budget: object|null}} entry
@@ -297,7 +298,7 @@ async function renderDatasets() {
       el("h2", { class: "dataset-name", "data-testid": "dataset-name", text: dataset.name }),
       el("span", { class: "muted small", text: fmtTime(dataset.created_at) })),
     el("p", { class: "dataset-meta" },
-      el("span", { "data-testid": "dataset-n", "data-value": dataset.n, text: fmtInt(dataset.n) }), " rows · ",
+      el("span", { "data-testid": "dataset-n", "data-value": dataset.n, text: fmtInt(dataset.n) }), sizeUnit(dataset), " · ",
       el("span", { "data-testid": "dataset-d", "data-value": dataset.d, text: fmtInt(dataset.d) }), " features"),
     el("div", { class: "chips" }, shown.map((f) => el("span", { class: "chip", text: f })),
       features.length > shown.length ? el("span", { class: "chip chip-more", text: `+${features.length - shown.length}` })
@@ -408,7 +409,7 @@ async function renderDataset(datasetId) {
       el("div", {},
         el("h1", { "data-testid": "dataset-title", text: dataset.name }),
         el("p", { class: "muted" },
-          el("span", { "data-testid": "dataset-n", "data-value": dataset.n, text: fmtInt(dataset.n) }), " rows · ",
+          el("span", { "data-testid": "dataset-n", "data-value": dataset.n, text: fmtInt(dataset.n) }), sizeUnit(dataset), " · ",
           dataset.n_validation ? el("span", { "data-testid": "dataset-n-validation", "data-value": dataset.n_validation,
             text: `${fmtInt(dataset.n_validation)} private validation rows · ` }) : null,
           el("span", { "data-testid": "dataset-d", "data-value": dataset.d, text: fmtInt(dataset.d) }),

@@ -174,3 +174,14 @@ export function num(value, testid, format = (v) => fmtNumber(v), tag = "span") {
   const raw = value === null ? "inf" : value === undefined ? "" : value;
   return el(tag, { class: "num", "data-testid": testid, "data-value": raw, text: format(value) });
 }
+
+/**
+ * What a dataset's `n` counts: rows, or the privacy units of a user-level dataset (its public size; the number of
+ * rows is then not public).
+ * @param {object} dataset The dataset (its `privacy_unit`: null, or {column, max_rows, units}).
+ * @returns {string} " rows", or " units of “column” (≤ k rows each)".
+ */
+export function sizeUnit(dataset) {
+  const unit = dataset.privacy_unit;
+  return unit ? ` units of “${unit.column}” (≤ ${fmtInt(unit.max_rows)} rows each)` : " rows";
+}

@@ -10,7 +10,7 @@
 // actions ask for a second, explicit click.
 
 import { ApiError, api, getSession } from "./api.js";
-import { el, fmtDelta, fmtInt, fmtNumber, fmtTime, num, replace, shortId } from "./dom.js";
+import { el, fmtDelta, fmtInt, fmtNumber, fmtTime, num, replace, shortId, sizeUnit } from "./dom.js";
 import { errorState, problemText } from "./feedback.js";
 import { checkSchemaText, problemFields, starterSchema } from "./schema.js";
 
@@ -457,7 +457,7 @@ export function renderUpload(view) {
       replace(resultSlot, el("p", { class: "ok", "data-testid": "upload-ok", "data-dataset-id": dataset.id },
         "Registered ", el("a", { href: `#/datasets/${encodeURIComponent(dataset.id)}`, "data-testid": "upload-dataset-link",
           text: dataset.name }),
-        `: ${fmtInt(dataset.n)} rows, ${fmtInt(dataset.d)} encoded features.`));
+        `: ${fmtInt(dataset.n)}${sizeUnit(dataset)}, ${fmtInt(dataset.d)} encoded features.`));
       await loadOwned(); // the new dataset can be a privacy domain too
     } catch (error) {
       if (!view.alive()) return;
