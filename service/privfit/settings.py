@@ -109,6 +109,23 @@ class Settings(BaseSettings):
         description="Dataset uploads one API process handles at once; beyond it POST /v1/datasets is answered 429 "
         "with Retry-After at once, before its body is read.",
     )
+    max_event_streams: int = Field(
+        64,
+        ge=1,
+        description="Open GET /v1/fits/{id}/events streams one API process serves at once; one more is answered 429 "
+        "with Retry-After (clients then poll GET /v1/fits/{id}).",
+    )
+    event_poll_seconds: float = Field(
+        0.5,
+        gt=0,
+        le=60,
+        description="How often an event stream reads its fit's row (a change reaches the client within this).",
+    )
+    event_stream_seconds: float = Field(
+        600.0,
+        gt=0,
+        description="The longest an event stream stays open; it then ends (reason timeout) and the client reconnects.",
+    )
     lease_seconds: float = Field(60.0, gt=0, description="A running job whose lease is older is a lost job.")
     heartbeat_seconds: float = Field(5.0, gt=0, description="How often a worker renews its lease and progress.")
     poll_seconds: float = Field(0.5, gt=0, description="How often idle workers look for queued jobs.")

@@ -10,6 +10,8 @@ import pytest
 from api_helpers import Keys, make_client, make_keys
 from fastapi.testclient import TestClient
 
+from privfit.client import Client
+
 
 @pytest.fixture
 def client(database_url: str, tmp_path: Path) -> Iterator[TestClient]:
@@ -27,6 +29,14 @@ def idle_client(database_url: str, tmp_path: Path) -> Iterator[TestClient]:
 @pytest.fixture
 def keys(client: TestClient) -> Keys:
     return make_keys(client)
+
+
+@pytest.fixture
+def analyst(client: TestClient, keys: Keys) -> Iterator[Client]:
+    """The analyst's :class:`privfit.client.Client` on ``client``'s in-process app (no retries)."""
+    secret = keys.analyst["Authorization"].removeprefix("Bearer ")
+    with Client("http://testserver", secret, retries=0, transport=client._transport) as opened:
+        yield opened
 
 
 @pytest.fixture

@@ -275,3 +275,17 @@ def status_kib(pid: int, field: str) -> int:
         if line.startswith(field + ":"):
             return int(line.split()[1])
     raise RuntimeError(f"{field} not in /proc/{pid}/status")
+
+
+def read_fit_events(base: str, headers: dict[str, str], fit_id: str, timeout: float = READY_TIMEOUT) -> list[tuple]:
+    """Follow ``GET /v1/fits/{id}/events`` of a live server until it ends: its events as (event, data) pairs."""
+    from privfit.client.events import server_events
+
+    events: list[tuple] = []
+    with httpx.stream("GET", f"{base}/v1/fits/{fit_id}/events", headers=headers, timeout=timeout) as response:
+        assert response.status_code == 200 and response.headers["content-type"].startswith("text/event-stream")
+        for event in server_events(response.iter_lines()):
+            events.append((event.event, json.loads(event.data)))
+            if event.event == "end":
+                break
+    return events

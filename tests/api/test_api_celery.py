@@ -24,7 +24,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
-from process_helpers import PRIVFIT, environment, free_port, keys_for, process, register, server
+from process_helpers import PRIVFIT, environment, free_port, keys_for, process, read_fit_events, register, server
 from sqlalchemy import create_engine, select, text
 from sqlalchemy.engine import make_url
 
@@ -155,6 +155,7 @@ def test_fits_run_on_two_separate_workers_with_an_exact_ledger(broker, postgresq
     with stack(postgresql_url, tmp_path, settings) as (base, headers, dataset_id), ExitStack() as workers:
         procs = [workers.enter_context(celery_worker(postgresql_url, tmp_path, f"w{i}", settings)) for i in (1, 2)]
         ids = [submit(base, headers, dataset_id, epsilon=2.0, steps=300) for _ in range(8)]
+        events = read_fit_events(base, headers, ids[-1])  # live events of a fit a Celery worker runs (issue 38)
         bodies = wait_terminal(base, headers, ids)
         assert_ledger_exact(base, headers, dataset_id, bodies)
     assert {body["status"] for body in bodies.values()} == {"succeeded"}
@@ -164,6 +165,9 @@ def test_fits_run_on_two_separate_workers_with_an_exact_ledger(broker, postgresq
     owners = {job.lease_owner.split(":")[1] for job in job_rows(postgresql_url, ids).values()}
     assert owners == {str(proc.pid) for proc in procs}  # both worker processes ran fits
     assert {job.attempt for job in job_rows(postgresql_url, ids).values()} == {1}
+    assert events[-1] == ("end", {"reason": "finished"}) and events[-2][1]["status"] == "succeeded"
+    progress = [data["progress"] for name, data in events if name == "fit"]
+    assert progress == sorted(progress) and progress[-1] == 1.0
 
 
 def test_a_worker_killed_mid_fit_runs_it_again_on_another_worker_charged_once(

@@ -2,7 +2,7 @@
 
 * An id path parameter holding something else (a dataset's name: ``GET /v1/datasets/loans/budget``) is a 404 that
   says so: problem+json naming the path parameter (``errors[0].loc``), that it takes an id, and where the ids are
-  listed (``GET /v1/datasets``, ``privfit datasets list``; ``GET /v1/fits?dataset_id=…`` for fits). A path the API
+  listed (``GET /v1/datasets``, ``privfit datasets list``; ``GET /v1/fits`` for fits). A path the API
   does not have for another reason keeps the plain 404, and a well-formed unknown id keeps ``dataset_not_found``.
 * A JSON body sent without ``Content-Type: application/json`` (curl ``-d`` sends a form type; no header at all) is
   a 422 that says to send that header; a JSON body that is not an object keeps the plain message.
@@ -26,8 +26,8 @@ FIT = {"model": "logistic", "solver": "dp_gd", "privacy": {"epsilon": 0.5}}
         ("GET", "/v1/datasets/loans", "dataset_id", "GET /v1/datasets (privfit datasets list"),
         ("DELETE", "/v1/datasets/loans", "dataset_id", "GET /v1/datasets (privfit datasets list"),
         ("GET", "/v1/datasets/my%20loans/ledger", "dataset_id", "GET /v1/datasets (privfit datasets list"),
-        ("GET", "/v1/fits/first-fit", "job_id", "GET /v1/fits?dataset_id=… (privfit fits list DATASET)"),
-        ("POST", "/v1/fits/first-fit/cancel", "job_id", "GET /v1/fits?dataset_id=…"),
+        ("GET", "/v1/fits/first-fit", "job_id", "GET /v1/fits (privfit fits list)"),
+        ("POST", "/v1/fits/first-fit/cancel", "job_id", "GET /v1/fits (privfit fits list)"),
         ("DELETE", f"/v1/datasets/{UUID}/grants/bob", "api_key_id", "GET /v1/datasets/{dataset_id}/grants"),
         ("DELETE", "/v1/keys/bob", "key_id", "GET /v1/keys (privfit keys list"),
     ],

@@ -19,7 +19,8 @@ Checks narrowed (each only where it cannot apply, for the reason given):
   state: an upload's CSV must match the schema sent beside it (a JSON document in a form field); a fit's ``params``
   depend on its ``solver`` and ``model`` and the noise on the privacy parameters; a grant's ``api_key_id`` must be
   an analyst's; prediction rows must match the dataset's schema; an allocation's key must be an analyst granted the
-  dataset and its (ε, δ) at most the dataset's budget.
+  dataset and its (ε, δ) at most the dataset's budget; a list's ``cursor`` must be one the same listing issued (an
+  opaque string: any other is a 422 naming ``cursor``, :mod:`privfit.api.pagination`).
 * ``use_after_free`` is off for the ledger views (budget, ledger): the ledger of a deleted dataset stays readable
   by its owner and admins by design (DESIGN §2, append-only; issue #20), so a 200 after ``DELETE`` is the contract.
 
@@ -69,6 +70,14 @@ SEMANTIC_422 = [
     ("POST", "/v1/fits/{job_id}/predict"),
     ("POST", "/v1/datasets/{dataset_id}/grants"),
     ("PUT", "/v1/datasets/{dataset_id}/allocations/{api_key_id}"),
+    # the paged lists: only a cursor the listing issued is valid
+    ("GET", "/v1/datasets"),
+    ("GET", "/v1/datasets/duplicates"),
+    ("GET", "/v1/datasets/{dataset_id}/grants"),
+    ("GET", "/v1/datasets/{dataset_id}/allocations"),
+    ("GET", "/v1/fits"),
+    ("GET", "/v1/fits/{job_id}/evaluations"),
+    ("GET", "/v1/keys"),
 ]
 ACCEPTED_POSITIVE = ["2xx", "3xx", "401", "403", "404", "409", "410", "422", "429", "5xx"]
 
@@ -236,6 +245,7 @@ READS = [
     ("GET", "/v1/datasets/{dataset_id}/ledger", {"dataset_id": "dataset"}, {}),
     ("GET", "/v1/datasets/{dataset_id}/grants", {"dataset_id": "dataset"}, {}),
     ("GET", "/v1/fits", {}, {"dataset_id": "dataset"}),
+    ("GET", "/v1/fits", {}, {}),
     ("GET", "/v1/fits/{job_id}", {"job_id": "fit"}, {}),
     ("GET", "/v1/fits/{job_id}", {"job_id": "queued"}, {}),
     ("GET", "/healthz", {}, {}),

@@ -23,6 +23,7 @@ from privfit.settings import Settings, get_settings
 from privfit.ui import mount_ui
 
 from .admission import AdmissionGroups
+from .events import EventStreams
 from .headroom import HeadroomCache
 from .limits import BodySizeLimit, UploadConcurrencyLimit
 from .planning import PlanCache
@@ -96,6 +97,9 @@ def create_app(settings: Settings | None = None, *, run_workers: bool | None = N
     app.state.settings = settings
     app.state.plans = PlanCache()  # fit plans by their public inputs (estimates and admissions)
     app.state.headroom = HeadroomCache()  # the largest admissible ε of a fit request, by its public inputs
+    # GET /v1/fits/{id}/events: the open streams of this process, bounded (api/events.py)
+    app.state.event_streams = EventStreams(settings.max_event_streams, settings.event_poll_seconds,
+                                           settings.event_stream_seconds)  # fmt: skip
     app.openapi = finish_openapi(app)  # type: ignore[method-assign]
     install_problem_handlers(app)
     for router in (health.router, keys.router, datasets.router, allocations.router, ledger_export.router, fits.router,

@@ -109,7 +109,7 @@ def id_path(what: str) -> Any:
 _PATH_IDS: dict[str, tuple[str, str]] = {
     "dataset_id": ("a dataset id", "GET /v1/datasets (privfit datasets list; the privfit command and Python client "
                    "also take a dataset's name)"),
-    "job_id": ("a fit id", "GET /v1/fits?dataset_id=… (privfit fits list DATASET)"),
+    "job_id": ("a fit id", "GET /v1/fits (privfit fits list)"),
     "key_id": ("an API key id", "GET /v1/keys (privfit keys list; admins)"),
     "api_key_id": ("an analyst key id", "GET /v1/datasets/{dataset_id}/grants (privfit datasets grants DATASET)"),
 }  # fmt: skip

@@ -192,9 +192,13 @@ class PrivfitServer(uvicorn.Server):
         await super().shutdown(sockets)
 
     def _begin_stopping_workers(self) -> None:
-        workers = getattr(getattr(self.config.app, "state", None), "workers", None)
+        state = getattr(self.config.app, "state", None)
+        workers = getattr(state, "workers", None)
         if workers is not None:
             workers.begin_stop()
+        streams = getattr(state, "event_streams", None)
+        if streams is not None:  # open fit-event streams end at their next poll (api/events.py)
+            streams.stop()
 
 
 class _Stopped(Exception):

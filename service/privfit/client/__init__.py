@@ -48,6 +48,7 @@ from .models import (
     Me,
     MetricResult,
     Outlook,
+    Page,
     Prediction,
     SolverInfo,
 )
@@ -97,6 +98,7 @@ __all__ = [
     "MetricResult",
     "NotFoundError",
     "Outlook",
+    "Page",
     "PayloadTooLargeError",
     "PermissionDeniedError",
     "Prediction",

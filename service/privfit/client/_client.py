@@ -34,16 +34,19 @@ import unicodedata
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, BinaryIO, cast
+from typing import Any, BinaryIO, TypeVar, cast
+from urllib.parse import parse_qs, urlsplit
 
 import httpx
 
 from privfit import __version__
 
 from .errors import ApiError, FitFailedError, NotFoundError, PrivfitError, TransportError, WaitTimeoutError, error_for
+from .events import HEARTBEAT_SECONDS, server_events
 from .models import (
     Allocation,
     ApiKeyInfo,
+    ApiObject,
     Budget,
     CreatedKey,
     Dataset,
@@ -52,15 +55,22 @@ from .models import (
     EvaluationEstimate,
     Fit,
     FitPrivacy,
+    FitResult,
     Grant,
     LedgerEntry,
     LedgerPage,
     Me,
+    Page,
     Prediction,
     SolverInfo,
 )
 
 RETRY_STATUSES = frozenset({429, 502, 503, 504})
+
+#: The page size the list methods ask for while iterating every page: the API's maximum (docs/client.md, "Pages").
+PAGE_SIZE = 1000
+
+_Item = TypeVar("_Item", bound=ApiObject)
 
 #: What ``upload_dataset`` accepts as data: a path (CSV or ``.parquet``), CSV or Parquet bytes or CSV text, a binary
 #: file, or a pandas DataFrame.
@@ -184,6 +194,23 @@ class Client:
     def _json(self, method: str, path: str, *, retry: bool = True, **kwargs: Any) -> Any:
         return self._request(method, path, retry=retry, **kwargs).json()
 
+    def _page(self, path: str, model: type[_Item], params: Mapping[str, Any] | None = None) -> Page[_Item]:
+        """One page of a list endpoint: its items and the ``Link: <…>; rel="next"`` of the answer (URL and cursor)."""
+        response = self._request("GET", path, retry=True, params=params)
+        following = response.links.get("next", {}).get("url")
+        cursor = parse_qs(urlsplit(following).query).get("cursor", [None])[0] if following else None
+        return Page([model.from_json(item) for item in response.json()], following, cursor)
+
+    def _pages(self, path: str, model: type[_Item], params: Mapping[str, Any] | None = None) -> Iterator[_Item]:
+        """Every item of a list endpoint, page after page (:data:`PAGE_SIZE` each), following each answer's
+        ``rel="next"`` link: oldest first, each once, also while items are created meanwhile (later ones come on
+        later pages)."""
+        page = self._page(path, model, {**(params or {}), "limit": PAGE_SIZE})
+        yield from page.items
+        while page.next is not None:
+            page = self._page(page.next, model)
+            yield from page.items
+
     # --- service ----------------------------------------------------------------------------------
     def health(self) -> bool:
         """``GET /healthz``: the process is up."""
@@ -203,8 +230,8 @@ class Client:
 
     def keys(self) -> list[ApiKeyInfo]:
         """``GET /v1/keys`` (admins): every API key, oldest first, with its role, name and revocation time; never a
-        secret."""
-        return [ApiKeyInfo.from_json(item) for item in self._json("GET", "/v1/keys")]
+        secret (every page)."""
+        return list(self._pages("/v1/keys", ApiKeyInfo))
 
     def revoke_key(self, key_id: str) -> None:
         """``DELETE /v1/keys/{id}`` (admins): the key is refused (401) from its next request on, in every API
@@ -253,8 +280,13 @@ class Client:
                 content.close()  # the file this method opened
 
     def datasets(self) -> list[Dataset]:
-        """``GET /v1/datasets``: the datasets this key may see."""
-        return [Dataset.from_json(item) for item in self._json("GET", "/v1/datasets")]
+        """``GET /v1/datasets``: the (live) datasets this key may see, oldest first (every page)."""
+        return list(self._pages("/v1/datasets", Dataset))
+
+    def datasets_page(self, *, limit: int | None = None, cursor: str | None = None) -> Page[Dataset]:
+        """One page of ``GET /v1/datasets``: ``limit`` datasets (the server's default 100, at most 1000) after
+        ``cursor`` (a previous page's ``Page.cursor``; None: the first page)."""
+        return self._page("/v1/datasets", Dataset, _page_params({}, limit, cursor))
 
     def resolve_dataset(self, dataset: str) -> str:
         """The id of ``dataset``, given as an id or as a name (every ``dataset_id`` argument goes through this).
@@ -293,9 +325,8 @@ class Client:
         self._request("POST", path, retry=True, json={"api_key_id": api_key_id})
 
     def grants(self, dataset_id: str) -> list[Grant]:
-        """``GET /v1/datasets/{id}/grants`` (its owner, admins): the analyst keys granted the dataset."""
-        path = f"/v1/datasets/{self.resolve_dataset(dataset_id)}/grants"
-        return [Grant.from_json(item) for item in self._json("GET", path)]
+        """``GET /v1/datasets/{id}/grants`` (its owner, admins): the analyst keys granted the dataset (every page)."""
+        return list(self._pages(f"/v1/datasets/{self.resolve_dataset(dataset_id)}/grants", Grant))
 
     def revoke_grant(self, dataset_id: str, api_key_id: str) -> None:
         """``DELETE /v1/datasets/{id}/grants/{key id}`` (its owner, admins): the analyst can no longer see or fit
@@ -317,8 +348,7 @@ class Client:
     def allocations(self, dataset_id: str) -> list[Allocation]:
         """``GET /v1/datasets/{id}/allocations``: every allocation of the dataset's budget, with what each analyst
         has used and has left (its owner, admins), or the caller's own (an analyst: an empty list when it has none)."""
-        path = f"/v1/datasets/{self.resolve_dataset(dataset_id)}/allocations"
-        return [Allocation.from_json(item) for item in self._json("GET", path)]
+        return list(self._pages(f"/v1/datasets/{self.resolve_dataset(dataset_id)}/allocations", Allocation))
 
     def remove_allocation(self, dataset_id: str, api_key_id: str) -> None:
         """``DELETE /v1/datasets/{id}/allocations/{key id}`` (its owner, admins): the analyst then spends from the
@@ -402,10 +432,37 @@ class Client:
         headers = {"Idempotency-Key": idempotency_key or str(uuid.uuid4())}
         return Fit.from_json(self._json("POST", "/v1/fits", json=body, headers=headers))
 
-    def fits(self, dataset_id: str) -> list[Fit]:
-        """``GET /v1/fits?dataset_id=``: the dataset's fits this key may see, oldest first."""
-        params = {"dataset_id": self.resolve_dataset(dataset_id)}
-        return [Fit.from_json(item) for item in self._json("GET", "/v1/fits", params=params)]
+    def fits(self, dataset_id: str | None = None, *, status: str | None = None, solver: str | None = None) -> list[Fit]:
+        """``GET /v1/fits``: every fit this key may see (every page), oldest first — a dataset's (``dataset_id``, an
+        id or a name) or all of them (an analyst's own, an owner's on its datasets, every fit to admins) — in
+        ``status`` (queued, running, succeeded, failed, cancelled) and of ``solver`` if given. :meth:`iter_fits`
+        yields them page by page; :meth:`fits_page` gets one page."""
+        return list(self.iter_fits(dataset_id, status=status, solver=solver))
+
+    def iter_fits(
+        self, dataset_id: str | None = None, *, status: str | None = None, solver: str | None = None
+    ) -> Iterator[Fit]:
+        """The fits of :meth:`fits`, fetched a page (1000 fits) at a time as the iteration reaches them."""
+        return self._pages("/v1/fits", Fit, self._fit_filters(dataset_id, status, solver))
+
+    def fits_page(
+        self,
+        dataset_id: str | None = None,
+        *,
+        status: str | None = None,
+        solver: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> Page[Fit]:
+        """One page of :meth:`fits`: ``limit`` fits (the server's default 100, at most 1000) after ``cursor`` (the
+        ``Page.cursor`` of the previous page, with the same filters; None: the first page)."""
+        params = _page_params(self._fit_filters(dataset_id, status, solver), limit, cursor)
+        return self._page("/v1/fits", Fit, params)
+
+    def _fit_filters(self, dataset_id: str | None, status: str | None, solver: str | None) -> dict[str, str]:
+        filters = {"dataset_id": None if dataset_id is None else self.resolve_dataset(dataset_id), "status": status,
+                   "solver": solver}  # fmt: skip
+        return {name: value for name, value in filters.items() if value is not None}
 
     def get_fit(self, fit_id: str, *, rdp: bool = False) -> Fit:
         """``GET /v1/fits/{id}``: status, progress and, when succeeded, the result; with ``rdp`` the cost's RDP
@@ -439,6 +496,11 @@ class Client:
         """
         fit_id = fit if isinstance(fit, str) else fit.id
         deadline = None if timeout is None else time.monotonic() + timeout
+        streamed = self._wait_streamed(fit_id, deadline, on_progress)
+        if streamed is not None:
+            if raise_on_failure and streamed.status != "succeeded":
+                raise FitFailedError(streamed)
+            return streamed
         interval = poll_interval
         while True:
             current = self.get_fit(fit_id)
@@ -454,9 +516,43 @@ class Client:
             time.sleep(pause)
             interval = min(max_poll_interval, interval * 1.5)
 
-    def predict(self, fit_id: str, rows: Sequence[Mapping[str, Any]] | Any) -> Prediction:
-        """``POST /v1/fits/{id}/predict``: predictions for your own rows (dicts by column, or a DataFrame)."""
-        return Prediction.from_json(self._json("POST", f"/v1/fits/{fit_id}/predict", json={"rows": _rows(rows)}))
+    def _wait_streamed(
+        self, fit_id: str, deadline: float | None, on_progress: Callable[[Fit], None] | None
+    ) -> Fit | None:
+        """Follow ``GET /v1/fits/{id}/events`` until the fit finishes: the finished fit, or None when the stream
+        cannot say (a server without events, every stream slot taken (429), the stream ended early — timeout or a
+        stopping server —, a dropped connection, the deadline inside a quiet stretch): the caller then polls, which
+        also raises the errors of a fit that cannot be read. ``on_progress`` sees every state the stream sends."""
+        remaining = None if deadline is None else deadline - time.monotonic()
+        read_timeout = 2 * HEARTBEAT_SECONDS if remaining is None else max(0.1, min(2 * HEARTBEAT_SECONDS, remaining))
+        timeout = httpx.Timeout(self._http.timeout.connect, read=read_timeout)
+        try:
+            with self._http.stream("GET", f"/v1/fits/{fit_id}/events", headers={"Accept": "text/event-stream"},
+                                   timeout=timeout) as response:  # fmt: skip
+                if response.status_code != 200:
+                    return None
+                for event in server_events(response.iter_lines()):
+                    if event.event != "fit":
+                        return None  # "end" before a terminal state: poll
+                    current = Fit.from_json(json.loads(event.data))
+                    if on_progress is not None:
+                        on_progress(current)
+                    if current.finished:
+                        return current
+                    if deadline is not None and time.monotonic() >= deadline:
+                        return None
+        except (httpx.TransportError, ValueError):
+            return None
+        return None
+
+    def predict(
+        self, fit_id: str, rows: Sequence[Mapping[str, Any]] | Any, *, unknown_category: str = "error"
+    ) -> Prediction:
+        """``POST /v1/fits/{id}/predict``: predictions for your own rows (dicts by column, or a DataFrame).
+        ``unknown_category="ignore"`` encodes a level the dataset's schema does not declare as an all-zero one-hot
+        block instead of refusing the rows (the default, ``"error"``)."""
+        body = {"rows": _rows(rows), "unknown_category": unknown_category}
+        return Prediction.from_json(self._json("POST", f"/v1/fits/{fit_id}/predict", json=body))
 
     def evaluate(
         self,
@@ -484,8 +580,69 @@ class Client:
         return EvaluationEstimate.from_json(self._json("POST", f"/v1/fits/{fit_id}/evaluate/estimate", json=body))
 
     def evaluations(self, fit_id: str) -> list[Evaluation]:
-        """``GET /v1/fits/{id}/evaluations``: the fit's private evaluations, oldest first."""
-        return [Evaluation.from_json(item) for item in self._json("GET", f"/v1/fits/{fit_id}/evaluations")]
+        """``GET /v1/fits/{id}/evaluations``: the fit's private evaluations, oldest first (every page)."""
+        return list(self._pages(f"/v1/fits/{fit_id}/evaluations", Evaluation))
+
+    def fit_result(self, fit_id: str) -> FitResult:
+        """A succeeded fit's release (``GET /v1/fits/{id}``) with its dataset's schema attached (``GET
+        /v1/datasets/{id}``: the declared schema with the transforms derived by private preprocessing), so that
+        ``client.fit_result(fit_id).to_sklearn()`` needs no argument. A fit that has not succeeded is a
+        :class:`~privfit.client.errors.ConflictError` (409 "Fit not finished", as ``/predict`` answers)."""
+        from dataclasses import replace
+
+        from .errors import ConflictError
+
+        fit = self.get_fit(fit_id)
+        if fit.status != "succeeded" or fit.result is None:
+            detail = f"fit {fit.id} is {fit.status}; a scikit-learn model needs a succeeded fit"
+            problem = {"type": "about:blank", "title": "Fit not finished", "status": 409, "detail": detail}
+            raise ConflictError(409, problem, method="GET", url=f"{self.url}/v1/fits/{fit.id}")
+        dataset = self.dataset(fit.dataset_id)
+        return replace(fit.result, _dataset_schema=dataset.schema)
+
+    def to_sklearn(self, fit_id: str, *, unknown_category: str = "error") -> Any:
+        """A succeeded fit as a fitted scikit-learn ``Pipeline`` predicting what ``/predict`` answers:
+        ``fit_result(fit_id).to_sklearn()`` (:func:`privfit.client.sklearn_export.to_sklearn`; the ``sklearn``
+        extra). A fit that estimated a statistic (``dp_lazy_oco``'s ``mean``) is a
+        :class:`~privfit.client.errors.ConflictError` (409 "Not a predictor", as ``/predict`` answers)."""
+        from .errors import ConflictError
+
+        result = self.fit_result(fit_id)
+        if not result.predictor:
+            detail = f"fit {fit_id} estimated a statistic of the features (model {result.model!r}); it does not predict"
+            problem = {"type": "about:blank", "title": "Not a predictor", "status": 409, "detail": detail}
+            raise ConflictError(409, problem, method="GET", url=f"{self.url}/v1/fits/{fit_id}")
+        return result.to_sklearn(unknown_category=unknown_category)
+
+    def export_onnx(self, fit_id: str, destination: str | Path | BinaryIO, *, unknown_category: str = "error") -> int:
+        """``GET /v1/fits/{id}/model.onnx``: a succeeded fit as an ONNX model (its dataset's encoding and the released
+        model in one graph; onnxruntime's ``scores``, ``label`` and ``probabilities`` are ``/predict``'s answers),
+        written to ``destination`` — a path (under a ``.partial`` name until it is whole) or a binary file —; the
+        number of bytes written. ``unknown_category="ignore"`` encodes an undeclared level as an all-zero one-hot
+        block; by default the model refuses the row (NaN scores, an empty label). 409 (not succeeded, not a
+        predictor) and 410 (dataset deleted) as for :meth:`predict`. Running the model needs onnxruntime (the
+        ``onnx`` extra); docs/client.md, "An ONNX model"."""
+        accept = {"Accept": "application/octet-stream, application/problem+json"}
+        response = self._request("GET", f"/v1/fits/{fit_id}/model.onnx", retry=True, headers=accept,
+                                 params={"unknown_category": unknown_category})  # fmt: skip
+        content = response.content
+        if not isinstance(destination, str | Path):
+            destination.write(content)
+            return len(content)
+        target = Path(destination)
+        partial = target.with_name(target.name + ".partial")
+        try:
+            partial.write_bytes(content)
+            partial.replace(target)  # a file named as asked only once the whole model is in it
+        finally:
+            partial.unlink(missing_ok=True)
+        return len(content)
+
+
+def _page_params(filters: Mapping[str, Any], limit: int | None, cursor: str | None) -> dict[str, Any]:
+    """A list request's query: its filters, and ``limit`` and ``cursor`` when given."""
+    paging = {"limit": limit, "cursor": cursor}
+    return {**filters, **{name: value for name, value in paging.items() if value is not None}}
 
 
 def _include(rdp: bool) -> dict[str, str]:

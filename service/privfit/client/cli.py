@@ -526,13 +526,24 @@ def _fit_fields(out: Output, fit: Fit) -> None:
 
 
 def _fits_list(client: Client, args: argparse.Namespace, out: Output) -> int:
-    fits = client.fits(args.dataset)
+    """Every fit (all pages), or one page with ``--limit``/``--cursor``: the next page's cursor then goes to stderr."""
+    filters = {"status": args.status, "solver": args.solver}
+    following = None
+    if args.limit is None and args.cursor is None:
+        fits = client.fits(args.dataset, **filters)
+    else:
+        page = client.fits_page(args.dataset, limit=args.limit, cursor=args.cursor, **filters)
+        fits, following = page.items, page.cursor
     if out.as_json:
         out.json(fits)
     else:
-        rows = [(f.id, f.solver, f.model, f.status, f"{f.progress:.0%}", f.cost.epsilon if f.cost else None,
-                 f.created_at) for f in fits]  # fmt: skip
-        out.table(f"fits of {args.dataset}", ("id", "solver", "model", "status", "progress", "ε", "created"), rows)
+        whose = args.dataset is None  # every dataset's fits: a column says whose
+        columns = ("id", *(("dataset",) if whose else ()), "solver", "model", "status", "progress", "ε", "created")
+        rows = [(f.id, *((f.dataset_id,) if whose else ()), f.solver, f.model, f.status, f"{f.progress:.0%}",
+                 f.cost.epsilon if f.cost else None, f.created_at) for f in fits]  # fmt: skip
+        out.table("fits" if whose else f"fits of {args.dataset}", columns, rows)
+    if following is not None:
+        out.message(f"more fits follow: the next page with --cursor {following}")
     return EXIT_OK
 
 
@@ -601,15 +612,87 @@ def _fits_evaluations(client: Client, args: argparse.Namespace, out: Output) -> 
     return EXIT_OK
 
 
+#: The formats of ``privfit fits export``: ``joblib``, the fit as a fitted scikit-learn Pipeline
+#: (:mod:`privfit.client.sklearn_export`), written with ``joblib.dump``; ``onnx``, the ONNX model the server builds
+#: (``GET /v1/fits/{id}/model.onnx``, :meth:`Client.export_onnx <privfit.client._client.Client.export_onnx>`).
+EXPORT_FORMATS = ("joblib", "onnx")
+
+
+def _fits_export(client: Client, args: argparse.Namespace, out: Output) -> int:
+    """``privfit fits export FIT --format joblib [--output PATH]``: the succeeded fit as a fitted scikit-learn
+    ``Pipeline`` (its dataset's encoding, then the released model; :meth:`Client.to_sklearn
+    <privfit.client._client.Client.to_sklearn>`), written with ``joblib.dump`` to PATH (default ``fit-<id>.joblib``;
+    ``-`` for stdout), under a ``.partial`` name until it is whole. Without scikit-learn: exit 1, saying what to
+    install. ``--format onnx``: the server's ONNX model (:func:`_fits_export_onnx`)."""
+    if args.format == "onnx":
+        return _fits_export_onnx(client, args, out)
+    try:
+        import joblib  # type: ignore[import-untyped]  # scikit-learn's dependency: both in the `sklearn` extra
+
+        from . import sklearn_export  # noqa: F401  (imports scikit-learn, or says what to install)
+    except ImportError as missing:
+        raise errors.PrivfitError(f"privfit fits export --format {args.format} needs scikit-learn, pandas and joblib: "
+                                  f"pip install 'privfit[sklearn]' ({missing})") from None  # fmt: skip
+    pipeline = client.to_sklearn(args.fit)
+    if args.output == "-":
+        joblib.dump(pipeline, sys.stdout.buffer)
+        sys.stdout.flush()
+        return EXIT_OK
+    target = Path(args.output or f"fit-{args.fit}.joblib")
+    partial = target.with_name(target.name + ".partial")
+    try:
+        with partial.open("wb") as file:
+            joblib.dump(pipeline, file)
+        partial.replace(target)  # a file named as asked only once the whole model is in it
+    finally:
+        partial.unlink(missing_ok=True)
+    size = target.stat().st_size
+    if out.as_json:
+        out.json({"fit_id": args.fit, "format": args.format, "output": str(target), "bytes": size})
+    elif out.quiet:
+        print(target)
+    else:
+        kind = type(pipeline[-1]).__name__
+        out.message(f"wrote {target} ({size} bytes): a scikit-learn Pipeline (encoding, then {kind}) of fit "
+                    f"{args.fit}; load it with joblib.load({str(target)!r})")  # fmt: skip
+    return EXIT_OK
+
+
+def _fits_export_onnx(client: Client, args: argparse.Namespace, out: Output) -> int:
+    """``privfit fits export FIT --format onnx [--output PATH]``: the fit's ONNX model as the server builds it
+    (:meth:`Client.export_onnx <privfit.client._client.Client.export_onnx>`), written to PATH (default
+    ``fit-<id>.onnx``; ``-`` for stdout) under a ``.partial`` name until it is whole. Needs nothing beyond the client;
+    running the model needs onnxruntime (the ``onnx`` extra)."""
+    if args.output == "-":
+        client.export_onnx(args.fit, sys.stdout.buffer)
+        sys.stdout.flush()
+        return EXIT_OK
+    target = Path(args.output or f"fit-{args.fit}.onnx")
+    size = client.export_onnx(args.fit, target)
+    if out.as_json:
+        out.json({"fit_id": args.fit, "format": args.format, "output": str(target), "bytes": size})
+    elif out.quiet:
+        print(target)
+    else:
+        out.message(f"wrote {target} ({size} bytes): an ONNX model (encoding, then the released model) of fit "
+                    f"{args.fit}; run it with onnxruntime.InferenceSession({str(target)!r})")  # fmt: skip
+    return EXIT_OK
+
+
 def _predict(client: Client, args: argparse.Namespace, out: Output) -> int:
-    prediction = client.predict(args.fit, _read_rows(args.rows))
+    prediction = client.predict(args.fit, _read_rows(args.rows), unknown_category=args.unknown_category)
     if out.as_json:
         out.json(prediction)
-    elif prediction.probabilities is not None:
+    elif prediction.probabilities is not None and len(prediction.classes or []) > 2:
         classes = prediction.classes or []
         rows = zip(prediction.predictions, prediction.probabilities, strict=True)
         out.table(f"predictions of fit {args.fit} (class probabilities)", ("row", "prediction", *classes),
                   [(i, label, *(f"{p:.4f}" for p in probs)) for i, (label, probs) in enumerate(rows)])  # fmt: skip
+    elif prediction.probabilities is not None:  # a binary logistic fit: the positive class's probability
+        positive = (prediction.classes or ["", "positive"])[1]
+        scored = zip(prediction.scores, prediction.predictions, prediction.probabilities, strict=True)
+        out.table(f"predictions of fit {args.fit}", ("row", "score", "prediction", f"P({positive})"),
+                  [(i, score, label, f"{probs[1]:.4f}") for i, (score, label, probs) in enumerate(scored)])  # fmt: skip
     else:
         pairs = zip(prediction.scores, prediction.predictions, strict=True)
         out.table(f"predictions of fit {args.fit}", ("row", "score", "prediction"),
@@ -828,7 +911,7 @@ def _dataset_argument(parser: argparse.ArgumentParser) -> None:
 
 def _fit_argument(parser: argparse.ArgumentParser) -> None:
     """The positional FIT_ID."""
-    parser.add_argument("fit", metavar="FIT_ID", help="the fit's id (privfit fits list DATASET)")
+    parser.add_argument("fit", metavar="FIT_ID", help="the fit's id (privfit fits list)")
 
 
 def add_client_commands(commands: argparse._SubParsersAction, keys: argparse._SubParsersAction | None = None) -> None:
@@ -920,7 +1003,20 @@ def add_client_commands(commands: argparse._SubParsersAction, keys: argparse._Su
     fits_help = "list, show, wait for, cancel and privately evaluate fits"
     fits = commands.add_parser("fits", help=fits_help, description=fits_help)
     sub = fits.add_subparsers(dest="fits_command", required=True)
-    _dataset_argument(command(sub, "list", _fits_list, "the fits of a dataset"))
+    fits_list = command(sub, "list", _fits_list,
+                        "the fits this key may see, oldest first: a dataset's, or every one (all pages)")  # fmt: skip
+    fits_list.add_argument("dataset", metavar="DATASET", nargs="?", default=None,
+                           help="only this dataset's fits: its id, or its name if no other dataset of yours has it "
+                           "(default: every fit this key may see)")  # fmt: skip
+    fits_list.add_argument("--status", default=None, choices=("queued", "running", "succeeded", "failed", "cancelled"),
+                           help="only the fits in this status")  # fmt: skip
+    fits_list.add_argument("--solver", default=None, metavar="SOLVER",
+                           help="only the fits of this solver (privfit solvers)")  # fmt: skip
+    fits_list.add_argument("--limit", type=int, default=None, metavar="N",
+                           help="one page of N fits (at most 1000) instead of every page; the next page's --cursor "
+                           "is printed on stderr")  # fmt: skip
+    fits_list.add_argument("--cursor", default=None, metavar="CURSOR",
+                           help="the page that follows the one which printed this cursor (same filters)")  # fmt: skip
     _fit_argument(command(sub, "show", _fits_show, "a fit's status, cost and result"))
     wait = command(sub, "wait", _fits_wait, "wait for a fit to finish, with a progress bar")
     _fit_argument(wait)
@@ -943,11 +1039,23 @@ def add_client_commands(commands: argparse._SubParsersAction, keys: argparse._Su
     evaluate.add_argument("--idempotency-key", default=None, metavar="KEY",
                           help="reuse to make a retried request safe")  # fmt: skip
     _fit_argument(command(sub, "evaluations", _fits_evaluations, "a fit's private evaluations"))
+    export_help = ("write a succeeded fit as a fitted scikit-learn Pipeline or an ONNX model (its dataset's encoding, "
+                   "then the model)")  # fmt: skip
+    export = command(sub, "export", _fits_export, export_help)
+    _fit_argument(export)
+    export.add_argument("--format", required=True, choices=EXPORT_FORMATS,
+                        help="joblib: a scikit-learn Pipeline saved by joblib.dump (sklearn extra); onnx: the "
+                        "ONNX model the server builds (run it with onnxruntime: onnx extra)")  # fmt: skip
+    export.add_argument("--output", default=None, metavar="PATH",
+                        help="where to write it (default fit-<FIT_ID>.joblib or .onnx; - for stdout)")  # fmt: skip
 
     predict = command(commands, "predict", _predict, "predict with a finished fit on your own rows")
     _fit_argument(predict)
     predict.add_argument("--rows", required=True, metavar="FILE",
                          help="a JSON (list of objects) or CSV file of rows; - for stdin")  # fmt: skip
+    predict.add_argument("--unknown-category", choices=("error", "ignore"), default="error",
+                         help="a categorical level the schema does not declare: refuse the rows (error, the default) "
+                         "or encode it as an all-zero one-hot block (ignore)")  # fmt: skip
     _dataset_argument(command(commands, "budget", _budget, "a dataset's budget: spent, reserved, remaining ε"))
     ledger_help = (
         "a dataset's ledger entries, oldest first (ledger DATASET); its export with the hash chain "

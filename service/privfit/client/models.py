@@ -8,9 +8,10 @@ whole answer stays in ``raw`` so that members a newer server adds are never lost
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field, fields, replace
 from datetime import datetime
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, Generic, Self, TypeVar
 
 FINISHED_STATUSES = frozenset({"succeeded", "failed", "cancelled"})
 
@@ -374,6 +375,10 @@ class FitResult(ApiObject):
     #: ``solver: "auto"`` only: the candidate whose model this is (``{"solver": ..., "resolved": {...}}``), part
     #: of the release; None for every other solver.
     selected: dict[str, Any] | None = None
+    #: The schema of the fit's dataset (``Dataset.schema``), attached by :meth:`Client.fit_result
+    #: <privfit.client._client.Client.fit_result>`; not part of the API's answer. :meth:`to_sklearn` encodes with it
+    #: when given no schema.
+    _dataset_schema: dict[str, Any] | None = field(default=None, repr=False, compare=False)
 
     @property
     def multiclass(self) -> bool:
@@ -401,6 +406,26 @@ class FitResult(ApiObject):
         if isinstance(self.intercept, list):
             table["(intercept)"] = {c: float(b) for c, b in zip(self.classes, self.intercept, strict=True)}
         return table
+
+    def to_sklearn(self, schema: Any = None, *, unknown_category: str = "error") -> Any:
+        """The release as a fitted scikit-learn ``Pipeline`` (the dataset's encoding as a ``ColumnTransformer``, then
+        the model with these coefficients) whose ``predict`` / ``predict_proba`` / ``decision_function`` on a pandas
+        DataFrame of raw columns give ``/predict``'s predictions / probabilities / scores
+        (:func:`privfit.client.sklearn_export.to_sklearn`; needs the ``sklearn`` extra).
+
+        ``schema``: the dataset's schema as ``GET /v1/datasets/{id}`` answers it (``client.dataset(fit.dataset_id)
+        .schema``, with the transforms derived by private preprocessing), or that ``Dataset``; by default the one
+        :meth:`Client.fit_result <privfit.client._client.Client.fit_result>` attached. ``unknown_category="ignore"``
+        encodes an undeclared categorical level as an all-zero block instead of raising."""
+        from .sklearn_export import to_sklearn
+
+        document = self._dataset_schema if schema is None else schema
+        if document is None:
+            raise ValueError(
+                "to_sklearn() needs the schema of the fit's dataset: pass client.dataset(fit.dataset_id).schema, "
+                "or get the result with client.fit_result(fit_id), which attaches it"
+            )
+        return to_sklearn(self, document, unknown_category=unknown_category)  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True)
@@ -518,8 +543,9 @@ class Evaluation(ApiObject):
 
 @dataclass(frozen=True)
 class Prediction(ApiObject):
-    """``POST /v1/fits/{id}/predict``: scores ⟨θ, x⟩ + b and decoded predictions, one per row; for a multiclass fit
-    also the class names and, per row, the class probabilities (and the k logits as scores)."""
+    """``POST /v1/fits/{id}/predict``: scores ⟨θ, x⟩ + b and decoded predictions, one per row; for a logistic fit
+    also the class names ([negative, positive] for a binary label) and, per row, the class probabilities (for a
+    multiclass fit the k logits are the scores)."""
 
     fit_id: str = ""
     n: int = 0
@@ -543,3 +569,24 @@ class SolverInfo(ApiObject):
     available: bool = True
     unavailable_reason: str | None = None
     enabled_by: str | None = None
+
+
+Item = TypeVar("Item")
+
+
+@dataclass(frozen=True)
+class Page(Generic[Item]):
+    """One page of a list endpoint (``Client.fits_page``, ``Client.datasets_page``): its ``items``, oldest first,
+    and where the next page is — ``next``, the URL of the answer's ``Link: <…>; rel="next"`` header, and ``cursor``,
+    the opaque cursor in it (pass it as ``cursor=`` for the next page) — both None on the last page. Iterating a page
+    iterates its items."""
+
+    items: list[Item] = field(default_factory=list)
+    next: str | None = None
+    cursor: str | None = None
+
+    def __iter__(self) -> Iterator[Item]:
+        return iter(self.items)
+
+    def __len__(self) -> int:
+        return len(self.items)

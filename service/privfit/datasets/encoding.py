@@ -31,7 +31,7 @@ import re
 import struct
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, Any, Literal
 
 import numpy as np
 
@@ -324,8 +324,17 @@ def _parse_and_encode_exact(
     return _finish(schema, X, y, out.units())
 
 
-def encode_rows(rows: Sequence[Mapping[str, Any]], schema: DatasetSchema | Mapping[str, Any]) -> EncodedRows:
+def encode_rows(
+    rows: Sequence[Mapping[str, Any]],
+    schema: DatasetSchema | Mapping[str, Any],
+    *,
+    unknown_category: Literal["error", "ignore"] = "error",
+) -> EncodedRows:
     """Encode client-supplied rows (e.g. for prediction) with exactly the rules of :func:`parse_and_encode`.
+
+    ``unknown_category="ignore"`` encodes a categorical level the schema does not declare as an all-zero one-hot
+    block (the row then carries no information for that column, as a missing cell under ``"impute"`` does) instead
+    of refusing the rows; the default, ``"error"``, refuses them naming the column and row, as an upload does.
 
     Each row is a mapping from column name to value: a string (stripped; ``schema.csv.na_values`` mean
     missing), a number for numeric columns (not bool), or ``None`` (missing). Every numeric and categorical
@@ -390,6 +399,7 @@ def encode_rows(rows: Sequence[Mapping[str, Any]], schema: DatasetSchema | Mappi
         unit="row",
         column_order={name: k for k, name in enumerate(schema.column_names)},
         label_present=bool(label_present),
+        ignore_unknown=unknown_category == "ignore",
     )
     if pending is not None:
         raise pending
@@ -836,10 +846,13 @@ def _categorical_column(
     where: Callable[[int], str],
     na: frozenset[str],
     na_list: Sequence[str],
+    ignore_unknown: bool = False,
 ) -> tuple[np.ndarray, _Err | None]:
-    """Level index per row (≥ 0), or _MISSING_CODE for an imputed missing cell."""
+    """Level index per row (≥ 0), or _MISSING_CODE for an imputed missing cell, or _UNKNOWN_CODE for a level not
+    declared when ``ignore_unknown`` (an all-zero one-hot block: prediction rows only, :func:`encode_rows`)."""
     codes = _level_codes(cells, f.levels, na)
-    bad = np.flatnonzero((codes < 0) & ~((codes == _MISSING_CODE) & impute))
+    allowed = ((codes == _MISSING_CODE) & impute) | ((codes == _UNKNOWN_CODE) & ignore_unknown)
+    bad = np.flatnonzero((codes < 0) & ~allowed)
     if bad.size == 0:
         return codes, None
     i = int(bad[0])
@@ -916,11 +929,13 @@ def _encode(
     column_order: Mapping[str, int],
     label_present: bool,
     out: tuple[np.ndarray, np.ndarray] | None = None,
+    ignore_unknown: bool = False,
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """Encode all columns; raise the error with the smallest (row, column position) if any cell is invalid.
 
     ``out``: a zero-filled (n, d) block and an (n,) block to write X and y into (a chunk of a larger matrix);
-    otherwise new arrays are allocated.
+    otherwise new arrays are allocated. ``ignore_unknown``: an undeclared categorical level encodes as an all-zero
+    one-hot block instead of an error (prediction rows only: an upload never passes it).
     """
     na_list = schema.csv.na_values
     na = frozenset(na_list)
@@ -939,7 +954,7 @@ def _encode(
                 X[:, j] = f.scale(values)
             j += 1
         elif isinstance(f, CategoricalFeature):
-            codes, err = _categorical_column(cells(f.name), f, impute, where, na, na_list)
+            codes, err = _categorical_column(cells(f.name), f, impute, where, na, na_list, ignore_unknown)
             if err is None:
                 present = np.flatnonzero(codes >= 0)
                 X[present, j + codes[present]] = 1.0

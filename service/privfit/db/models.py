@@ -79,6 +79,7 @@ class Dataset(Base):
     """A registered dataset: public metadata only. The encoded matrix lives in the dataset store."""
 
     __tablename__ = "datasets"
+    __table_args__ = (Index("ix_datasets_created", "created_at", "id"),)  # GET /v1/datasets pages (migration 0013)
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True)
     owner_key_id: Mapped[str] = mapped_column(ForeignKey("api_keys.id"), index=True)
@@ -230,11 +231,15 @@ class Job(Base):
         CheckConstraint(f"status IN {JOB_STATUSES}", name="status"),
         UniqueConstraint("api_key_id", "idempotency_key", name="uq_jobs_idempotency"),
         Index("ix_jobs_status_created", "status", "created_at"),
+        # the paged lists (migration 0013): a dataset's fits, a key's, everyone's, each in (created_at, id) order
+        Index("ix_jobs_dataset_created", "dataset_id", "created_at", "id"),
+        Index("ix_jobs_api_key_created", "api_key_id", "created_at", "id"),
+        Index("ix_jobs_created", "created_at", "id"),
     )
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True)
-    dataset_id: Mapped[str] = mapped_column(ForeignKey("datasets.id"), index=True)
-    api_key_id: Mapped[str] = mapped_column(ForeignKey("api_keys.id"), index=True)
+    dataset_id: Mapped[str] = mapped_column(ForeignKey("datasets.id"))  # indexed by ix_jobs_dataset_created
+    api_key_id: Mapped[str] = mapped_column(ForeignKey("api_keys.id"))  # indexed by ix_jobs_api_key_created
     idempotency_key: Mapped[str | None] = mapped_column(String(200))
     request_hash: Mapped[str] = mapped_column(String(64))
     solver: Mapped[str] = mapped_column(String(64))

@@ -35,10 +35,11 @@ Every function here runs inside ``Database.write()`` (or ``read()`` for the view
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import select
+from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 
 from privfit.db.models import Allocation, Budget
@@ -125,12 +126,20 @@ def delete_allocation(session: Session, dataset_id: str, api_key_id: str) -> boo
     return True
 
 
-def allocation_statuses(session: Session, dataset_id: str, api_key_id: str | None = None) -> list[AllocationStatus]:
-    """The dataset's allocations (only ``api_key_id``'s if given), oldest first (reads only)."""
+def allocation_statuses(
+    session: Session,
+    dataset_id: str,
+    api_key_id: str | None = None,
+    *,
+    page: Callable[[Select[tuple[Allocation]]], Select[tuple[Allocation]]] | None = None,
+) -> list[AllocationStatus]:
+    """The dataset's allocations (only ``api_key_id``'s if given), oldest first (reads only). ``page`` orders and
+    bounds the query instead (one page of the API's list, :mod:`privfit.api.pagination`)."""
     budget = _get(session, dataset_id)
-    query = select(Allocation).where(Allocation.dataset_id == budget.dataset_id).order_by(Allocation.id)
+    query = select(Allocation).where(Allocation.dataset_id == budget.dataset_id)
     if api_key_id is not None:
         query = query.where(Allocation.api_key_id == api_key_id)
+    query = query.order_by(Allocation.id) if page is None else page(query)
     return [_status(session, budget, allocation) for allocation in session.execute(query).scalars()]
 
 

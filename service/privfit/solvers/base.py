@@ -64,7 +64,7 @@ from typing import Any, ClassVar, Generic, Literal, NamedTuple, TypeVar, get_arg
 import numpy as np
 from numpy.typing import NDArray
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
-from scipy.special import softmax
+from scipy.special import expit, softmax
 
 from privfit.errors import ParameterError
 from privfit.privacy import DEFAULT_GRID, DeltaAllowance, OrderGrid, PrivacyCost
@@ -774,10 +774,16 @@ class FitResult:
         return np.asarray(A @ W + (self.intercept or 0.0))
 
     def predict_proba(self, X: Any) -> np.ndarray:
-        """The class probabilities softmax(Θx + b), shape (n, k), of a multinomial fit (rows sum to 1)."""
-        if self.classes is None:
-            raise SolverParameterError("model", "class probabilities need a multinomial fit (a categorical label)")
-        return np.asarray(softmax(self.decision_function(X), axis=1))
+        """The class probabilities of a logistic fit (rows sum to 1): softmax(Θx + b), shape (n, k), for a multinomial
+        fit; for a binary one, shape (n, 2), the columns in the order of the labels −1 and +1 (negative, positive):
+        (σ(−z), σ(z)) with z = ⟨θ, x⟩ + b and σ the logistic function (each computed directly, so a probability
+        near 0 keeps its relative precision)."""
+        if self.classes is not None:
+            return np.asarray(softmax(self.decision_function(X), axis=1))
+        if self.model != "logistic":
+            raise SolverParameterError("model", f"class probabilities need a logistic model, not {self.model!r}")
+        z = np.asarray(self.decision_function(X), dtype=np.float64)
+        return np.column_stack([expit(-z), expit(z)])
 
     def predict(self, X: Any) -> np.ndarray:
         """Labels ±1 (0 ↦ +1) for binary classification models, the most probable class index (as float; the

@@ -14,6 +14,7 @@ Nothing here reads a row of the dataset: an allocation's numbers are functions o
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
@@ -22,11 +23,13 @@ from pydantic import BaseModel, Field
 from sqlalchemy import select
 
 from privfit.db import ApiKey, Database, DatasetGrant
+from privfit.db.models import Allocation
 from privfit.ledger.allocations import AllocationError, allocation_statuses, create_allocation, delete_allocation
 
 from ..auth import Principal, current_principal, privileged, visible_dataset
 from ..encoding import UtcDateTime, public_json
 from ..identifiers import id_path, is_resource_id, normalize_id
+from ..pagination import Keyset, Paging, link_next, paged
 from ..problems import Problem, problem_responses
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
@@ -59,10 +62,13 @@ class AllocationOut(BaseModel):
     created_at: UtcDateTime
 
 
-def allocations_of(db: Database, dataset_id: str, api_key_id: str | None) -> list[dict[str, Any]]:
-    """The dataset's allocations (only ``api_key_id``'s if given) as :class:`AllocationOut` documents."""
+def allocations_of(
+    db: Database, dataset_id: str, api_key_id: str | None, page: Callable[[Any], Any] | None = None
+) -> list[dict[str, Any]]:
+    """The dataset's allocations (only ``api_key_id``'s if given) as :class:`AllocationOut` documents (``page``: of
+    one page, as :func:`~privfit.ledger.allocations.allocation_statuses` takes it)."""
     with db.read() as session:
-        statuses = allocation_statuses(session, dataset_id, api_key_id)
+        statuses = allocation_statuses(session, dataset_id, api_key_id, page=page)
         names = dict(session.execute(
             select(ApiKey.id, ApiKey.name).where(ApiKey.id.in_([s.api_key_id for s in statuses]))
         ).tuples().all())  # fmt: skip
@@ -113,13 +119,25 @@ def set_allocation(
 
 
 @router.get("/{dataset_id:id}/allocations", response_model=list[AllocationOut],
-            summary="Allocations of the dataset's budget: all (owner, admin) or the caller's own (analyst)",
-            responses=problem_responses(401, 404, 503))  # fmt: skip
-def list_allocations(dataset_id: str = id_path("dataset"), *, request: Request,
+            summary="Allocations of the dataset's budget: all (owner, admin) or the caller's own (analyst), oldest "
+            "first, one page at a time",
+            responses={**paged(), **problem_responses(401, 404, 422, 503)})  # fmt: skip
+def list_allocations(dataset_id: str = id_path("dataset"), *, request: Request, response: Response, paging: Paging,
                      principal: Principal = Depends(current_principal)) -> Any:  # noqa: B008  # fmt: skip
+    # paged by (created_at, api_key_id): one allocation per analyst key and dataset
+    keyset: Keyset[dict[str, Any]] = Keyset(paging, ("allocations", dataset_id))
     db: Database = request.app.state.db
     dataset = visible_dataset(db, dataset_id, principal, include_deleted=True)
-    return public_json(allocations_of(db, dataset.id, None if privileged(principal, dataset) else principal.key_id))
+    fetched = allocations_of(
+        db,
+        dataset.id,
+        None if privileged(principal, dataset) else principal.key_id,
+        lambda query: keyset.select(query, Allocation.created_at, Allocation.api_key_id),
+    )
+    allocations, cursor = keyset.page(fetched, lambda allocation: (allocation["created_at"],
+                                                                   allocation["api_key_id"]))  # fmt: skip
+    link_next(request, response, cursor)
+    return public_json(allocations)
 
 
 @router.delete("/{dataset_id:id}/allocations/{api_key_id:id}", status_code=204, response_class=Response,

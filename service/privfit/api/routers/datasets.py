@@ -59,10 +59,11 @@ from privfit.settings import Settings
 from privfit.text import nfc, refused_character
 
 from ..auth import Principal, current_principal, privileged, require_role, visible_dataset
-from ..encoding import UtcDateTime, public_json
+from ..encoding import UtcDateTime, public_json, utc
 from ..identifiers import NAME_MAX_LENGTH, DisplayName, ResourceId, id_path, is_resource_id, normalize_id
 from ..include import RdpInclude, lean_budget, lean_entry
 from ..limits import JsonLimitError, loads_limited
+from ..pagination import Keyset, Paging, link_next, paged
 from ..problems import Problem, dataset_not_found, grant_not_found, problem_responses
 from .allocations import AllocationOut, allocations_of
 
@@ -628,14 +629,19 @@ async def check_schema(
 
 
 @router.get("/duplicates", response_model=list[DuplicateGroup], response_model_by_alias=True,
-            summary="Groups of live datasets with the same content (owners: their own; admins: all)",
-            responses=problem_responses(401, 403, 503))  # fmt: skip
+            summary="Groups of live datasets with the same content (owners: their own; admins: all), one page at a "
+            "time",
+            responses={**paged(), **problem_responses(401, 403, 422, 503)})  # fmt: skip
 def list_duplicates(
     request: Request,
+    response: Response,
+    paging: Paging,
     principal: Principal = Depends(require_role("owner", "admin")),  # noqa: B008
 ) -> list[DuplicateGroup]:
     """Live datasets sharing one encoded content (each with its own budget), oldest first in each group. Content
-    hashes are private to owners and admins, so analysts cannot call this; an owner sees only their datasets."""
+    hashes are private to owners and admins, so analysts cannot call this; an owner sees only their datasets. The
+    groups come in the order of their oldest member, paged by `limit` (groups per page) and `cursor`."""
+    keyset: Keyset[list[DatasetOut]] = Keyset(paging, ("duplicates",))
     shared = select(Dataset.storage_key).where(Dataset.deleted_at.is_(None), Dataset.storage_key.is_not(None))
     if principal.role != "admin":
         shared = shared.where(Dataset.owner_key_id == principal.key_id)
@@ -645,23 +651,35 @@ def list_duplicates(
         query = query.where(Dataset.owner_key_id == principal.key_id)
     groups: dict[str, list[DatasetOut]] = {}
     with request.app.state.db.read() as session:
-        for dataset in session.execute(query.order_by(Dataset.created_at)).scalars():
+        for dataset in session.execute(query.order_by(Dataset.created_at, Dataset.id)).scalars():
             groups.setdefault(str(dataset.storage_key), []).append(_out(dataset, principal))
-    return [
-        DuplicateGroup(content_hash=members[0].content_hash, count=len(members), datasets=members)
-        for members in groups.values()
-    ]
+    # grouped here, from the live datasets sharing a content (few: each is a deliberate duplicate upload)
+    ordered = sorted(groups.values(), key=lambda members: (utc(members[0].created_at), members[0].id))
+    page, cursor = keyset.page([m for m in ordered if keyset.follows((m[0].created_at, m[0].id))],
+                               lambda members: (members[0].created_at, members[0].id))  # fmt: skip
+    link_next(request, response, cursor)
+    return [DuplicateGroup(content_hash=members[0].content_hash, count=len(members), datasets=members)
+            for members in page]  # fmt: skip
 
 
-@router.get("", response_model=list[DatasetOut], response_model_by_alias=True, summary="Datasets visible to the caller",
-            responses=problem_responses(401, 503))  # fmt: skip
-def list_datasets(request: Request, principal: Principal = Depends(current_principal)) -> list[DatasetOut]:  # noqa: B008
-    query = select(Dataset).where(Dataset.deleted_at.is_(None)).order_by(Dataset.created_at)
+@router.get("", response_model=list[DatasetOut], response_model_by_alias=True,
+            summary="Live datasets visible to the caller, oldest first, one page at a time",
+            responses={**paged(), **problem_responses(401, 422, 503)})  # fmt: skip
+def list_datasets(request: Request, response: Response, paging: Paging,
+                  principal: Principal = Depends(current_principal)) -> list[DatasetOut]:  # noqa: B008  # fmt: skip
+    """An owner's datasets, those granted to an analyst, every one to admins; deleted datasets are left out. Paged
+    by `limit` and `cursor`: the next page is in the `Link` header (rel="next"), absent on the last page."""
+    keyset: Keyset[Dataset] = Keyset(paging, ("datasets",))
+    query = select(Dataset).where(Dataset.deleted_at.is_(None))
     if principal.role != "admin":
         granted = select(DatasetGrant.dataset_id).where(DatasetGrant.api_key_id == principal.key_id)
         query = query.where(or_(Dataset.owner_key_id == principal.key_id, Dataset.id.in_(granted)))
     with request.app.state.db.read() as session:
-        return [_out(dataset, principal) for dataset in session.execute(query).scalars()]
+        rows = session.execute(keyset.select(query, Dataset.created_at, Dataset.id)).scalars().all()
+        datasets, cursor = keyset.page(rows, lambda dataset: (dataset.created_at, dataset.id))
+        listed = [_out(dataset, principal) for dataset in datasets]
+    link_next(request, response, cursor)
+    return listed
 
 
 DatasetId = Annotated[str, id_path("dataset")]
@@ -729,17 +747,20 @@ def grant(dataset_id: DatasetId, body: GrantRequest, request: Request,
 
 
 @router.get("/{dataset_id:id}/grants", response_model=list[GrantOut],
-            summary="The analyst keys granted this dataset, oldest first (owner)",
-            responses=problem_responses(401, 403, 404, 503))  # fmt: skip
-def list_grants(dataset_id: DatasetId, request: Request,
+            summary="The analyst keys granted this dataset, oldest first, one page at a time (owner)",
+            responses={**paged(), **problem_responses(401, 403, 404, 422, 503)})  # fmt: skip
+def list_grants(dataset_id: DatasetId, request: Request, response: Response, paging: Paging,
                 principal: Principal = Depends(current_principal)) -> list[GrantOut]:  # noqa: B008  # fmt: skip
+    keyset: Keyset[Any] = Keyset(paging, ("grants", dataset_id), integer_ids=True)
     db = request.app.state.db
     dataset = visible_dataset(db, dataset_id, principal, manage=True)
     with db.read() as session:
-        rows = session.execute(
+        fetched = session.execute(keyset.select(
             select(DatasetGrant, ApiKey.revoked_at, ApiKey.name).join(ApiKey, ApiKey.id == DatasetGrant.api_key_id)
-            .where(DatasetGrant.dataset_id == dataset.id).order_by(DatasetGrant.created_at, DatasetGrant.id)
-        ).all()  # fmt: skip
+            .where(DatasetGrant.dataset_id == dataset.id), DatasetGrant.created_at, DatasetGrant.id,
+        )).all()  # fmt: skip
+    rows, cursor = keyset.page(fetched, lambda row: (row[0].created_at, row[0].id))
+    link_next(request, response, cursor)
     return [
         GrantOut(
             dataset_id=row.dataset_id,
@@ -851,10 +872,12 @@ def _entry_json(entry: LedgerEntry, hidden: Collection[str]) -> dict[str, Any]:
 @router.get("/{dataset_id:id}/ledger", response_model=LedgerPage, response_model_exclude_unset=True,
             summary="Ledger entries, oldest first (paginated): all of them to the owner and admins, a granted "
             "analyst's own and the preprocessing's to the analyst",
-            responses=problem_responses(401, 404, 422, 503))  # fmt: skip
+            responses={**paged("One page of entries; `total` counts them all."),
+                       **problem_responses(401, 404, 422, 503)})  # fmt: skip
 def ledger(
     dataset_id: DatasetId,
     request: Request,
+    response: Response,
     include: RdpInclude,
     limit: int = Query(100, ge=1, le=1000),
     offset: int = Query(0, ge=0, le=2**31 - 1),
@@ -878,6 +901,8 @@ def ledger(
             select(LedgerEntry).where(shown).order_by(LedgerEntry.id).limit(limit).offset(offset)
         ).scalars()
         entries = [lean_entry(_entry_json(row, hidden), include) for row in rows]
+    if entries and offset + len(entries) < (total or 0):
+        link_next(request, response, None, offset=offset + len(entries))
     page = {"dataset_id": dataset_id, "view": "all" if sees_all else "own", "total": total, "limit": limit,
             "offset": offset, "entries": entries}  # fmt: skip
     return public_json(page)

@@ -28,7 +28,7 @@ from dataclasses import asdict
 from typing import Any, Literal
 
 import numpy as np
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from sqlalchemy import select
@@ -56,6 +56,7 @@ from ..auth import Principal, confirm_access, require_role, usable_dataset
 from ..encoding import UtcDateTime, public_json
 from ..idempotency import IdempotencyKey, replayed
 from ..include import RdpInclude, lean_cost
+from ..pagination import Keyset, Paging, link_next, paged
 from ..problems import Problem, problem_responses
 from .fits import CostOut, FilterDryRunOut, FitId, cost_json, visible_job
 
@@ -355,23 +356,28 @@ def estimate_evaluation(
 
 @router.get(
     "/{job_id:id}/evaluations", response_model=list[EvaluationOut], response_model_exclude_unset=True,
-    summary="The private evaluations of a fit, oldest first (to whoever may see the fit)",
-    responses=problem_responses(401, 404, 422, 503),
+    summary="The private evaluations of a fit, oldest first, one page at a time (to whoever may see the fit)",
+    responses={**paged(), **problem_responses(401, 404, 422, 503)},
 )  # fmt: skip
 def list_evaluations(
     job_id: FitId,
     request: Request,
+    response: Response,
     include: RdpInclude,
+    paging: Paging,
     principal: Principal = Depends(require_role("owner", "analyst", "admin")),  # noqa: B008
 ) -> Any:
+    keyset: Keyset[Evaluation] = Keyset(paging, ("evaluations", job_id))
     db: Database = request.app.state.db
     job = visible_job(request, job_id, principal)
 
-    def read() -> list[dict[str, Any]]:
+    def read() -> tuple[list[dict[str, Any]], str | None]:
         with db.read() as session:
-            rows = session.execute(
-                select(Evaluation).where(Evaluation.job_id == job.id).order_by(Evaluation.created_at, Evaluation.id)
-            ).scalars()
-            return [_json(evaluation, include) for evaluation in rows]
+            fetched = session.execute(keyset.select(select(Evaluation).where(Evaluation.job_id == job.id),
+                                                    Evaluation.created_at, Evaluation.id)).scalars().all()  # fmt: skip
+            rows, cursor = keyset.page(fetched, lambda evaluation: (evaluation.created_at, evaluation.id))
+            return [_json(evaluation, include) for evaluation in rows], cursor
 
-    return db.retrying(read, what="list evaluations")
+    evaluations, cursor = db.retrying(read, what="list evaluations")
+    link_next(request, response, cursor)
+    return evaluations

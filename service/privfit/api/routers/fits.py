@@ -17,16 +17,17 @@ import json
 import uuid
 from collections.abc import Collection
 from dataclasses import asdict
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
-from fastapi import APIRouter, Depends, Query, Request
-from fastapi.responses import JSONResponse
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
-from sqlalchemy import select
+from sqlalchemy import or_, select, true
 from sqlalchemy.exc import IntegrityError
 
-from privfit.datasets import CategoricalLabel, DatasetSchema, encode_rows
+from privfit.datasets import BinaryLabel, CategoricalLabel, DatasetSchema, encode_rows
 from privfit.db import Budget, Database, Dataset, Job
 from privfit.errors import ParameterError
 from privfit.jobs import cancel
@@ -46,15 +47,18 @@ from privfit.solvers.base import (
     label_mismatch,
     resolved_metadata,
 )
-from privfit.solvers.registry import get_solver
+from privfit.solvers.registry import get_solver, solver_names
 
+from .. import onnx_export
 from ..admission import Admission, AdmissionGroups
 from ..auth import Principal, require_role, usable_dataset, visible_dataset
 from ..encoding import UtcDateTime, public_json
+from ..events import EVENT_STREAM_RETRY_AFTER_SECONDS, EventStreams, fit_event_stream
 from ..headroom import MAX_ADMISSIBLE_EPSILON_HELP, fit_headroom
 from ..idempotency import IdempotencyKey, replayed
 from ..identifiers import ResourceId, id_path, is_resource_id, normalize_id
 from ..include import FitInclude, RdpInclude, lean_cost, lean_fit
+from ..pagination import Keyset, Paging, link_next, paged, query_problem
 from ..planning import PlannedFit, plan_key
 from ..problems import Problem, fit_not_found, problem_responses
 
@@ -225,10 +229,14 @@ class PredictionOut(BaseModel):
     )
     predictions: list[str | float] = Field(description="Decoded labels: class names or numbers.")
     classes: list[str] | None = Field(
-        None, description="Multiclass fits only: the class names, in the order of 'probabilities' and 'scores'."
+        None,
+        description="Logistic fits only: the class names, in the order of 'probabilities' (and of 'scores' for a "
+        "multiclass fit); [negative, positive] for a binary label.",
     )
     probabilities: list[list[float]] | None = Field(
-        None, description="Multiclass fits only: the k class probabilities softmax(Θx + b) per row (sum to 1)."
+        None,
+        description="Logistic fits only: per row, the class probabilities (sum to 1): softmax(Θx + b) for a multiclass "
+        "fit, (σ(−score), σ(score)) for a binary one.",
     )
 
 
@@ -507,30 +515,81 @@ def _visible_job_once(db: Database, job_id: str, principal: Principal) -> Job:
 FitId = Annotated[str, id_path("fit")]
 
 
+def visible_fits(principal: Principal) -> Any:
+    """The condition on ``jobs`` of the fits ``principal`` may see — exactly those :func:`visible_job` shows it:
+    admins every fit; an owner the fits on the datasets it owns (deleted ones included) and those it requested;
+    an analyst those it requested (an analyst owns no dataset: only owners upload)."""
+    if principal.role == "admin":
+        return true()
+    own = Job.api_key_id == principal.key_id
+    if principal.role == "analyst":
+        return own  # the (api_key_id, created_at, id) index pages it
+    return or_(own, Job.dataset_id.in_(select(Dataset.id).where(Dataset.owner_key_id == principal.key_id)))
+
+
+FitStatus = Literal["queued", "running", "succeeded", "failed", "cancelled"]
+
+
 @router.get(
     "",
     response_model=list[FitOut],
     response_model_exclude_unset=True,
-    summary="Fits of a dataset visible to the caller",
-    responses=problem_responses(401, 404, 422, 503),
+    summary="The fits visible to the caller, oldest first, one page at a time: a dataset's (dataset_id) or all, "
+    "filtered by status and solver",
+    responses={**paged(), **problem_responses(401, 404, 422, 503)},
 )
 def list_fits(
     request: Request,
-    dataset_id: Annotated[ResourceId, Query(description="The dataset's id.")],
+    response: Response,
     include: FitInclude,
+    paging: Paging,
+    dataset_id: Annotated[
+        ResourceId | None,
+        Query(
+            description="Only this dataset's fits (404 if the caller may not see the dataset). Without it: every "
+            "fit the caller may see — an analyst's own, an owner's on its datasets, all to admins."
+        ),
+    ] = None,
+    status: Annotated[FitStatus | None, Query(description="Only the fits in this status.")] = None,
+    solver: Annotated[
+        str | None,
+        Query(
+            max_length=64,
+            description="Only the fits of this solver (a name of GET /v1/solvers; another is a 422 naming `solver`).",
+            json_schema_extra={"enum": list(solver_names())},
+        ),
+    ] = None,
     principal: Principal = Depends(require_role("owner", "analyst", "admin")),  # noqa: B008
 ) -> Any:
+    """Who sees what is who may open the fit (`GET /v1/fits/{id}`): the key that requested it, the dataset's owner
+    and admins. With `dataset_id`, a granted analyst lists its own fits on the dataset. Paged by `limit` and
+    `cursor`; the next page is in the `Link` header (rel="next"), absent on the last page."""
     db: Database = request.app.state.db
+    if solver is not None and solver not in solver_names():
+        raise query_problem("solver", f"unknown solver {solver!r}; the solvers are {', '.join(solver_names())}")
+    keyset: Keyset[Job] = Keyset(paging, ("fits", dataset_id, status, solver))
 
-    def read() -> list[dict[str, Any]]:
-        dataset = visible_dataset(db, dataset_id, principal, include_deleted=True)
-        query = select(Job).where(Job.dataset_id == dataset.id).order_by(Job.created_at)
-        if principal.role == "analyst" and dataset.owner_key_id != principal.key_id:
-            query = query.where(Job.api_key_id == principal.key_id)
+    def read() -> tuple[list[dict[str, Any]], str | None]:
+        query = select(Job)
+        if dataset_id is None:
+            query = query.where(visible_fits(principal))
+        else:
+            dataset = visible_dataset(db, dataset_id, principal, include_deleted=True)
+            query = query.where(Job.dataset_id == dataset.id)
+            if principal.role == "analyst" and dataset.owner_key_id != principal.key_id:
+                query = query.where(Job.api_key_id == principal.key_id)
+        if status is not None:
+            query = query.where(Job.status == status)
+        if solver is not None:
+            query = query.where(Job.solver == solver)
         with db.read() as session:
-            return [_job_json(job) for job in session.execute(query).scalars()]
+            rows = session.execute(keyset.select(query, Job.created_at, Job.id)).scalars().all()
+            jobs, cursor = keyset.page(rows, lambda job: (job.created_at, job.id))
+            return [_job_json(job) for job in jobs], cursor
 
-    return [lean_fit(fit, include) for fit in _jsonable(db.retrying(read, what="list fits"))]
+    fits, cursor = db.retrying(read, what="list fits")
+    link_next(request, response, cursor)
+    return [lean_fit(fit, include) for fit in _jsonable(fits)]
 
 
 @router.get("/{job_id:id}", response_model=FitOut, response_model_exclude_unset=True,
@@ -539,6 +598,39 @@ def list_fits(
 def get_fit(job_id: FitId, request: Request, include: FitInclude,
             principal: Principal = Depends(require_role("owner", "analyst", "admin"))) -> Any:  # noqa: B008  # fmt: skip
     return lean_fit(_jsonable(_job_json(visible_job(request, job_id, principal))), include)
+
+
+@router.get(
+    "/{job_id:id}/events",
+    response_class=StreamingResponse,
+    summary="The fit's status and progress as Server-Sent Events, closing at a terminal state",
+    responses={
+        **problem_responses(401, 404, 422, 429, 503, s429="Every event stream slot of this API process is taken "
+                            "(max_event_streams): poll GET /v1/fits/{id} or retry after Retry-After seconds."),
+        200: {"description": "text/event-stream: `event: fit` with the fit's JSON (as GET /v1/fits/{id}) when the "
+              "stream opens and at each change of status, progress or cancel request; `event: end` with a reason "
+              "(finished, timeout, server_stopping) before it closes; `: keep-alive` comments in between.",
+              "content": {"text/event-stream": {"schema": {"type": "string"}}}},
+    },
+)  # fmt: skip
+async def fit_events(job_id: FitId, request: Request, include: FitInclude,
+                     principal: Principal = Depends(require_role("owner", "analyst", "admin"))) -> Any:  # noqa: B008  # fmt: skip
+    # Visibility first (a 404 as for GET /v1/fits/{id}), then a slot (429 beyond max_event_streams); the stream reads
+    # the fit's row every event_poll_seconds in the threadpool (api/events.py). (A comment, not a docstring: a
+    # docstring would become the operation's public OpenAPI description.)
+    job = await run_in_threadpool(visible_job, request, job_id, principal)
+    streams: EventStreams = request.app.state.event_streams
+    free = streams.admit()
+    if free is None:
+        raise HTTPException(429, f"{streams.active} fit event streams are open in this process (max_event_streams = "
+                            f"{streams.limit}); poll GET /v1/fits/{job.id} or retry later",
+                            headers={"Retry-After": str(EVENT_STREAM_RETRY_AFTER_SECONDS)})  # fmt: skip
+
+    def read_fit() -> dict[str, Any]:
+        return lean_fit(_jsonable(_job_json(visible_job(request, job.id, principal))), include)
+
+    return StreamingResponse(fit_event_stream(request, streams, free, read_fit), media_type="text/event-stream",
+                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})  # fmt: skip
 
 
 @router.get("/{job_id:id}/privacy", response_model=FitPrivacyOut, response_model_exclude_unset=True,
@@ -574,10 +666,41 @@ def cancel_fit(job_id: FitId, request: Request, include: FitInclude,
     return lean_fit(_jsonable(_job_json(visible_job(request, job.id, principal))), include)
 
 
+def released_predictor(request: Request, job_id: str, principal: Principal) -> tuple[Job, DatasetSchema]:
+    """The fit ``job_id`` as ``principal`` may see it (404 otherwise, :func:`visible_job`) if it serves predictions,
+    with its dataset's schema as stored (the declared one with the derived transforms): what ``/predict`` and
+    ``/model.onnx`` serve from. A fit that has not succeeded, or that estimated a statistic, is a 409; one whose
+    dataset was deleted a 410."""
+    job = visible_job(request, job_id, principal)
+    if job.status != "succeeded" or job.result is None:
+        raise Problem(409, "Fit not finished", f"fit {job.id} is {job.status}; predictions need a succeeded fit")
+    if not job.result.get("predictor", True):
+        raise Problem(409, "Not a predictor", f"fit {job.id} estimated a statistic of the features (model "
+                      f"{job.model!r}); it does not predict labels")  # fmt: skip
+    db: Database = request.app.state.db
+
+    def read_dataset() -> Dataset | None:
+        with db.read() as session:
+            return session.get(Dataset, job.dataset_id)
+
+    dataset = db.retrying(read_dataset, what="read dataset")
+    if dataset is None or dataset.deleted_at is not None:
+        raise Problem(410, "Dataset deleted", f"fit {job.id} was trained on dataset {job.dataset_id}, which was "
+                      "deleted; its model no longer serves predictions")  # fmt: skip
+    return job, DatasetSchema.from_stored(dataset.schema_json)
+
+
 class PredictRequest(BaseModel):
     model_config = {"extra": "forbid"}
     rows: list[dict[str, Any]] = Field(..., min_length=1, max_length=100_000,
                                        description="Client-supplied rows: feature columns by name.")  # fmt: skip
+    unknown_category: Literal["error", "ignore"] = Field(
+        "error",
+        description='A categorical level the dataset\'s schema does not declare: "error" (the default) refuses the '
+        'rows with a 422 naming the column and row; "ignore" encodes it as an all-zero one-hot block — the row then '
+        "carries no information for that column (its coefficients do not contribute), as a missing value under "
+        '"impute" does.',
+    )
 
 
 @router.post("/{job_id:id}/predict", response_model=PredictionOut, response_model_exclude_unset=True,
@@ -594,27 +717,14 @@ def predict(job_id: FitId, body: PredictRequest, request: Request,
     ``scores`` are the raw ⟨θ, x⟩ + b; ``predictions`` are class names for a binary label, and for a numeric
     label values in the label's units clipped to its declared [lower, upper]. A multiclass fit (a categorical label)
     predicts the most probable class and also returns ``classes`` and, per row, the k ``probabilities`` and logits
-    (``scores``).
+    (``scores``); a binary logistic fit returns ``classes`` [negative, positive] and per row their probabilities
+    (σ(−score), σ(score)). ``unknown_category`` says what an undeclared categorical level does (an error, or an
+    all-zero one-hot block).
     """
-    job = visible_job(request, job_id, principal)
+    job, schema = released_predictor(request, job_id, principal)
+    assert job.result is not None  # released_predictor: a succeeded fit
     job_id = job.id
-    if job.status != "succeeded" or job.result is None:
-        raise Problem(409, "Fit not finished", f"fit {job_id} is {job.status}; predictions need a succeeded fit")
-    if not job.result.get("predictor", True):
-        raise Problem(409, "Not a predictor", f"fit {job_id} estimated a statistic of the features (model "
-                      f"{job.model!r}); it does not predict labels")  # fmt: skip
-    db: Database = request.app.state.db
-
-    def read_dataset() -> Dataset | None:
-        with db.read() as session:
-            return session.get(Dataset, job.dataset_id)
-
-    dataset = db.retrying(read_dataset, what="read dataset")
-    if dataset is None or dataset.deleted_at is not None:
-        raise Problem(410, "Dataset deleted", f"fit {job_id} was trained on dataset {job.dataset_id}, which was "
-                      "deleted; its model no longer serves predictions")  # fmt: skip
-    schema = DatasetSchema.from_stored(dataset.schema_json)
-    encoded = encode_rows(body.rows, schema)
+    encoded = encode_rows(body.rows, schema, unknown_category=body.unknown_category)
     result = FitResult(**{k: job.result[k] for k in ("solver", "model", "coefficients", "intercept")},
                        classes=job.result.get("classes"))  # fmt: skip
     scores = result.decision_function(encoded.X)
@@ -625,4 +735,50 @@ def predict(job_id: FitId, body: PredictRequest, request: Request,
     if result.classes is not None and isinstance(schema.label, CategoricalLabel):
         out["classes"] = list(result.classes)
         out["probabilities"] = result.predict_proba(encoded.X).tolist()
+    elif result.model == "logistic" and isinstance(schema.label, BinaryLabel):
+        out["classes"] = [schema.label.negative, schema.label.positive]
+        out["probabilities"] = result.predict_proba(encoded.X).tolist()
     return out
+
+
+OnnxUnknownCategory = Annotated[
+    Literal["error", "ignore"],
+    Query(
+        description='A categorical level the dataset\'s schema does not declare: "error" (the default) makes the model '
+        'refuse the row (NaN scores and probabilities, an empty label), as /predict refuses it; "ignore" encodes it '
+        "as an all-zero one-hot block, as /predict with that option."
+    ),
+]
+
+
+@router.get(
+    "/{job_id:id}/model.onnx",
+    response_class=Response,
+    summary="The fit as an ONNX model: its dataset's encoding and the released model in one graph",
+    responses={
+        200: {"description": "An ONNX model (opset 19, double precision) whose outputs `scores`, `label` and, for "
+              "logistic fits, `probabilities` are what /predict answers for the same rows; one [N, 1] input per used "
+              "column (docs/client.md, \"An ONNX model\").",
+              "content": {onnx_export.MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}}},
+              "headers": {"Content-Disposition": {"description": 'attachment; filename="fit-{id}.onnx"',
+                                                  "schema": {"type": "string"}}}},
+        **problem_responses(
+            401, 404, 409, 410, 422, 503,
+            s409="The fit has not succeeded, or it estimated a statistic and does not predict labels.",
+            s410="The fit's dataset was deleted: its model no longer serves predictions.",
+        ),
+    },
+)  # fmt: skip
+def fit_onnx(job_id: FitId, request: Request,
+             unknown_category: OnnxUnknownCategory = "error",
+             principal: Principal = Depends(require_role("owner", "analyst", "admin"))) -> Response:  # noqa: B008  # fmt: skip
+    """The encoding of the fit's dataset (its schema's transforms, scaling, imputation and one-hot levels) and the
+    released coefficients as one ONNX graph, built from public things only: onnxruntime's `scores`, `label` and
+    `probabilities` equal `/predict`'s `scores`, `predictions` and `probabilities`. Inputs: one [N, 1] tensor per used
+    column, float64 (NaN: missing) or string (stripped, in Unicode NFC). Visible to whoever may see the fit; 409 and
+    410 as for `/predict`."""
+    job, schema = released_predictor(request, job_id, principal)
+    assert job.result is not None  # released_predictor: a succeeded fit
+    content = onnx_export.onnx_bytes(job.result, schema, fit_id=job.id, unknown_category=unknown_category)
+    return Response(content, media_type=onnx_export.MEDIA_TYPE,
+                    headers={"Content-Disposition": f'attachment; filename="fit-{job.id}.onnx"'})  # fmt: skip

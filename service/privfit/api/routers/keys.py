@@ -26,6 +26,7 @@ from privfit.jobs import cancel
 from ..auth import Principal, create_api_key, current_principal, require_role
 from ..encoding import UtcDateTime
 from ..identifiers import DisplayName, id_path, is_resource_id, normalize_id
+from ..pagination import Keyset, Paging, link_next, paged
 from ..problems import Problem, key_not_found, problem_responses
 
 router = APIRouter(prefix="/v1", tags=["keys"])
@@ -73,11 +74,16 @@ def create_key(body: KeyRequest, request: Request, _: Principal = Depends(requir
     return CreatedKey(key_id=key_id, role=body.role, name=body.name, key=key)
 
 
-@router.get("/keys", response_model=list[KeyOut], summary="Every API key, oldest first, without secrets (admins)",
-            responses=problem_responses(401, 403, 503))  # fmt: skip
-def list_keys(request: Request, _: Principal = Depends(require_role("admin"))) -> list[KeyOut]:  # noqa: B008
+@router.get("/keys", response_model=list[KeyOut],
+            summary="Every API key, oldest first, without secrets, one page at a time (admins)",
+            responses={**paged(), **problem_responses(401, 403, 422, 503)})  # fmt: skip
+def list_keys(request: Request, response: Response, paging: Paging,
+              _: Principal = Depends(require_role("admin"))) -> list[KeyOut]:  # noqa: B008  # fmt: skip
+    keyset: Keyset[ApiKey] = Keyset(paging, ("keys",))
     with request.app.state.db.read() as session:
-        rows = session.execute(select(ApiKey).order_by(ApiKey.created_at, ApiKey.id)).scalars()
+        fetched = session.execute(keyset.select(select(ApiKey), ApiKey.created_at, ApiKey.id)).scalars().all()
+        rows, cursor = keyset.page(fetched, lambda key: (key.created_at, key.id))
+        link_next(request, response, cursor)
         return [
             KeyOut(
                 key_id=row.id,

@@ -69,8 +69,9 @@ async function problemOf(response) {
  * Call the API with an explicit key (used by the login form before the key is stored).
  * @param {string} key The API key.
  * @param {string} path A path such as "/v1/me".
- * @param {{method?: string, body?: object, form?: FormData, headers?: object}} [options] `body` is sent as JSON,
- *   `form` as multipart/form-data (uploads).
+ * @param {{method?: string, body?: object, form?: FormData, headers?: object, withLink?: boolean}} [options] `body`
+ *   is sent as JSON, `form` as multipart/form-data (uploads); `withLink` answers `{body, link}`, with the answer's
+ *   `Link` header (a page of a list: see listAll).
  * @returns {Promise<any>} The decoded JSON body.
  * @throws {ApiError}
  */
@@ -92,7 +93,54 @@ export async function requestWithKey(key, path, options = {}) {
   }
   if (!response.ok) throw await problemOf(response);
   if (response.status === 204) return null;
+  if (options.withLink) return { body: await response.json(), link: response.headers.get("Link") };
   return response.json();
+}
+
+/**
+ * Follow a fit's Server-Sent Events stream (GET /v1/fits/{id}/events) with the stored key: fetch, not EventSource,
+ * which cannot send the Authorization header. Calls `onFit(fit)` for every `fit` event.
+ * @param {string} path The stream's path (with its query).
+ * @param {(fit: object) => void} onFit
+ * @param {AbortSignal} signal Aborts the stream (the view changed).
+ * @returns {Promise<string>} The `end` event's reason ("finished", "timeout", "server_stopping"), or "closed".
+ * @throws {ApiError} The API's problem when the stream is refused (e.g. 429: every stream slot is taken).
+ */
+export async function fitEvents(path, onFit, signal) {
+  const session = getSession();
+  if (!session) throw new ApiError(401, "Unauthorized", "log in with an API key first");
+  const headers = { Accept: "text/event-stream", Authorization: `Bearer ${session.key}` };
+  const response = await fetch(path, { headers, cache: "no-store", credentials: "omit", signal });
+  if (!response.ok) throw await problemOf(response);
+  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return "closed";
+    buffer += value.replace(/\r\n?/g, "\n");
+    let end;
+    while ((end = buffer.indexOf("\n\n")) >= 0) {
+      const block = buffer.slice(0, end);
+      buffer = buffer.slice(end + 2);
+      let name = "message";
+      const data = [];
+      for (const line of block.split("\n")) {
+        if (line.startsWith(":")) continue;
+        const colon = line.indexOf(":");
+        const field = colon < 0 ? line : line.slice(0, colon);
+        const text = colon < 0 ? "" : line.slice(colon + 1).replace(/^ /, "");
+        if (field === "event") name = text;
+        else if (field === "data") data.push(text);
+      }
+      if (!data.length) continue;
+      const payload = JSON.parse(data.join("\n"));
+      if (name === "fit") onFit(payload);
+      else if (name === "end") {
+        reader.cancel().catch(() => {});
+        return payload.reason;
+      }
+    }
+  }
 }
 
 /** Listeners called when a stored key stops being accepted (401): the app logs out. */
@@ -154,4 +202,26 @@ export async function ledgerEntries(datasetId) {
     entries.push(...page.entries);
     if (page.entries.length === 0 || entries.length >= page.total) return { view: page.view, entries };
   }
+}
+
+/** The API's largest page (GET /v1/fits?limit=…): listAll asks for it. */
+const MAX_PAGE_SIZE = 1000;
+
+/**
+ * Every item of a paged list (GET /v1/datasets, /v1/fits?dataset_id=…, /v1/keys, a dataset's grants and
+ * allocations, a fit's evaluations), oldest first: pages of MAX_PAGE_SIZE, each answer's `Link: <…>; rel="next"`
+ * followed until the last page, which has none.
+ * @param {string} path The list's path, with its query if any.
+ * @returns {Promise<object[]>}
+ */
+export async function listAll(path) {
+  const items = [];
+  let next = `${path}${path.includes("?") ? "&" : "?"}limit=${MAX_PAGE_SIZE}`;
+  while (next) {
+    const page = await api(next, { withLink: true });
+    items.push(...page.body);
+    const link = /<([^>]*)>\s*;\s*rel="?next"?/.exec(page.link || "");
+    next = link ? link[1] : null;
+  }
+  return items;
 }

@@ -4,7 +4,7 @@
 // Views are rebuilt on navigation; a "generation" counter retires the timers and late responses of the view
 // that was left, so polling stops as soon as the user navigates away.
 
-import { ApiError, api, clearSession, getSession, ledgerEntries, login, onUnauthorized } from "./api.js";
+import { ApiError, api, clearSession, fitEvents, getSession, ledgerEntries, listAll, login, onUnauthorized } from "./api.js";
 import { clearError, errorState, problemText, showError } from "./feedback.js";
 import { canManage, managePanel, renderKeys, renderUpload } from "./manage.js";
 import { download, sortableTable, toCsv } from "./tables.js";
@@ -22,6 +22,8 @@ const viewRoot = document.getElementById("view");
 let generation = 0;
 /** Timers of the current view, cleared on navigation. */
 const timers = new Set();
+/** Open fit-event streams of the current view (their AbortControllers), closed on navigation. */
+const streams = new Set();
 /** Where to go after logging in (the route the user asked for). */
 let afterLogin = "#/datasets";
 
@@ -230,7 +232,7 @@ function remainingOf(entry) {
 async function renderDatasets() {
   const token = generation;
   replace(viewRoot, el("p", { class: "loading", text: "Loading datasets…" }));
-  const datasets = await api("/v1/datasets");
+  const datasets = await listAll("/v1/datasets");
   if (token !== generation) return;
   const { me } = getSession();
   const role = me.role;
@@ -380,8 +382,8 @@ async function renderDataset(datasetId) {
   if (!dataset) return;
   const [solvers, fits, visibleDatasets] = await Promise.all([
     canFit ? api("/v1/solvers") : Promise.resolve([]),
-    api(`/v1/fits?dataset_id=${id}`),
-    api("/v1/datasets"), // the privacy domain's datasets, by name (those this key can see)
+    listAll(`/v1/fits?dataset_id=${id}`),
+    listAll("/v1/datasets"), // the privacy domain's datasets, by name (those this key can see)
   ]);
   if (token !== generation) return;
 
@@ -565,7 +567,7 @@ async function renderDataset(datasetId) {
   async function refreshFits() {
     let list;
     try {
-      list = await api(`/v1/fits?dataset_id=${id}`);
+      list = await listAll(`/v1/fits?dataset_id=${id}`);
     } catch (error) {
       if (token === generation) showError(error);
       return true;
@@ -1030,7 +1032,7 @@ async function renderFit(fitId) {
         event.currentTarget.disabled = true;
         try {
           draw(await api(`/v1/fits/${id}/cancel?include=metadata`, { method: "POST" }));
-          poll();
+          follow();
         } catch (error) {
           showError(error);
         }
@@ -1045,8 +1047,31 @@ async function renderFit(fitId) {
     }
   }
 
+  let following = false;
+  /**
+   * Follow the fit's event stream (GET /v1/fits/{id}/events) while it is queued or running; poll instead when the
+   * stream is refused (429: every slot taken), fails, or ends before the fit does (a timeout, a stopping server).
+   */
+  function follow() {
+    if (following || polling) return;
+    following = true;
+    const controller = new AbortController();
+    streams.add(controller);
+    fitEvents(`/v1/fits/${id}/events?include=metadata`, (current) => {
+      if (token === generation) draw(current);
+    }, controller.signal).then((reason) => {
+      following = false;
+      streams.delete(controller);
+      if (token === generation && reason !== "finished") poll();
+    }, () => {
+      following = false;
+      streams.delete(controller);
+      if (token === generation && !controller.signal.aborted) poll();
+    });
+  }
+
   let polling = false;
-  /** Poll every second while the fit is queued or running. */
+  /** Poll every second while the fit is queued or running (where its event stream is not available). */
   function poll() {
     if (polling) return;
     polling = true;
@@ -1067,7 +1092,7 @@ async function renderFit(fitId) {
   }
 
   draw(fit);
-  if (ACTIVE.has(fit.status)) poll();
+  if (ACTIVE.has(fit.status)) follow();
 }
 
 /**
@@ -1087,7 +1112,7 @@ function evaluationsPanel(fitId, dataset, token) {
     el("p", { class: "loading", text: "Loading evaluations…" }));
 
   async function refresh() {
-    const evaluations = await api(`/v1/fits/${id}/evaluations`);
+    const evaluations = await listAll(`/v1/fits/${id}/evaluations`);
     if (token !== generation) return;
     replace(list, evaluationsTable(evaluations));
   }
@@ -1364,6 +1389,8 @@ async function render() {
   const token = generation;
   timers.forEach((t) => clearTimeout(t));
   timers.clear();
+  streams.forEach((controller) => controller.abort());
+  streams.clear();
   clearError();
   renderSessionHeader();
   const current = route();
@@ -1411,6 +1438,8 @@ onUnauthorized((error) => {
   generation += 1;
   timers.forEach((t) => clearTimeout(t));
   timers.clear();
+  streams.forEach((controller) => controller.abort());
+  streams.clear();
   renderSessionHeader();
   afterLogin = location.hash || "#/datasets";
   renderLogin(`${error.title}: ${error.detail}`);

@@ -9,7 +9,7 @@
 // admins); these views are only offered to those roles, so analysts never see an owner's control. Destructive
 // actions ask for a second, explicit click.
 
-import { ApiError, api, getSession } from "./api.js";
+import { ApiError, api, getSession, listAll } from "./api.js";
 import { el, fmtDelta, fmtInt, fmtNumber, fmtTime, num, replace, shortId, sizeUnit } from "./dom.js";
 import { errorState, problemText } from "./feedback.js";
 import { checkSchemaText, problemFields, starterSchema } from "./schema.js";
@@ -282,7 +282,7 @@ export function renderUpload(view) {
   async function loadOwned() {
     let datasets;
     try {
-      datasets = await api("/v1/datasets");
+      datasets = await listAll("/v1/datasets");
     } catch (error) {
       if (view.alive()) replace(domainSlot, el("p", { class: "form-error small", text: `Your datasets could not be listed: ${problemText(error)}` }));
       return;
@@ -527,7 +527,7 @@ function allocationsSection(dataset, view) {
     grants = current;
     let allocations;
     try {
-      allocations = await api(`/v1/datasets/${id}/allocations`);
+      allocations = await listAll(`/v1/datasets/${id}/allocations`);
     } catch (error) {
       if (view.alive()) replace(list, inlineProblem(error, "allocations-error"));
       return;
@@ -631,7 +631,7 @@ export function managePanel(dataset, view) {
   /** Reload the grants, then the allocations (whose form offers the granted keys). */
   async function refresh() {
     try {
-      const grants = await api(`/v1/datasets/${id}/grants`);
+      const grants = await listAll(`/v1/datasets/${id}/grants`);
       if (!view.alive()) return;
       replace(list, grantsTable(grants));
       await allocations.refresh(grants);
@@ -721,7 +721,7 @@ export async function renderKeys(view) {
 
   /** Reload the key list. */
   async function refresh() {
-    const keys = await api("/v1/keys");
+    const keys = await listAll("/v1/keys");
     if (!view.alive()) return;
     replace(list, el("table", { class: "table keys-table", "data-testid": "keys-table" },
       el("thead", {}, el("tr", {}, ["Name", "Role", "Prefix", "Key id", "Created", "Status"].map((h) => el("th", { text: h })))),

@@ -1,0 +1,131 @@
+"""Live fit events (issue 38, item 5): ``GET /v1/fits/{id}/events`` as Server-Sent Events — the fit's JSON at the
+start and at each change, closing with ``end`` at a terminal state; visibility as for the fit (404), a bounded number
+of streams per process (429 with Retry-After, the slot freed when a stream ends), ``end`` on timeout and when the
+process stops; the client's ``wait`` follows the stream; across two real API processes. Celery workers:
+tests/api/test_api_celery.py follows a fit they run."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from api_helpers import Keys, make_client, make_keys, upload
+from fastapi.testclient import TestClient
+from process_helpers import keys_for, read_fit_events, register, server
+
+from privfit.api.events import HEARTBEAT_SECONDS
+from privfit.client import Client
+from privfit.client.events import HEARTBEAT_SECONDS as CLIENT_HEARTBEAT_SECONDS
+from privfit.client.events import server_events
+
+FIT = {"model": "logistic", "solver": "dp_gd", "privacy": {"epsilon": 0.5}, "params": {"steps": 200}}
+
+
+def events_of(client: TestClient, headers: dict[str, str], fit_id: str) -> list[tuple[str, dict]]:
+    with client.stream("GET", f"/v1/fits/{fit_id}/events", headers=headers) as response:
+        assert response.status_code == 200, response.read()
+        assert response.headers["content-type"].startswith("text/event-stream")
+        return [(e.event, json.loads(e.data)) for e in server_events(response.iter_lines())]
+
+
+def test_a_stream_shows_the_fit_until_it_finishes(client: TestClient, keys: Keys):
+    dataset = upload(client, keys)
+    fit_id = client.post("/v1/fits", headers=keys.analyst, json={**FIT, "dataset_id": dataset}).json()["id"]
+    events = events_of(client, keys.analyst, fit_id)
+    assert events[-1] == ("end", {"reason": "finished"})
+    fits = [data for name, data in events[:-1]]
+    assert {name for name, _ in events[:-1]} == {"fit"} and fits[-1]["status"] == "succeeded"
+    assert fits[-1] == client.get(f"/v1/fits/{fit_id}", headers=keys.analyst).json()  # as GET shows it
+    progress = [f["progress"] for f in fits]
+    assert progress == sorted(progress) and progress[-1] == 1.0
+    states = [(f["status"], f["progress"], f["cancel_requested"]) for f in fits]
+    assert len(set(states)) == len(states)  # an event per change, none repeated
+    # a finished fit: one event and the end
+    assert [name for name, _ in events_of(client, keys.analyst, fit_id)] == ["fit", "end"]
+
+
+def test_who_may_not_read_the_fit_gets_a_404(client: TestClient, keys: Keys):
+    dataset = upload(client, keys)
+    fit_id = client.post("/v1/fits", headers=keys.analyst, json={**FIT, "dataset_id": dataset}).json()["id"]
+    stranger = client.get(f"/v1/fits/{fit_id}/events", headers=keys.stranger_analyst)
+    assert stranger.status_code == 404 and stranger.json()["status"] == 404
+    assert client.get(f"/v1/fits/{fit_id}/events").status_code == 401
+
+
+@pytest.fixture
+def bounded(database_url: str, tmp_path: Path):
+    """An app without workers (fits stay queued: a stream stays open), one stream slot, quick polls."""
+    with make_client(database_url, tmp_path, workers=False, max_event_streams=1, event_poll_seconds=0.05,
+                     event_stream_seconds=2.0) as client:  # fmt: skip
+        keys = make_keys(client)
+        dataset = upload(client, keys)
+        fit_id = client.post("/v1/fits", headers=keys.analyst, json={**FIT, "dataset_id": dataset}).json()["id"]
+        yield client, keys, fit_id
+
+
+def test_streams_are_bounded_and_their_slot_is_freed(bounded):
+    client, keys, fit_id = bounded
+    streams = client.app.state.event_streams
+    with client.stream("GET", f"/v1/fits/{fit_id}/events", headers=keys.analyst) as first:
+        lines = first.iter_lines()
+        assert next(lines) == "event: fit"  # the stream is open
+        refused = client.get(f"/v1/fits/{fit_id}/events", headers=keys.analyst)
+        assert refused.status_code == 429 and refused.headers["retry-after"] == "5", refused.text
+        assert "max_event_streams = 1" in refused.json()["detail"]
+    deadline = time.monotonic() + 30
+    while streams.active and time.monotonic() < deadline:  # the closed stream's slot comes back
+        time.sleep(0.02)
+    assert streams.active == 0
+    # the stream's longest life (event_stream_seconds = 2) ends it with reason "timeout"
+    events = events_of(client, keys.analyst, fit_id)
+    assert events[0][1]["status"] == "queued" and events[-1] == ("end", {"reason": "timeout"})
+    assert streams.active == 0
+
+
+def test_a_stopping_process_ends_its_streams(bounded):
+    client, keys, fit_id = bounded
+    streams = client.app.state.event_streams
+    streams.max_seconds = 600.0
+    threading.Timer(0.5, streams.stop).start()
+    started = time.monotonic()
+    events = events_of(client, keys.analyst, fit_id)
+    assert events[-1] == ("end", {"reason": "server_stopping"}) and time.monotonic() - started < 60
+
+
+def test_the_client_waits_on_the_stream(client: TestClient, keys: Keys):
+    dataset = upload(client, keys)
+    fit_id = client.post("/v1/fits", headers=keys.analyst, json={**FIT, "dataset_id": dataset}).json()["id"]
+    requests: list[str] = []
+    token = keys.analyst["Authorization"].removeprefix("Bearer ")
+    with Client("http://testserver", token, transport=client._transport) as analyst:
+        analyst._http.event_hooks["request"].append(lambda request: requests.append(request.url.path))
+        seen: list[float] = []
+        done = analyst.wait(fit_id, on_progress=lambda fit: seen.append(fit.progress))
+    assert done.status == "succeeded" and seen[-1] == 1.0 and seen == sorted(seen)
+    assert requests == [f"/v1/fits/{fit_id}/events"]  # one stream, no polling
+    assert HEARTBEAT_SECONDS == CLIENT_HEARTBEAT_SECONDS
+
+
+def test_events_across_two_api_processes(database_url: str, tmp_path: Path):
+    """Two real API processes (gunicorn, PRIVFIT_API_WORKERS=2) on one database: streams opened on whichever process
+    answers follow fits that either process's workers run."""
+    owner, _ = keys_for(database_url)
+    headers = {"Authorization": f"Bearer {owner}"}
+    with server(database_url, tmp_path, PRIVFIT_API_WORKERS="2") as base:
+        dataset = register(base, owner, 20.0)
+        ids = [httpx.post(f"{base}/v1/fits", headers=headers, json={**FIT, "dataset_id": dataset}, timeout=30)
+               .json()["id"] for _ in range(3)]  # fmt: skip
+        results: dict[str, list] = {}
+        threads = [threading.Thread(target=lambda i=i: results.__setitem__(i, read_fit_events(base, headers, i)))
+                   for i in ids]  # fmt: skip
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(300)
+    for fit_id in ids:
+        events = results[fit_id]
+        assert events[-1] == ("end", {"reason": "finished"}) and events[-2][1]["status"] == "succeeded", events
