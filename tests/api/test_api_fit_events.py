@@ -7,6 +7,7 @@ tests/api/test_api_celery.py follows a fit they run."""
 from __future__ import annotations
 
 import json
+import signal
 import threading
 import time
 from pathlib import Path
@@ -15,7 +16,17 @@ import httpx
 import pytest
 from api_helpers import Keys, make_client, make_keys, upload
 from fastapi.testclient import TestClient
-from process_helpers import keys_for, read_fit_events, register, server
+from process_helpers import (
+    PRIVFIT,
+    environment,
+    free_port,
+    keys_for,
+    process,
+    read_fit_events,
+    register,
+    server,
+    wait_ready,
+)
 
 from privfit.api.events import HEARTBEAT_SECONDS
 from privfit.client import Client
@@ -129,3 +140,29 @@ def test_events_across_two_api_processes(database_url: str, tmp_path: Path):
     for fit_id in ids:
         events = results[fit_id]
         assert events[-1] == ("end", {"reason": "finished"}) and events[-2][1]["status"] == "succeeded", events
+
+
+def test_sigterm_ends_an_open_stream_and_the_server_exits(database_url: str, tmp_path: Path):
+    """A real ``privfit serve`` with a stream open on a long fit: SIGTERM ends the stream (``server_stopping``) at its
+    next poll, and the process exits 0 within its grace — the stream does not hold the stop."""
+    owner, _ = keys_for(database_url)
+    headers = {"Authorization": f"Bearer {owner}"}
+    port = free_port()
+    env = environment(database_url, tmp_path, PRIVFIT_STOP_GRACE_SECONDS="20")
+    log = tmp_path / "serve.log"
+    with process([*PRIVFIT, "serve", "--port", str(port), "--log-level", "warning"], env, log) as proc:
+        base = f"http://127.0.0.1:{port}"
+        wait_ready(proc, base, log)
+        dataset = register(base, owner, 20.0)
+        long_fit = {**FIT, "dataset_id": dataset, "params": {"steps": 100_000}}
+        fit_id = httpx.post(f"{base}/v1/fits", headers=headers, json=long_fit, timeout=30).json()["id"]
+        events: list[tuple[str, dict]] = []
+        stopped_at = None
+        with httpx.stream("GET", f"{base}/v1/fits/{fit_id}/events", headers=headers, timeout=120) as response:
+            for event in server_events(response.iter_lines()):
+                events.append((event.event, json.loads(event.data)))
+                if stopped_at is None and event.event == "fit" and events[-1][1]["status"] == "running":
+                    stopped_at = time.monotonic()
+                    proc.send_signal(signal.SIGTERM)  # the fit is running: stop the server
+        assert stopped_at is not None and events[-1] == ("end", {"reason": "server_stopping"}), events[-3:]
+        assert proc.wait(60) == 0 and time.monotonic() - stopped_at < 60
