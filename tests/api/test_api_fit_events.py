@@ -97,6 +97,16 @@ def test_streams_are_bounded_and_their_slot_is_freed(bounded):
     assert streams.active == 0
 
 
+def test_a_revoked_key_s_stream_ends(bounded):
+    client, keys, fit_id = bounded
+    client.app.state.event_streams.max_seconds = 600.0
+    analyst_id = client.get("/v1/me", headers=keys.analyst).json()["key_id"]
+    threading.Timer(0.5, lambda: client.delete(f"/v1/keys/{analyst_id}", headers=keys.admin)).start()
+    events = events_of(client, keys.analyst, fit_id)
+    assert events[-1] == ("end", {"reason": "unauthorized"}) and len(events) >= 2
+    assert client.get(f"/v1/fits/{fit_id}", headers=keys.analyst).status_code == 401
+
+
 def test_a_stopping_process_ends_its_streams(bounded):
     client, keys, fit_id = bounded
     streams = client.app.state.event_streams

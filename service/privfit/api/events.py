@@ -9,7 +9,8 @@ A client that waits for a fit opens one stream instead of polling ``GET /v1/fits
   see a live connection;
 * ``event: end`` with ``reason`` ``"timeout"`` after ``event_stream_seconds`` (a client reconnects: the stream
   starts again with the current state) or ``"server_stopping"`` when the process stops (SIGTERM): a stream never
-  holds a stopping process past its next poll.
+  holds a stopping process past its next poll; ``"unauthorized"`` when the key stopped being accepted or the fit
+  stopped being visible to it meanwhile (a revoked key or grant: checked at every poll, as every request checks it).
 
 **Where the events come from.** The database row of the job is the job of record (DESIGN §4): workers in any
 process or on any machine (the embedded pool, Celery workers) write status and progress there, and every API process
@@ -85,11 +86,14 @@ def _event(name: str, data: Any, event_id: int | None = None) -> bytes:
 
 
 def fit_event_stream(
-    request: Request, streams: EventStreams, free: Callable[[], None], read_fit: Callable[[], dict[str, Any]]
+    request: Request,
+    streams: EventStreams,
+    free: Callable[[], None],
+    read_fit: Callable[[], dict[str, Any] | None],
 ) -> AsyncIterator[bytes]:
     """The event stream of one fit (module docstring). ``read_fit`` reads the fit's JSON (blocking: it runs in the
-    threadpool); ``free`` frees the stream's slot (:meth:`EventStreams.admit`), when the stream ends or, if it never
-    started, when it is collected."""
+    threadpool), or None when the caller may no longer see it; ``free`` frees the stream's slot
+    (:meth:`EventStreams.admit`), when the stream ends or, if it never started, when it is collected."""
 
     async def events() -> AsyncIterator[bytes]:
         try:
@@ -98,6 +102,9 @@ def fit_event_stream(
             count = 0
             while True:
                 fit = await run_in_threadpool(read_fit)
+                if fit is None:
+                    yield _event("end", {"reason": "unauthorized"})
+                    return
                 state = (fit.get("status"), fit.get("progress"), fit.get("cancel_requested"))
                 now = time.monotonic()
                 if state != seen:

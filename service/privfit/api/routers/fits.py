@@ -51,7 +51,7 @@ from privfit.solvers.registry import get_solver, solver_names
 
 from .. import onnx_export
 from ..admission import Admission, AdmissionGroups
-from ..auth import Principal, require_role, usable_dataset, visible_dataset
+from ..auth import Principal, authenticate, require_role, usable_dataset, visible_dataset
 from ..encoding import UtcDateTime, public_json
 from ..events import EVENT_STREAM_RETRY_AFTER_SECONDS, EventStreams, fit_event_stream
 from ..headroom import MAX_ADMISSIBLE_EPSILON_HELP, fit_headroom
@@ -626,8 +626,14 @@ async def fit_events(job_id: FitId, request: Request, include: FitInclude,
                             f"{streams.limit}); poll GET /v1/fits/{job.id} or retry later",
                             headers={"Retry-After": str(EVENT_STREAM_RETRY_AFTER_SECONDS)})  # fmt: skip
 
-    def read_fit() -> dict[str, Any]:
-        return lean_fit(_jsonable(_job_json(visible_job(request, job.id, principal))), include)
+    def read_fit() -> dict[str, Any] | None:
+        # the key is checked again at every poll, as every request is: a key revoked (or a grant withdrawn) while its
+        # stream is open ends the stream (None) instead of showing the fit any longer
+        try:
+            authenticate(request.app.state.db, request.headers.get("authorization"))
+            return lean_fit(_jsonable(_job_json(visible_job(request, job.id, principal))), include)
+        except Problem:
+            return None
 
     return StreamingResponse(fit_event_stream(request, streams, free, read_fit), media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})  # fmt: skip
