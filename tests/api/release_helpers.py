@@ -14,15 +14,17 @@
 
 from __future__ import annotations
 
+import json
 import math
 import unicodedata
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import pytest
-from api_helpers import Keys, upload, wait_for
+from api_helpers import SMALL_SCHEMA, Keys, small_csv, upload, wait_for
 from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
@@ -247,3 +249,15 @@ def frames(schema: dict[str, Any]) -> st.SearchStrategy[pd.DataFrame]:
         return pd.DataFrame(columns)
 
     return frame()
+
+
+#: the repository's root (its examples/ and docs/)
+REPO = Path(__file__).resolve().parents[2]
+
+
+def loans_and_small(client: TestClient, keys: Keys) -> tuple[str, str]:
+    """The docs' loans dataset (examples/, its schema) and a small public one, uploaded and granted: their ids (the
+    export tests fit a predictor on the first and a non-predictor on the second)."""
+    loans_schema = json.loads((REPO / "examples" / "loans-schema.json").read_text())
+    loans = upload(client, keys, csv=(REPO / "examples" / "loans.csv").read_bytes(), schema=loans_schema)
+    return loans, upload(client, keys, csv=small_csv(500), schema=SMALL_SCHEMA)

@@ -31,7 +31,7 @@ import pytest
 from api_helpers import SMALL_SCHEMA, Keys, small_csv, upload, wait_for
 from fastapi.testclient import TestClient
 from hypothesis import given
-from release_helpers import EXAMPLES, FITS, edge_values, fit_all, frames, in_process_cli
+from release_helpers import EXAMPLES, FITS, REPO, edge_values, fit_all, frames, in_process_cli, loans_and_small
 
 from privfit.api.onnx_export import IR_VERSION, OPSET, fit_to_onnx, input_names, onnx_bytes
 from privfit.client import Client, ConflictError, InvalidRequestError, NotFoundError
@@ -39,7 +39,6 @@ from privfit.client.cli import EXIT_CONFLICT, EXIT_NOT_FOUND, EXIT_OK
 from privfit.datasets import DatasetSchema, encode_rows
 from privfit.solvers.base import FitResult
 
-REPO = Path(__file__).resolve().parents[2]
 #: What the issue asks; the differences seen are about 1e-15 (:data:`WORST`, printed with -s).
 TOLERANCE = 1e-6
 #: The largest |onnxruntime − /predict| seen, per fit and output (the report of issue 38 quotes it).
@@ -303,9 +302,7 @@ def test_the_client_and_the_cli_write_a_file_onnxruntime_runs(client: TestClient
                                                                monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                                                capsys: pytest.CaptureFixture[str]):  # fmt: skip
     cli = in_process_cli(client, keys, monkeypatch, capsys)
-    loans_schema = json.loads((REPO / "examples" / "loans-schema.json").read_text())
-    loans = upload(client, keys, csv=(REPO / "examples" / "loans.csv").read_bytes(), schema=loans_schema)
-    small = upload(client, keys, csv=small_csv(500), schema=SMALL_SCHEMA)
+    loans, small = loans_and_small(client, keys)
     ids = []
     for dataset_id, solver, model in [(loans, "dp_gd", "logistic"), (small, "dp_lazy_oco", "mean")]:
         body = {"dataset_id": dataset_id, "solver": solver, "model": model, "privacy": {"epsilon": 0.5},

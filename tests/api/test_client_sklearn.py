@@ -25,10 +25,10 @@ import joblib
 import numpy as np
 import pandas as pd
 import pytest
-from api_helpers import SMALL_SCHEMA, Keys, small_csv, upload, wait_for
+from api_helpers import SMALL_SCHEMA, Keys, wait_for
 from fastapi.testclient import TestClient
 from hypothesis import given
-from release_helpers import EXAMPLES, FITS, fit_all, frames, in_process_cli
+from release_helpers import EXAMPLES, FITS, REPO, fit_all, frames, in_process_cli, loans_and_small
 from scipy.special import expit
 from sklearn.base import clone
 from sklearn.model_selection import cross_val_score
@@ -45,7 +45,6 @@ from privfit.client.sklearn_export import (
     to_sklearn,
 )
 
-REPO = Path(__file__).resolve().parents[2]
 TOLERANCE = 1e-9
 #: The largest |pipeline − /predict| seen by each test run (printed with -s; the report of issue 38 quotes it).
 WORST: dict[str, float] = {}
@@ -151,9 +150,7 @@ def test_the_cli_exports_a_joblib_file_and_the_docs_example_runs(client: TestCli
                                                                  monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                                                  capsys: pytest.CaptureFixture[str]):  # fmt: skip
     cli = in_process_cli(client, keys, monkeypatch, capsys)
-    loans_schema = json.loads((REPO / "examples" / "loans-schema.json").read_text())
-    loans = upload(client, keys, csv=(REPO / "examples" / "loans.csv").read_bytes(), schema=loans_schema)
-    small = upload(client, keys, csv=small_csv(500), schema=SMALL_SCHEMA)
+    loans, small = loans_and_small(client, keys)
     requests = [(loans, "dp_gd", "logistic", {"steps": 20}), (small, "dp_lazy_oco", "mean", {})]
     fit_ids = []
     for dataset_id, solver, model, params in requests:
