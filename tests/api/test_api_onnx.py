@@ -18,7 +18,6 @@ from __future__ import annotations
 import io
 import json
 import math
-import re
 import unicodedata
 from pathlib import Path
 from typing import Any
@@ -32,6 +31,7 @@ from api_helpers import SMALL_SCHEMA, Keys, small_csv, upload, wait_for
 from fastapi.testclient import TestClient
 from hypothesis import given
 from release_helpers import EXAMPLES, FITS, REPO, edge_values, fit_all, frames, in_process_cli, loans_and_small
+from walkthrough import run_python_example
 
 from privfit.api.onnx_export import IR_VERSION, OPSET, fit_to_onnx, input_names, onnx_bytes
 from privfit.client import Client, ConflictError, InvalidRequestError, NotFoundError
@@ -350,11 +350,8 @@ def test_the_client_and_the_cli_write_a_file_onnxruntime_runs(client: TestClient
 
     # docs/client.md's example as printed, continuing the Python client's example (its `client` and `fit`)
     (tmp_path / "examples").symlink_to(REPO / "examples", target_is_directory=True)
-    doc = (REPO / "docs" / "client.md").read_text()
-    section = doc.split("\n## An ONNX model\n", 1)[1].split("\n## ", 1)[0]
-    code_block = re.search(r"```python\n(.*?)```", section, re.S)
-    assert code_block, "docs/client.md has no ONNX example"
-    exec(compile(code_block.group(1), "docs/client.md", "exec"), {"client": analyst, "fit": analyst.get_fit(fit_id)})
+    run_python_example(REPO / "docs" / "client.md", "## An ONNX model",
+                       {"client": analyst, "fit": analyst.get_fit(fit_id)})  # fmt: skip
     printed = capsys.readouterr().out.splitlines()
     assert printed[0] == str(answer.predictions) and printed[1] == "True", printed
     assert json.loads(printed[2]) == analyst.get_fit(fit_id).result.feature_names

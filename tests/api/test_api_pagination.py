@@ -34,7 +34,7 @@ from sqlalchemy import insert
 
 from privfit.api.auth import create_api_key
 from privfit.api.pagination import MAX_PAGE_SIZE
-from privfit.client import Client, _client
+from privfit.client import Client, _client, _plans
 from privfit.db import Database, Job
 from privfit.db.models import Evaluation, utcnow
 
@@ -385,7 +385,7 @@ def in_process(idle_client: TestClient, monkeypatch: pytest.MonkeyPatch) -> Iter
             super().__init__(url, api_key, **{**options, "retries": 0, "transport": transport})
 
     monkeypatch.setattr(_client, "Client", InProcessClient)
-    monkeypatch.setattr(_client, "PAGE_SIZE", 2)
+    monkeypatch.setattr(_plans, "PAGE_SIZE", 2)
     yield
 
 

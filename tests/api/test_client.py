@@ -1,6 +1,6 @@
-"""``privfit.client.Client``: against a live ``privfit serve`` subprocess (the example of docs/client.md, uploads of
-every kind, typed errors, waiting, paging, an idempotent retry over a dropped connection), and its retry policy
-against scripted transports."""
+"""``privfit.client.Client`` and ``AsyncClient`` (each test runs on both, client_kinds.py): against a live ``privfit
+serve`` subprocess (the example of docs/client.md, uploads of every kind, typed errors, waiting, paging, an idempotent
+retry over a dropped connection), and their retry policy against scripted transports."""
 
 from __future__ import annotations
 
@@ -17,7 +17,9 @@ import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
 import pytest
 from api_helpers import SMALL_SCHEMA, small_csv
+from client_kinds import KINDS, connect
 from process_helpers import sqlite_server
+from walkthrough import run_python_example
 
 from privfit.client import (
     ApiError,
@@ -44,9 +46,15 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
         yield {"base": running.base, "owner": running.owner, "admin": running.admin}
 
 
+@pytest.fixture(params=KINDS)
+def kind(request: pytest.FixtureRequest) -> str:
+    """Which client the test runs on (client_kinds.KINDS)."""
+    return request.param
+
+
 @pytest.fixture
-def owner(live: dict[str, str]) -> Iterator[Client]:
-    with Client(live["base"], live["owner"], retries=0) as client:
+def owner(live: dict[str, str], kind: str) -> Iterator[Client]:
+    with connect(kind, live["base"], live["owner"], retries=0) as client:
         yield client
 
 
@@ -61,10 +69,7 @@ def test_the_docs_python_example_runs(live: dict[str, str], capsys: pytest.Captu
     monkeypatch.chdir(clone)
     monkeypatch.setenv("PRIVFIT_URL", live["base"])
     monkeypatch.setenv("PRIVFIT_API_KEY", live["owner"])
-    doc = (clone / "docs" / "client.md").read_text()
-    section = doc.split("\n## Python client\n", 1)[1].split("\n## ", 1)[0]
-    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
-    exec(compile(code, "docs/client.md", "exec"), {"__name__": "client_doc"})
+    run_python_example(clone / "docs" / "client.md", "## Python client")
     printed = capsys.readouterr().out
     assert "succeeded 100%" in printed and "Privacy budget exceeded" not in printed  # detail, not the title
     assert "this fit costs ε = 5" in printed
@@ -149,7 +154,7 @@ def test_an_evaluation_is_estimated_charged_and_listed(owner: Client):
     assert owner.budget(dataset.id).committed_epsilon == pytest.approx(estimate.committed_epsilon_after)
 
 
-def test_typed_errors_carry_the_servers_message(live: dict[str, str], owner: Client):
+def test_typed_errors_carry_the_servers_message(live: dict[str, str], owner: Client, kind: str):
     dataset = owner.upload_dataset(small_csv(), schema(1.0), name="errors", allow_duplicate=True)
     with pytest.raises(BudgetExceededError) as refused:
         owner.fit(dataset.id, epsilon=5.0)
@@ -162,11 +167,12 @@ def test_typed_errors_carry_the_servers_message(live: dict[str, str], owner: Cli
         owner.upload_dataset(small_csv(), {"label": {"name": "y"}}, allow_duplicate=True)
     with pytest.raises(NotFoundError, match="does not exist"):
         owner.budget("00000000-0000-0000-0000-000000000000")
-    with Client(live["base"], "pf_0000_bad") as stranger, pytest.raises(AuthenticationError, match="invalid API key"):
-        stranger.datasets()
-    with Client(live["base"], live["admin"]) as admin:
+    stranger = connect(kind, live["base"], "pf_0000_bad")
+    with stranger as client, pytest.raises(AuthenticationError, match="invalid API key"):
+        client.datasets()
+    with connect(kind, live["base"], live["admin"]) as admin:
         analyst = admin.create_key("analyst", "ana")
-    with Client(live["base"], analyst.key) as client, pytest.raises(PermissionDeniedError, match="roles: owner"):
+    with connect(kind, live["base"], analyst.key) as client, pytest.raises(PermissionDeniedError, match="roles: owner"):
         client.upload_dataset(small_csv(), schema(1.0))
     slow = owner.fit(dataset.id, epsilon=0.1, params=SLOW)
     try:
@@ -175,9 +181,9 @@ def test_typed_errors_carry_the_servers_message(live: dict[str, str], owner: Cli
         assert not isinstance(unfinished.value, BudgetExceededError)
     finally:
         owner.cancel(slow.id)
-    nowhere = Client("http://127.0.0.1:9", "pf_x_y", retries=1, backoff=0.01)
-    with nowhere, pytest.raises(TransportError, match="cannot reach"):
-        nowhere.solvers()
+    nowhere = connect(kind, "http://127.0.0.1:9", "pf_x_y", retries=1, backoff=0.01)
+    with nowhere as client, pytest.raises(TransportError, match="cannot reach"):
+        client.solvers()
 
 
 def test_wait_times_out_and_a_cancelled_fit_raises_fit_failed(owner: Client):
@@ -202,19 +208,37 @@ class DropFirstFitResponse(httpx.HTTPTransport):
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         response = super().handle_request(request)
+        response.read()
+        return self.answer(request, response)
+
+    def answer(self, request: httpx.Request, response: httpx.Response) -> httpx.Response:
+        """``response`` (read), or the dropped connection of the first fit."""
         if request.method == "POST" and request.url.path == "/v1/fits":
             self.fit_keys.append(request.headers["Idempotency-Key"])
             if len(self.fit_keys) == 1:
-                response.read()
-                response.close()
                 raise httpx.ReadError("connection dropped after the request was sent", request=request)
         return response
 
 
-def test_a_fit_whose_answer_is_lost_is_retried_with_its_key_and_charged_once(live: dict[str, str], owner: Client):
+class AsyncDropFirstFitResponse(httpx.AsyncHTTPTransport):
+    """:class:`DropFirstFitResponse` for the ``AsyncClient``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.dropping = DropFirstFitResponse()
+        self.fit_keys = self.dropping.fit_keys
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await super().handle_async_request(request)
+        await response.aread()
+        return self.dropping.answer(request, response)
+
+
+def test_a_fit_whose_answer_is_lost_is_retried_with_its_key_and_charged_once(live: dict[str, str], owner: Client,
+                                                                             kind: str):  # fmt: skip
     dataset = owner.upload_dataset(small_csv(), schema(2.0), name="retry", allow_duplicate=True)
-    transport = DropFirstFitResponse()
-    with Client(live["base"], live["owner"], transport=transport, retries=2, backoff=0.01) as flaky:
+    transport = DropFirstFitResponse() if kind == "Client" else AsyncDropFirstFitResponse()
+    with connect(kind, live["base"], live["owner"], transport=transport, retries=2, backoff=0.01) as flaky:
         fit = flaky.fit(dataset.id, epsilon=0.5)
     assert len(transport.fit_keys) == 2 and transport.fit_keys[0] == transport.fit_keys[1]
     assert [f.id for f in owner.fits(dataset.id)] == [fit.id]  # the server admitted one fit …
@@ -244,43 +268,47 @@ def scripted(*answers: int | type[Exception]) -> tuple[httpx.MockTransport, list
     return httpx.MockTransport(handler), seen
 
 
-def test_fit_creation_retries_503_and_dropped_reads_with_one_idempotency_key():
+def test_fit_creation_retries_503_and_dropped_reads_with_one_idempotency_key(kind: str):
     transport, seen = scripted(503, httpx.ReadError, 202)
-    with Client("http://privfit.test", "pf_a_b", transport=transport, backoff=0.001) as client:
+    with connect(kind, "http://privfit.test", "pf_a_b", transport=transport, backoff=0.001) as client:
         assert client.fit(DATASET_ID, epsilon=1.0, idempotency_key="mine").id == "f1"
     assert [r.headers["Idempotency-Key"] for r in seen] == ["mine"] * 3
     transport, seen = scripted(202)
-    with Client("http://privfit.test", "pf_a_b", transport=transport) as client:
+    with connect(kind, "http://privfit.test", "pf_a_b", transport=transport) as client:
         client.fit(DATASET_ID, epsilon=1.0)
     assert re.fullmatch(r"[0-9a-f-]{36}", seen[0].headers["Idempotency-Key"])  # a fresh UUID by default
 
 
-def test_uploads_are_retried_only_when_the_request_never_left():
+def test_uploads_are_retried_only_when_the_request_never_left(kind: str):
     transport, seen = scripted(httpx.ReadError)
-    client = Client("http://privfit.test", transport=transport, backoff=0.001)
-    with client, pytest.raises(TransportError, match="failed"):
+    with (
+        connect(kind, "http://privfit.test", transport=transport, backoff=0.001) as client,
+        pytest.raises(TransportError, match="failed"),
+    ):
         client.upload_dataset(b"a,b\n", {"label": {}})
     assert len(seen) == 1
     transport, seen = scripted(httpx.ConnectError, 201)
-    with Client("http://privfit.test", transport=transport, backoff=0.001) as client:
+    with connect(kind, "http://privfit.test", transport=transport, backoff=0.001) as client:
         client.upload_dataset(b"a,b\n", {"label": {}})
     assert len(seen) == 2
 
 
-def test_gives_up_after_the_allowed_retries_with_the_typed_error():
+def test_gives_up_after_the_allowed_retries_with_the_typed_error(kind: str):
     transport, seen = scripted(502, 502, 502)
-    client = Client("http://privfit.test", transport=transport, retries=2, backoff=0.001)
-    with client, pytest.raises(ServerError, match="502 Unavailable: later"):
+    with (
+        connect(kind, "http://privfit.test", transport=transport, retries=2, backoff=0.001) as client,
+        pytest.raises(ServerError, match="502 Unavailable: later"),
+    ):
         client.solvers()
     assert len(seen) == 3
     transport, seen = scripted(503)
-    with Client("http://privfit.test", transport=transport, retries=0) as client, pytest.raises(ServerError):
+    with connect(kind, "http://privfit.test", transport=transport, retries=0) as client, pytest.raises(ServerError):
         client.budget(DATASET_ID)
     assert len(seen) == 1
 
 
-def test_a_non_json_error_body_still_raises_a_typed_error():
+def test_a_non_json_error_body_still_raises_a_typed_error(kind: str):
     transport = httpx.MockTransport(lambda request: httpx.Response(418, text="<html>teapot</html>"))
-    with Client("http://privfit.test", transport=transport) as client, pytest.raises(ApiError) as error:
+    with connect(kind, "http://privfit.test", transport=transport) as client, pytest.raises(ApiError) as error:
         client.me()
     assert error.value.status == 418 and "teapot" in error.value.detail

@@ -15,7 +15,6 @@ generated rows are :mod:`release_helpers`' (shared with the ONNX export's test).
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -32,6 +31,7 @@ from release_helpers import EXAMPLES, FITS, REPO, fit_all, frames, in_process_cl
 from scipy.special import expit
 from sklearn.base import clone
 from sklearn.model_selection import cross_val_score
+from walkthrough import run_python_example
 
 import privfit.client
 from privfit.client import Client, ConflictError, InvalidRequestError
@@ -209,11 +209,8 @@ def test_the_cli_exports_a_joblib_file_and_the_docs_example_runs(client: TestCli
     # docs/client.md's example as printed, continuing the Python client's example (its `client` and `fit`)
     (tmp_path / "examples").symlink_to(REPO / "examples", target_is_directory=True)
     monkeypatch.chdir(tmp_path)
-    doc = (REPO / "docs" / "client.md").read_text()
-    section = doc.split("\n## A scikit-learn model\n", 1)[1].split("\n## ", 1)[0]
-    code_block = re.search(r"```python\n(.*?)```", section, re.S)
-    assert code_block, "docs/client.md has no scikit-learn example"
-    exec(compile(code_block.group(1), "docs/client.md", "exec"), {"client": analyst, "fit": analyst.get_fit(fit_id)})
+    run_python_example(REPO / "docs" / "client.md", "## A scikit-learn model",
+                       {"client": analyst, "fit": analyst.get_fit(fit_id)})  # fmt: skip
     printed = capsys.readouterr().out.splitlines()
     assert printed[0] == str(answer.predictions) and printed[1] == "True", printed
     assert 0.5 < float(printed[2]) <= 1.0 and (tmp_path / "loans-fit.joblib").is_file()

@@ -51,6 +51,14 @@ def section(markdown: str, heading: str) -> str:
     return "\n".join(lines)
 
 
+def run_python_example(markdown: Path, heading: str, namespace: dict | None = None) -> None:
+    """Execute, as printed, the first ```python block of the section under ``heading`` of the Markdown file
+    ``markdown``, with ``namespace``'s names defined (an example that continues an earlier one)."""
+    block = re.search(r"```python\n(.*?)```", section(markdown.read_text(), heading), re.S)
+    assert block is not None, f"{markdown.name} has no Python example under {heading!r}"
+    exec(compile(block.group(1), str(markdown), "exec"), {"__name__": "doc_example", **(namespace or {})})
+
+
 def steps(text: str) -> list[Step]:
     """The steps of every ```bash and ```console block in ``text``, in order."""
     found: list[Step] = []

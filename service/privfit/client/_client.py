@@ -1,129 +1,79 @@
-"""``Client``: a synchronous httpx client with a typed method for every v1 endpoint.
+"""``Client``: the blocking privfit client — an ``httpx.Client`` driving the plans of :mod:`privfit.client._plans`,
+a typed method for every v1 endpoint. :class:`~privfit.client.AsyncClient` has the same methods for asyncio.
 
-Errors come back as the typed exceptions of :mod:`privfit.client.errors`, carrying the server's problem+json.
-
-Retries (``retries`` extra attempts, exponential back-off from ``backoff`` seconds, ``Retry-After`` honoured):
-
-* a request that never reached the server (connection refused, connect timeout) is retried whatever it is;
-* requests without side effects (GET, estimate, predict, cancel) are also retried on read timeouts, dropped
-  connections and 429 / 502 / 503 / 504;
-* fit creation is retried in the same cases, always with the same ``Idempotency-Key`` (a fresh UUID unless the
-  caller passes one): the server answers a repeat with the fit it already admitted, so a retry can never charge
-  the budget twice;
-* an evaluation is retried like fit creation, with one ``Idempotency-Key``: charged at most once;
-* key revocation is retried like a request without side effects: revoking a revoked key changes nothing;
-* uploads, deletes (of datasets, grants and allocations), key creation and setting an allocation (a repeat would
-  be a 409: an allocation is fixed once set) are not retried once sent.
-
-Names or ids: every method that takes a dataset (``dataset_id``) accepts its id or its name
-(:meth:`Client.resolve_dataset`). A value in the form of an id (a UUID) is sent as it is; anything else is looked
-up among the datasets this key may see (``GET /v1/datasets``, live datasets only): exactly one with that name is
-used, none raises :class:`UnknownDatasetNameError` (a :class:`~privfit.client.errors.NotFoundError`), several
-raise :class:`AmbiguousDatasetNameError` listing their ids. The API itself takes ids only.
+Errors come back as the typed exceptions of :mod:`privfit.client.errors`, carrying the server's problem+json. The
+retry policy and the dataset names a method accepts are described in :mod:`privfit.client._plans`.
 """
 
 from __future__ import annotations
 
-import difflib
-import io
-import json
-import math
-import re
+import functools
 import time
-import unicodedata
-import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from pathlib import Path
-from typing import Any, BinaryIO, TypeVar, cast
-from urllib.parse import parse_qs, urlsplit
+from collections.abc import Callable, Iterator
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import httpx
 
-from privfit import __version__
-
-from .errors import ApiError, FitFailedError, NotFoundError, PrivfitError, TransportError, WaitTimeoutError, error_for
-from .events import HEARTBEAT_SECONDS, server_events
-from .models import (
-    Allocation,
-    ApiKeyInfo,
-    ApiObject,
-    Budget,
-    CreatedKey,
-    Dataset,
-    Estimate,
-    Evaluation,
-    EvaluationEstimate,
-    Fit,
-    FitPrivacy,
-    FitResult,
-    Grant,
-    LedgerEntry,
-    LedgerPage,
-    Me,
-    Page,
-    Prediction,
-    SolverInfo,
+from . import _plans as plans
+from ._plans import (
+    PAGE_SIZE,
+    AmbiguousDatasetNameError,
+    Batch,
+    CsvSource,
+    Pause,
+    Plan,
+    SchemaSource,
+    Send,
+    Session,
+    Step,
+    Stream,
+    UnknownDatasetNameError,
+    feed,
+    is_id,
+    start,
 )
 
-RETRY_STATUSES = frozenset({429, 502, 503, 504})
+__all__ = [
+    "PAGE_SIZE",
+    "AmbiguousDatasetNameError",
+    "Client",
+    "CsvSource",
+    "SchemaSource",
+    "UnknownDatasetNameError",
+    "is_id",
+]
 
-#: The page size the list methods ask for while iterating every page: the API's maximum (docs/client.md, "Pages").
-PAGE_SIZE = 1000
-
-_Item = TypeVar("_Item", bound=ApiObject)
-
-#: What ``upload_dataset`` accepts as data: a path (CSV or ``.parquet``), CSV or Parquet bytes or CSV text, a binary
-#: file, or a pandas DataFrame.
-CsvSource = str | Path | bytes | BinaryIO | Any
-#: The ``Content-Type`` a Parquet upload is sent with (the server also recognises a ``.parquet`` file name).
-PARQUET_CONTENT_TYPE = "application/vnd.apache.parquet"
-_PARQUET_MAGIC = b"PAR1"
-#: What ``upload_dataset`` accepts as schema: a dict, a JSON string, or a path to a JSON file.
-SchemaSource = Mapping[str, Any] | str | Path
-
-#: The form of every id the service issues (``str(uuid.uuid4())``, either case): such a value is always an id.
-_ID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
-#: How to see the names this key may use, in the messages of the two errors below.
-_HOW_TO_LIST = "list them with `privfit datasets list` (GET /v1/datasets)"
+P = ParamSpec("P")
+T = TypeVar("T")
 
 
-def is_id(value: str) -> bool:
-    """Whether ``value`` has the form of an id the service issues (a UUID): then it is never read as a name."""
-    return _ID.fullmatch(value) is not None
+def blocking(plan: Callable[Concatenate[Session, P], Plan[T]]) -> Callable[Concatenate[Client, P], T]:
+    """A plan as a :class:`Client` method: run to its answer (same signature and docstring)."""
+
+    @functools.wraps(plan)
+    def method(self: Client, /, *args: P.args, **kwargs: P.kwargs) -> T:
+        return self._run(plan(self, *args, **kwargs))
+
+    return method
 
 
-class UnknownDatasetNameError(NotFoundError):
-    """No dataset this key may see has the name given where a dataset was expected (raised by the client after
-    ``GET /v1/datasets``, with a problem document of the API's shape: ``title``, ``detail``, ``name``,
-    ``similar``). A :class:`~privfit.client.errors.NotFoundError`, like the 404 an unknown id gets."""
+def blocking_batches(
+    plan: Callable[Concatenate[Session, P], Plan[Batch[T]]],
+) -> Callable[Concatenate[Client, P], Iterator[T]]:
+    """A listing plan as a :class:`Client` method: an iterator that reads each next page as it is reached."""
 
-    def __init__(self, name: str, similar: Sequence[str] = (), *, url: str = "") -> None:
-        hint = f"; did you mean {', '.join(repr(s) for s in similar)}?" if similar else ""
-        detail = (f"no dataset named {name!r} among the datasets this key may see{hint} ({_HOW_TO_LIST}, or pass "
-                  "the dataset's id)")  # fmt: skip
-        problem = {"type": "about:blank", "title": "No dataset of that name", "status": 404, "detail": detail,
-                   "name": name, "similar": list(similar)}  # fmt: skip
-        super().__init__(404, problem, method="GET", url=url)
-        self.args = (detail,)  # a client-side finding: no HTTP status in the message
-        self.name, self.similar = name, list(similar)
+    @functools.wraps(plan)
+    def method(self: Client, /, *args: P.args, **kwargs: P.kwargs) -> Iterator[T]:
+        following: Plan[Batch[T]] | None = plan(self, *args, **kwargs)
+        while following is not None:
+            batch = self._run(following)
+            yield from batch.items
+            following = batch.following
 
-
-class AmbiguousDatasetNameError(PrivfitError, LookupError):
-    """Several datasets this key may see have the name given where one dataset was expected; ``matches`` are
-    those datasets (oldest first): pass one of their ids instead."""
-
-    def __init__(self, name: str, matches: Sequence[Dataset]) -> None:
-        self.name, self.matches = name, list(matches)
-        listed = "; ".join(f"{d.id} (created {_created(d)}, n = {d.n})" for d in self.matches)
-        super().__init__(f"{len(self.matches)} datasets this key may see are named {name!r}: {listed}; pass the id "
-                         "of the one you mean")  # fmt: skip
+    return method
 
 
-def _created(dataset: Dataset) -> str:
-    return dataset.created_at.isoformat(sep=" ", timespec="seconds") if dataset.created_at else "?"
-
-
-class Client:
+class Client(Session):
     """A privfit API client.
 
     >>> with Client("http://127.0.0.1:8000", api_key) as client:           # doctest: +SKIP
@@ -135,7 +85,7 @@ class Client:
         url: the service's base URL.
         api_key: an API key (``pf_…``); sent as ``Authorization: Bearer``.
         timeout: seconds per request (uploads of large files may need more).
-        retries: extra attempts for retryable failures (see the module docstring); 0 disables retries.
+        retries: extra attempts for retryable failures (see :mod:`privfit.client._plans`); 0 disables retries.
         backoff: the first back-off in seconds; doubled per attempt, capped at 10 s.
         transport: an httpx transport (tests use ``httpx.MockTransport`` or a WSGI/ASGI transport).
     """
@@ -150,16 +100,10 @@ class Client:
         backoff: float = 0.5,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
-        if retries < 0:
-            raise ValueError("retries must be >= 0")
-        headers = {"User-Agent": f"privfit-client/{__version__}", "Accept": "application/json"}
-        if api_key:
-            headers["Authorization"] = f"Bearer {api_key}"
-        self.url = url.rstrip("/")
-        self.retries, self.backoff = retries, backoff
-        self._http = httpx.Client(base_url=self.url, headers=headers, timeout=timeout, transport=transport)
+        super().__init__(url, timeout=timeout, retries=retries, backoff=backoff)
+        self._http = httpx.Client(base_url=self.url, headers=self.headers(api_key), timeout=timeout,
+                                  transport=transport)  # fmt: skip
 
-    # --- lifecycle --------------------------------------------------------------------------------
     def close(self) -> None:
         self._http.close()
 
@@ -169,568 +113,77 @@ class Client:
     def __exit__(self, *_: object) -> None:
         self.close()
 
-    # --- transport --------------------------------------------------------------------------------
-    def _request(self, method: str, path: str, *, retry: bool, **kwargs: Any) -> httpx.Response:
-        """Send with the retry policy of the module docstring; raise the typed error for a 4xx/5xx answer."""
-        attempt = 0
+    # --- the driver: each step of a plan performed, blocking ------------------------------------------------------
+    def _run(self, plan: Plan[T]) -> T:
+        """Drive ``plan`` to its answer: each step's outcome is sent into it, or its exception thrown into it."""
+        reply: Any = None
+        failure: Exception | None = None
         while True:
             try:
-                response = self._http.request(method, path, **kwargs)
-            except (httpx.ConnectError, httpx.ConnectTimeout) as error:  # never reached the server
-                if attempt >= self.retries:
-                    raise TransportError(f"cannot reach {self.url}: {error}") from error
-            except httpx.TransportError as error:
-                if not retry or attempt >= self.retries:
-                    raise TransportError(f"{method} {path} to {self.url} failed: {error}") from error
-            else:
-                if response.status_code < 400:
-                    return response
-                if not (retry and response.status_code in RETRY_STATUSES and attempt < self.retries):
-                    raise _error(response)
-                _sleep_retry_after(response)
-            time.sleep(min(10.0, self.backoff * 2**attempt))
-            attempt += 1
+                step = plan.send(reply) if failure is None else plan.throw(failure)
+            except StopIteration as done:
+                return done.value
+            try:
+                reply, failure = self._perform(step), None
+            except Exception as error:
+                reply, failure = None, error
 
-    def _json(self, method: str, path: str, *, retry: bool = True, **kwargs: Any) -> Any:
-        return self._request(method, path, retry=retry, **kwargs).json()
-
-    def _page(self, path: str, model: type[_Item], params: Mapping[str, Any] | None = None) -> Page[_Item]:
-        """One page of a list endpoint: its items and the ``Link: <…>; rel="next"`` of the answer (URL and cursor)."""
-        response = self._request("GET", path, retry=True, params=params)
-        following = response.links.get("next", {}).get("url")
-        cursor = parse_qs(urlsplit(following).query).get("cursor", [None])[0] if following else None
-        return Page([model.from_json(item) for item in response.json()], following, cursor)
-
-    def _pages(self, path: str, model: type[_Item], params: Mapping[str, Any] | None = None) -> Iterator[_Item]:
-        """Every item of a list endpoint, page after page (:data:`PAGE_SIZE` each), following each answer's
-        ``rel="next"`` link: oldest first, each once, also while items are created meanwhile (later ones come on
-        later pages)."""
-        page = self._page(path, model, {**(params or {}), "limit": PAGE_SIZE})
-        yield from page.items
-        while page.next is not None:
-            page = self._page(page.next, model)
-            yield from page.items
-
-    # --- service ----------------------------------------------------------------------------------
-    def health(self) -> bool:
-        """``GET /healthz``: the process is up."""
-        return self._json("GET", "/healthz").get("status") == "ok"
-
-    def ready(self) -> dict[str, Any]:
-        """``GET /readyz``: the database (and broker) answer and the schema is current; raises if not."""
-        return self._json("GET", "/readyz")
-
-    def me(self) -> Me:
-        """``GET /v1/me``: the key's id, role and name."""
-        return Me.from_json(self._json("GET", "/v1/me"))
-
-    def create_key(self, role: str, name: str = "") -> CreatedKey:
-        """``POST /v1/keys`` (admins): a new key of ``role``; its secret is in the answer only."""
-        return CreatedKey.from_json(self._json("POST", "/v1/keys", retry=False, json={"role": role, "name": name}))
-
-    def keys(self) -> list[ApiKeyInfo]:
-        """``GET /v1/keys`` (admins): every API key, oldest first, with its role, name and revocation time; never a
-        secret (every page)."""
-        return list(self._pages("/v1/keys", ApiKeyInfo))
-
-    def revoke_key(self, key_id: str) -> None:
-        """``DELETE /v1/keys/{id}`` (admins): the key is refused (401) from its next request on, in every API
-        process; its queued fits are cancelled (reservations released) and its running fits stop at their next step
-        (a fit that read rows keeps its charge). Idempotent; a key cannot revoke itself (409)."""
-        self._request("DELETE", f"/v1/keys/{key_id}", retry=True)
-
-    def solvers(self) -> list[SolverInfo]:
-        """``GET /v1/solvers``: every enabled solver with its models and parameter schema."""
-        return [SolverInfo.from_json(item) for item in self._json("GET", "/v1/solvers")]
-
-    # --- datasets ---------------------------------------------------------------------------------
-    def upload_dataset(
-        self,
-        data: CsvSource,
-        schema: SchemaSource,
-        *,
-        name: str | None = None,
-        allow_duplicate: bool = False,
-        privacy_domain: str | None = None,
-    ) -> Dataset:
-        """``POST /v1/datasets`` (owners): a CSV or Parquet file with its declared public schema and budget.
-
-        ``data`` is a path, CSV or Parquet bytes, a binary file object, or a pandas DataFrame (written with
-        ``to_csv``, without its index; its column names must be the schema's). A path or file whose name ends in
-        ``.parquet``, or bytes or a seekable file starting with Parquet's magic ``PAR1``, is sent as Parquet; a path
-        or binary file is streamed, not read into memory first. ``schema`` is a dict, a JSON string or a path
-        to a JSON file. ``name`` defaults to the file's name. Content this owner already uploaded (a live dataset
-        with the same encoded data) is refused with :class:`ConflictError` naming the existing dataset
-        (``existing_dataset_id``) unless ``allow_duplicate`` — the copy would get a separate, fresh budget — or
-        unless it joins that dataset's privacy domain. ``privacy_domain`` (a dataset of yours, by id or name) registers
-        the data into that dataset's privacy domain: both then spend one budget (docs/governance.md).
-        """
-        filename, content = _upload_payload(data)
-        form = {"schema": _schema_json(schema), "name": name if name is not None else filename}
-        if allow_duplicate:
-            form["allow_duplicate"] = "true"
-        if privacy_domain is not None:
-            form["privacy_domain"] = self.resolve_dataset(privacy_domain)
-        parquet = filename.lower().endswith(".parquet")
-        files = {"file": (filename, content, PARQUET_CONTENT_TYPE if parquet else "text/csv")}
-        try:
-            return Dataset.from_json(self._json("POST", "/v1/datasets", retry=False, data=form, files=files))
-        finally:
-            if isinstance(data, str | Path) and not isinstance(content, bytes):
-                content.close()  # the file this method opened
-
-    def datasets(self) -> list[Dataset]:
-        """``GET /v1/datasets``: the (live) datasets this key may see, oldest first (every page)."""
-        return list(self._pages("/v1/datasets", Dataset))
-
-    def datasets_page(self, *, limit: int | None = None, cursor: str | None = None) -> Page[Dataset]:
-        """One page of ``GET /v1/datasets``: ``limit`` datasets (the server's default 100, at most 1000) after
-        ``cursor`` (a previous page's ``Page.cursor``; None: the first page)."""
-        return self._page("/v1/datasets", Dataset, _page_params({}, limit, cursor))
-
-    def resolve_dataset(self, dataset: str) -> str:
-        """The id of ``dataset``, given as an id or as a name (every ``dataset_id`` argument goes through this).
-
-        A value in the form of an id (a UUID) is returned as it is, with no request: the server says whether it
-        exists. Any other value is a name, looked up among the datasets this key may see (``GET /v1/datasets``:
-        live datasets; a deleted one is reached by its id) by exact match in Unicode NFC, the form names are stored
-        in. Raises :class:`UnknownDatasetNameError` (a :class:`~privfit.client.errors.NotFoundError`; with up to
-        three similar names) if none has it, and :class:`AmbiguousDatasetNameError` (listing their ids) if several
-        do: a name never silently picks one of several datasets, as the budget spent would then be another's.
-        """
-        if is_id(dataset):
-            return dataset
-        name = unicodedata.normalize("NFC", dataset)
-        visible = self.datasets()
-        matches = [d for d in visible if d.name == name]
-        if len(matches) == 1:
-            return matches[0].id
-        if matches:
-            raise AmbiguousDatasetNameError(name, matches)
-        names = sorted({d.name for d in visible})
-        similar = [n for n in names if n.casefold() == name.casefold()] or difflib.get_close_matches(name, names, 3)
-        raise UnknownDatasetNameError(name, similar, url=f"{self.url}/v1/datasets")
-
-    def dataset(self, dataset_id: str) -> Dataset:
-        """``GET /v1/datasets/{id}``: public metadata (``dataset_id``: an id or a name)."""
-        return Dataset.from_json(self._json("GET", f"/v1/datasets/{self.resolve_dataset(dataset_id)}"))
-
-    def delete_dataset(self, dataset_id: str) -> None:
-        """``DELETE /v1/datasets/{id}`` (its owner): purge the rows; the ledger is kept."""
-        self._request("DELETE", f"/v1/datasets/{self.resolve_dataset(dataset_id)}", retry=False)
-
-    def grant(self, dataset_id: str, api_key_id: str) -> None:
-        """``POST /v1/datasets/{id}/grants`` (its owner): let an analyst key fit the dataset (idempotent)."""
-        path = f"/v1/datasets/{self.resolve_dataset(dataset_id)}/grants"
-        self._request("POST", path, retry=True, json={"api_key_id": api_key_id})
-
-    def grants(self, dataset_id: str) -> list[Grant]:
-        """``GET /v1/datasets/{id}/grants`` (its owner, admins): the analyst keys granted the dataset (every page)."""
-        return list(self._pages(f"/v1/datasets/{self.resolve_dataset(dataset_id)}/grants", Grant))
-
-    def revoke_grant(self, dataset_id: str, api_key_id: str) -> None:
-        """``DELETE /v1/datasets/{id}/grants/{key id}`` (its owner, admins): the analyst can no longer see or fit
-        the dataset; its queued fits on it are cancelled and its running ones stop (a fit that read rows keeps its
-        charge). A grant that does not exist is :class:`~privfit.client.errors.NotFoundError`."""
-        self._request("DELETE", f"/v1/datasets/{self.resolve_dataset(dataset_id)}/grants/{api_key_id}", retry=False)
-
-    def allocate(self, dataset_id: str, api_key_id: str, epsilon: float, delta: float) -> Allocation:
-        """``PUT /v1/datasets/{id}/allocations/{key id}`` (its owner, admins): give a granted analyst key the share
-        (``epsilon``, ``delta``) of the dataset's budget; from then on its fits and evaluations on the dataset are
-        admitted only within both the allocation and the dataset's budget. An allocation is fixed once set: a
-        second one is :class:`~privfit.client.errors.ConflictError` (``remove_allocation`` first); a share over the
-        dataset's budget or a key not granted the dataset is
-        :class:`~privfit.client.errors.InvalidRequestError` naming the ``field``."""
-        path = f"/v1/datasets/{self.resolve_dataset(dataset_id)}/allocations/{api_key_id}"
-        body = {"epsilon": float(epsilon), "delta": float(delta)}
-        return Allocation.from_json(self._json("PUT", path, retry=False, json=body))
-
-    def allocations(self, dataset_id: str) -> list[Allocation]:
-        """``GET /v1/datasets/{id}/allocations``: every allocation of the dataset's budget, with what each analyst
-        has used and has left (its owner, admins), or the caller's own (an analyst: an empty list when it has none)."""
-        return list(self._pages(f"/v1/datasets/{self.resolve_dataset(dataset_id)}/allocations", Allocation))
-
-    def remove_allocation(self, dataset_id: str, api_key_id: str) -> None:
-        """``DELETE /v1/datasets/{id}/allocations/{key id}`` (its owner, admins): the analyst then spends from the
-        dataset's budget alone; its fits stay in the ledger. An allocation that does not exist is
-        :class:`~privfit.client.errors.NotFoundError`."""
-        path = f"/v1/datasets/{self.resolve_dataset(dataset_id)}/allocations/{api_key_id}"
-        self._request("DELETE", path, retry=False)
-
-    def budget(self, dataset_id: str, *, rdp: bool = False) -> Budget:
-        """``GET /v1/datasets/{id}/budget``: limits, spent / reserved / remaining ε and the caller's own allocation
-        (``Budget.allocation``); with ``rdp`` also the grid's orders and the committed RDP curve (``include=rdp``)."""
-        path = f"/v1/datasets/{self.resolve_dataset(dataset_id)}/budget"
-        return Budget.from_json(self._json("GET", path, params=_include(rdp)))
-
-    def ledger(self, dataset_id: str, *, limit: int = 100, offset: int = 0, rdp: bool = False) -> LedgerPage:
-        """``GET /v1/datasets/{id}/ledger``: one page of entries, oldest first; with ``rdp`` each entry's RDP
-        curve too."""
-        params = {"limit": limit, "offset": offset, **_include(rdp)}
-        path = f"/v1/datasets/{self.resolve_dataset(dataset_id)}/ledger"
-        return LedgerPage.from_json(self._json("GET", path, params=params))
-
-    def iter_ledger(self, dataset_id: str, *, page_size: int = 1000, rdp: bool = False) -> Iterator[LedgerEntry]:
-        """Every ledger entry of the dataset, oldest first, fetched page by page (with their curves if ``rdp``)."""
-        dataset_id = self.resolve_dataset(dataset_id)  # once, not per page
-        offset = 0
-        while True:
-            page = self.ledger(dataset_id, limit=page_size, offset=offset, rdp=rdp)
-            yield from page.entries
-            offset += len(page.entries)
-            if not page.entries or offset >= page.total:
-                return
-
-    def export_ledger(self, dataset_id: str, destination: BinaryIO) -> int:
-        """``GET /v1/datasets/{id}/ledger/export`` (owners, admins): the ledger with its hash chain as JSON lines,
-        streamed into ``destination`` (a binary file); the number of bytes written. Check the file offline with
-        :func:`privfit.ledger.chain.verify` (``privfit ledger verify FILE``). Not retried once bytes were written."""
-        path = f"/v1/datasets/{self.resolve_dataset(dataset_id)}/ledger/export"
-        written = 0
-        try:
-            with self._http.stream("GET", path) as response:
-                if response.status_code >= 400:
-                    response.read()
-                    raise _error(response)
-                for chunk in response.iter_bytes():
-                    destination.write(chunk)
-                    written += len(chunk)
-        except httpx.TransportError as error:
-            raise TransportError(f"GET {path} to {self.url} failed after {written} bytes: {error}") from error
-        return written
-
-    # --- fits -------------------------------------------------------------------------------------
-    def estimate(
-        self,
-        dataset_id: str,
-        *,
-        model: str = "logistic",
-        solver: str = "dp_gd",
-        epsilon: float | None = None,
-        params: Mapping[str, Any] | None = None,
-        rdp: bool = False,
-    ) -> Estimate:
-        """``POST /v1/fits/estimate``: the cost of a proposed fit and what would remain (of the caller's allocation
-        too: ``Estimate.allocation``); charges nothing. With ``rdp``, the cost carries its RDP curve
-        (``include=rdp``)."""
-        body = _fit_body(self.resolve_dataset(dataset_id), model, solver, epsilon, params)
-        return Estimate.from_json(self._json("POST", "/v1/fits/estimate", json=body, params=_include(rdp)))
-
-    def fit(
-        self,
-        dataset_id: str,
-        *,
-        model: str = "logistic",
-        solver: str = "dp_gd",
-        epsilon: float | None = None,
-        params: Mapping[str, Any] | None = None,
-        idempotency_key: str | None = None,
-    ) -> Fit:
-        """``POST /v1/fits``: request a fit. The ledger admits it (a queued :class:`Fit`) or refuses it
-        (:class:`~privfit.client.errors.BudgetExceededError`). Retried safely with one ``Idempotency-Key``."""
-        body = _fit_body(self.resolve_dataset(dataset_id), model, solver, epsilon, params)
-        headers = {"Idempotency-Key": idempotency_key or str(uuid.uuid4())}
-        return Fit.from_json(self._json("POST", "/v1/fits", json=body, headers=headers))
-
-    def fits(self, dataset_id: str | None = None, *, status: str | None = None, solver: str | None = None) -> list[Fit]:
-        """``GET /v1/fits``: every fit this key may see (every page), oldest first — a dataset's (``dataset_id``, an
-        id or a name) or all of them (an analyst's own, an owner's on its datasets, every fit to admins) — in
-        ``status`` (queued, running, succeeded, failed, cancelled) and of ``solver`` if given. :meth:`iter_fits`
-        yields them page by page; :meth:`fits_page` gets one page."""
-        return list(self.iter_fits(dataset_id, status=status, solver=solver))
-
-    def iter_fits(
-        self, dataset_id: str | None = None, *, status: str | None = None, solver: str | None = None
-    ) -> Iterator[Fit]:
-        """The fits of :meth:`fits`, fetched a page (1000 fits) at a time as the iteration reaches them."""
-        return self._pages("/v1/fits", Fit, self._fit_filters(dataset_id, status, solver))
-
-    def fits_page(
-        self,
-        dataset_id: str | None = None,
-        *,
-        status: str | None = None,
-        solver: str | None = None,
-        limit: int | None = None,
-        cursor: str | None = None,
-    ) -> Page[Fit]:
-        """One page of :meth:`fits`: ``limit`` fits (the server's default 100, at most 1000) after ``cursor`` (the
-        ``Page.cursor`` of the previous page, with the same filters; None: the first page)."""
-        params = _page_params(self._fit_filters(dataset_id, status, solver), limit, cursor)
-        return self._page("/v1/fits", Fit, params)
-
-    def _fit_filters(self, dataset_id: str | None, status: str | None, solver: str | None) -> dict[str, str]:
-        filters = {"dataset_id": None if dataset_id is None else self.resolve_dataset(dataset_id), "status": status,
-                   "solver": solver}  # fmt: skip
-        return {name: value for name, value in filters.items() if value is not None}
-
-    def get_fit(self, fit_id: str, *, rdp: bool = False) -> Fit:
-        """``GET /v1/fits/{id}``: status, progress and, when succeeded, the result; with ``rdp`` the cost's RDP
-        curve too (``include=rdp``)."""
-        return Fit.from_json(self._json("GET", f"/v1/fits/{fit_id}", params=_include(rdp)))
-
-    def fit_privacy(self, fit_id: str) -> FitPrivacy:
-        """``GET /v1/fits/{id}/privacy``: the fit's whole cost, its RDP curve with the grid's orders."""
-        return FitPrivacy.from_json(self._json("GET", f"/v1/fits/{fit_id}/privacy"))
-
-    def cancel(self, fit_id: str) -> Fit:
-        """``POST /v1/fits/{id}/cancel``: a queued fit is released, a running one stops (its charge is kept once it
-        has read rows, refunded before)."""
-        return Fit.from_json(self._json("POST", f"/v1/fits/{fit_id}/cancel"))
-
-    def wait(
-        self,
-        fit: Fit | str,
-        *,
-        timeout: float | None = None,
-        poll_interval: float = 0.25,
-        max_poll_interval: float = 2.0,
-        on_progress: Callable[[Fit], None] | None = None,
-        raise_on_failure: bool = True,
-    ) -> Fit:
-        """Poll a fit until it finishes; ``on_progress(fit)`` is called with every state seen.
-
-        Returns the finished fit. Raises :class:`~privfit.client.errors.FitFailedError` if it failed or was
-        cancelled (unless ``raise_on_failure`` is false) and :class:`~privfit.client.errors.WaitTimeoutError`
-        after ``timeout`` seconds (the fit goes on running).
-        """
-        fit_id = fit if isinstance(fit, str) else fit.id
-        deadline = None if timeout is None else time.monotonic() + timeout
-        streamed = self._wait_streamed(fit_id, deadline, on_progress)
-        if streamed is not None:
-            if raise_on_failure and streamed.status != "succeeded":
-                raise FitFailedError(streamed)
-            return streamed
-        interval = poll_interval
-        while True:
-            current = self.get_fit(fit_id)
-            if on_progress is not None:
-                on_progress(current)
-            if current.finished:
-                if raise_on_failure and current.status != "succeeded":
-                    raise FitFailedError(current)
-                return current
-            if deadline is not None and time.monotonic() >= deadline:
-                raise WaitTimeoutError(current, timeout or 0.0)
-            pause = interval if deadline is None else max(0.0, min(interval, deadline - time.monotonic()))
-            time.sleep(pause)
-            interval = min(max_poll_interval, interval * 1.5)
-
-    def _wait_streamed(
-        self, fit_id: str, deadline: float | None, on_progress: Callable[[Fit], None] | None
-    ) -> Fit | None:
-        """Follow ``GET /v1/fits/{id}/events`` until the fit finishes: the finished fit, or None when the stream
-        cannot say (a server without events, every stream slot taken (429), the stream ended early — timeout or a
-        stopping server —, a dropped connection, the deadline inside a quiet stretch): the caller then polls, which
-        also raises the errors of a fit that cannot be read. ``on_progress`` sees every state the stream sends."""
-        remaining = None if deadline is None else deadline - time.monotonic()
-        read_timeout = 2 * HEARTBEAT_SECONDS if remaining is None else max(0.1, min(2 * HEARTBEAT_SECONDS, remaining))
-        timeout = httpx.Timeout(self._http.timeout.connect, read=read_timeout)
-        try:
-            with self._http.stream("GET", f"/v1/fits/{fit_id}/events", headers={"Accept": "text/event-stream"},
-                                   timeout=timeout) as response:  # fmt: skip
-                if response.status_code != 200:
-                    return None
-                for event in server_events(response.iter_lines()):
-                    if event.event != "fit":
-                        return None  # "end" before a terminal state: poll
-                    current = Fit.from_json(json.loads(event.data))
-                    if on_progress is not None:
-                        on_progress(current)
-                    if current.finished:
-                        return current
-                    if deadline is not None and time.monotonic() >= deadline:
-                        return None
-        except (httpx.TransportError, ValueError):
+    def _perform(self, step: Step) -> Any:
+        if isinstance(step, Send):
+            return self._http.request(step.method, step.path, **step.options)
+        if isinstance(step, Pause):
+            time.sleep(step.seconds)
             return None
-        return None
+        return self._stream(step)
 
-    def predict(
-        self, fit_id: str, rows: Sequence[Mapping[str, Any]] | Any, *, unknown_category: str = "error"
-    ) -> Prediction:
-        """``POST /v1/fits/{id}/predict``: predictions for your own rows (dicts by column, or a DataFrame).
-        ``unknown_category="ignore"`` encodes a level the dataset's schema does not declare as an all-zero one-hot
-        block instead of refusing the rows (the default, ``"error"``)."""
-        body = {"rows": _rows(rows), "unknown_category": unknown_category}
-        return Prediction.from_json(self._json("POST", f"/v1/fits/{fit_id}/predict", json=body))
+    def _stream(self, step: Stream) -> Any:
+        with self._http.stream(step.method, step.path, **step.options) as response:
+            if response.status_code >= 400:
+                response.read()  # an error's problem document, for the sink to raise
+            sink = step.sink(response)
+            finished, answer = start(sink)
+            pieces = response.iter_lines() if step.lines else response.iter_bytes()
+            while not finished:
+                finished, answer = feed(sink, next(pieces, None))
+            return answer
 
-    def evaluate(
-        self,
-        fit_id: str,
-        *,
-        epsilon: float,
-        metrics: Sequence[str] | None = None,
-        confidence: float | None = None,
-        idempotency_key: str | None = None,
-    ) -> Evaluation:
-        """``POST /v1/fits/{id}/evaluate``: DP metrics of a succeeded fit on its dataset's private validation rows,
-        each with an interval, charged ``epsilon`` on the dataset's ledger (or refused:
-        :class:`~privfit.client.errors.BudgetExceededError`). ``metrics`` default to all that apply. Retried safely
-        with one ``Idempotency-Key``."""
-        body = _evaluation_body(epsilon, metrics, confidence)
-        headers = {"Idempotency-Key": idempotency_key or str(uuid.uuid4())}
-        return Evaluation.from_json(self._json("POST", f"/v1/fits/{fit_id}/evaluate", json=body, headers=headers))
-
-    def estimate_evaluation(
-        self, fit_id: str, *, epsilon: float, metrics: Sequence[str] | None = None
-    ) -> EvaluationEstimate:
-        """``POST /v1/fits/{id}/evaluate/estimate``: what :meth:`evaluate` would cost and whether the budget admits
-        it; charges nothing."""
-        body = _evaluation_body(epsilon, metrics, None)
-        return EvaluationEstimate.from_json(self._json("POST", f"/v1/fits/{fit_id}/evaluate/estimate", json=body))
-
-    def evaluations(self, fit_id: str) -> list[Evaluation]:
-        """``GET /v1/fits/{id}/evaluations``: the fit's private evaluations, oldest first (every page)."""
-        return list(self._pages(f"/v1/fits/{fit_id}/evaluations", Evaluation))
-
-    def fit_result(self, fit_id: str) -> FitResult:
-        """A succeeded fit's release (``GET /v1/fits/{id}``) with its dataset's schema attached (``GET
-        /v1/datasets/{id}``: the declared schema with the transforms derived by private preprocessing), so that
-        ``client.fit_result(fit_id).to_sklearn()`` needs no argument. A fit that has not succeeded is a
-        :class:`~privfit.client.errors.ConflictError` (409 "Fit not finished", as ``/predict`` answers)."""
-        from dataclasses import replace
-
-        from .errors import ConflictError
-
-        fit = self.get_fit(fit_id)
-        if fit.status != "succeeded" or fit.result is None:
-            detail = f"fit {fit.id} is {fit.status}; a scikit-learn model needs a succeeded fit"
-            problem = {"type": "about:blank", "title": "Fit not finished", "status": 409, "detail": detail}
-            raise ConflictError(409, problem, method="GET", url=f"{self.url}/v1/fits/{fit.id}")
-        dataset = self.dataset(fit.dataset_id)
-        return replace(fit.result, _dataset_schema=dataset.schema)
-
-    def to_sklearn(self, fit_id: str, *, unknown_category: str = "error") -> Any:
-        """A succeeded fit as a fitted scikit-learn ``Pipeline`` predicting what ``/predict`` answers:
-        ``fit_result(fit_id).to_sklearn()`` (:func:`privfit.client.sklearn_export.to_sklearn`; the ``sklearn``
-        extra). A fit that estimated a statistic (``dp_lazy_oco``'s ``mean``) is a
-        :class:`~privfit.client.errors.ConflictError` (409 "Not a predictor", as ``/predict`` answers)."""
-        from .errors import ConflictError
-
-        result = self.fit_result(fit_id)
-        if not result.predictor:
-            detail = f"fit {fit_id} estimated a statistic of the features (model {result.model!r}); it does not predict"
-            problem = {"type": "about:blank", "title": "Not a predictor", "status": 409, "detail": detail}
-            raise ConflictError(409, problem, method="GET", url=f"{self.url}/v1/fits/{fit_id}")
-        return result.to_sklearn(unknown_category=unknown_category)
-
-    def export_onnx(self, fit_id: str, destination: str | Path | BinaryIO, *, unknown_category: str = "error") -> int:
-        """``GET /v1/fits/{id}/model.onnx``: a succeeded fit as an ONNX model (its dataset's encoding and the released
-        model in one graph; onnxruntime's ``scores``, ``label`` and ``probabilities`` are ``/predict``'s answers),
-        written to ``destination`` — a path (under a ``.partial`` name until it is whole) or a binary file —; the
-        number of bytes written. ``unknown_category="ignore"`` encodes an undeclared level as an all-zero one-hot
-        block; by default the model refuses the row (NaN scores, an empty label). 409 (not succeeded, not a
-        predictor) and 410 (dataset deleted) as for :meth:`predict`. Running the model needs onnxruntime (the
-        ``onnx`` extra); docs/client.md, "An ONNX model"."""
-        accept = {"Accept": "application/octet-stream, application/problem+json"}
-        response = self._request("GET", f"/v1/fits/{fit_id}/model.onnx", retry=True, headers=accept,
-                                 params={"unknown_category": unknown_category})  # fmt: skip
-        content = response.content
-        if not isinstance(destination, str | Path):
-            destination.write(content)
-            return len(content)
-        target = Path(destination)
-        partial = target.with_name(target.name + ".partial")
-        try:
-            partial.write_bytes(content)
-            partial.replace(target)  # a file named as asked only once the whole model is in it
-        finally:
-            partial.unlink(missing_ok=True)
-        return len(content)
-
-
-def _page_params(filters: Mapping[str, Any], limit: int | None, cursor: str | None) -> dict[str, Any]:
-    """A list request's query: its filters, and ``limit`` and ``cursor`` when given."""
-    paging = {"limit": limit, "cursor": cursor}
-    return {**filters, **{name: value for name, value in paging.items() if value is not None}}
-
-
-def _include(rdp: bool) -> dict[str, str]:
-    """The query of an answer with its RDP arrays (``include=rdp``) or without them (the API's lean default)."""
-    return {"include": "rdp"} if rdp else {}
-
-
-def _evaluation_body(epsilon: float, metrics: Sequence[str] | None, confidence: float | None) -> dict[str, Any]:
-    body: dict[str, Any] = {"privacy": {"epsilon": float(epsilon)}}
-    if metrics is not None:
-        body["metrics"] = list(metrics)
-    if confidence is not None:
-        body["confidence"] = float(confidence)
-    return body
-
-
-def _error(response: httpx.Response) -> ApiError:
-    try:
-        problem = response.json()
-    except ValueError:
-        problem = None
-    if not isinstance(problem, dict):
-        problem = {"title": response.reason_phrase or "Error", "status": response.status_code,
-                   "detail": response.text[:500]}  # fmt: skip
-    return error_for(response.status_code, problem, method=response.request.method, url=str(response.request.url))
-
-
-def _sleep_retry_after(response: httpx.Response) -> None:
-    """Honour a numeric ``Retry-After`` (capped at 30 s) before the regular back-off."""
-    value = response.headers.get("retry-after", "")
-    if value.isdigit():
-        time.sleep(min(30, int(value)))
-
-
-def _fit_body(
-    dataset_id: str, model: str, solver: str, epsilon: float | None, params: Mapping[str, Any] | None
-) -> dict[str, Any]:
-    privacy = {} if epsilon is None else {"epsilon": float(epsilon)}
-    return {
-        "dataset_id": dataset_id,
-        "model": model,
-        "solver": solver,
-        "privacy": privacy,
-        "params": dict(params or {}),
-    }
-
-
-def _upload_payload(data: CsvSource) -> tuple[str, bytes | BinaryIO]:
-    """(file name, bytes or an open binary file) of an upload source; a path is opened, not read."""
-    if hasattr(data, "to_csv"):  # a pandas DataFrame
-        return "dataframe.csv", data.to_csv(index=False).encode()
-    if isinstance(data, str | Path):
-        path = Path(data)
-        return path.name, path.open("rb")
-    if isinstance(data, bytes):
-        return ("data.parquet" if data.startswith(_PARQUET_MAGIC) else "data.csv"), data
-    if isinstance(data, io.IOBase) or hasattr(data, "read"):
-        name = Path(str(getattr(data, "name", "data.csv"))).name
-        if isinstance(data, io.TextIOBase):
-            return name, data.read().encode()
-        stream = cast(BinaryIO, data)
-        if not name.lower().endswith(".parquet") and getattr(stream, "seekable", lambda: False)():
-            start = stream.tell()
-            if stream.read(len(_PARQUET_MAGIC)) == _PARQUET_MAGIC:
-                name = f"{Path(name).stem}.parquet"
-            stream.seek(start)
-        return name, stream
-    raise TypeError("data must be a path, bytes, a binary file or a pandas DataFrame")
-
-
-def _schema_json(schema: SchemaSource) -> str:
-    """The schema as a JSON string (a dict, a JSON string, or a path to a JSON file)."""
-    if isinstance(schema, Mapping):
-        return json.dumps(schema)
-    if isinstance(schema, Path) or (isinstance(schema, str) and not schema.lstrip().startswith("{")):
-        return Path(schema).read_text()
-    return schema
-
-
-def _rows(rows: Sequence[Mapping[str, Any]] | Any) -> list[dict[str, Any]]:
-    """Rows as JSON-ready dicts; a DataFrame's missing values (NaN) become null."""
-    records = rows.to_dict(orient="records") if hasattr(rows, "to_dict") else rows
-    return [{k: _json_value(v) for k, v in dict(record).items()} for record in records]
-
-
-def _json_value(value: Any) -> Any:
-    if hasattr(value, "item"):  # numpy scalars
-        value = value.item()
-    if isinstance(value, float) and math.isnan(value):
-        return None
-    return value
+    # --- the methods: every v1 endpoint (privfit.client._plans) ---------------------------------------------------
+    health = blocking(plans.health)
+    ready = blocking(plans.ready)
+    me = blocking(plans.me)
+    create_key = blocking(plans.create_key)
+    keys = blocking(plans.keys)
+    revoke_key = blocking(plans.revoke_key)
+    solvers = blocking(plans.solvers)
+    upload_dataset = blocking(plans.upload_dataset)
+    datasets = blocking(plans.datasets)
+    datasets_page = blocking(plans.datasets_page)
+    resolve_dataset = blocking(plans.resolve_dataset)
+    dataset = blocking(plans.dataset)
+    delete_dataset = blocking(plans.delete_dataset)
+    grant = blocking(plans.grant)
+    grants = blocking(plans.grants)
+    revoke_grant = blocking(plans.revoke_grant)
+    allocate = blocking(plans.allocate)
+    allocations = blocking(plans.allocations)
+    remove_allocation = blocking(plans.remove_allocation)
+    budget = blocking(plans.budget)
+    ledger = blocking(plans.ledger)
+    iter_ledger = blocking_batches(plans.iter_ledger)
+    export_ledger = blocking(plans.export_ledger)
+    estimate = blocking(plans.estimate)
+    fit = blocking(plans.fit)
+    fits = blocking(plans.fits)
+    iter_fits = blocking_batches(plans.iter_fits)
+    fits_page = blocking(plans.fits_page)
+    get_fit = blocking(plans.get_fit)
+    fit_privacy = blocking(plans.fit_privacy)
+    cancel = blocking(plans.cancel)
+    wait = blocking(plans.wait)
+    predict = blocking(plans.predict)
+    evaluate = blocking(plans.evaluate)
+    estimate_evaluation = blocking(plans.estimate_evaluation)
+    evaluations = blocking(plans.evaluations)
+    fit_result = blocking(plans.fit_result)
+    to_sklearn = blocking(plans.to_sklearn)
+    export_onnx = blocking(plans.export_onnx)

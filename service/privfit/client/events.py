@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-__all__ = ["HEARTBEAT_SECONDS", "ServerEvent", "server_events"]
+__all__ = ["HEARTBEAT_SECONDS", "EventParser", "ServerEvent", "server_events"]
 
 HEARTBEAT_SECONDS = 15.0
 """The server sends a comment line at least this often on a quiet stream (privfit.api.events; a test checks the two
@@ -23,23 +23,38 @@ class ServerEvent:
     id: str | None = None
 
 
-def server_events(lines: Iterable[str]) -> Iterator[ServerEvent]:
-    """The events of a stream given as its lines (without line terminators)."""
-    event, event_id = "", None
-    data: list[str] = []
-    for line in lines:
+class EventParser:
+    """A push parser: :meth:`feed` takes the stream's lines one at a time and answers each event as its blank line
+    ends it (the sans-IO core of :func:`server_events`, used by the client's plans: privfit.client._plans)."""
+
+    def __init__(self) -> None:
+        self._event: str = ""
+        self._id: str | None = None
+        self._data: list[str] = []
+
+    def feed(self, line: str) -> ServerEvent | None:
+        """One line (without its terminator): the event it ends, or None."""
         if not line:
-            if data:
-                yield ServerEvent(event or "message", "\n".join(data), event_id)
-            event, data = "", []
-            continue
+            done = ServerEvent(self._event or "message", "\n".join(self._data), self._id) if self._data else None
+            self._event, self._data = "", []
+            return done
         if line.startswith(":"):
-            continue
+            return None
         field, _, value = line.partition(":")
         value = value.removeprefix(" ")
         if field == "event":
-            event = value
+            self._event = value
         elif field == "data":
-            data.append(value)
+            self._data.append(value)
         elif field == "id":
-            event_id = value
+            self._id = value
+        return None
+
+
+def server_events(lines: Iterable[str]) -> Iterator[ServerEvent]:
+    """The events of a stream given as its lines (without line terminators)."""
+    parser = EventParser()
+    for line in lines:
+        event = parser.feed(line)
+        if event is not None:
+            yield event
