@@ -17,7 +17,14 @@ from api_helpers import SMALL_SCHEMA, small_csv
 from process_helpers import sqlite_server
 from walkthrough import run_python_example
 
-from privfit.client import AsyncClient, BudgetExceededError, Client, UnknownDatasetNameError, _plans
+from privfit.client import (
+    AsyncClient,
+    BudgetExceededError,
+    Client,
+    InvalidRequestError,
+    UnknownDatasetNameError,
+    _plans,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -131,16 +138,32 @@ def test_a_wait_leaves_the_loop_free_and_a_caller_may_cancel_it(live: dict[str, 
     assert cancelled.cancel_requested and finished.status == "cancelled" and finished.id == cancelled.id
 
 
-def test_the_docs_async_example_runs(live: dict[str, str], capsys: pytest.CaptureFixture[str],
-                                     monkeypatch: pytest.MonkeyPatch):  # fmt: skip
-    """docs/client.md's "Async client" block as printed, after the Python client's example uploaded ``loans`` (private
-    preprocessing charged) and fitted it at ε = 1: what it prints is what the blocking client reads."""
+def test_the_docs_examples_that_continue_the_python_client_s_run(live: dict[str, str],
+                                                                capsys: pytest.CaptureFixture[str],
+                                                                monkeypatch: pytest.MonkeyPatch):  # fmt: skip
+    """docs/client.md's "Predictions and live events" and "Async client" blocks as printed, after the Python client's
+    example uploaded ``loans`` (private preprocessing charged) and fitted it at ε = 1: the events of a fit, a
+    prediction with an undeclared level ignored, then fits followed at once — what they print is what the blocking
+    client reads."""
     with Client(live["base"], live["owner"]) as owner:
         loans = owner.upload_dataset(REPO / "examples" / "loans.csv", REPO / "examples" / "loans-schema.json",
                                      name="loans")  # fmt: skip
         owner.wait(owner.fit(loans.id, epsilon=1.0))
     monkeypatch.setenv("PRIVFIT_URL", live["base"])
     monkeypatch.setenv("PRIVFIT_API_KEY", live["owner"])
+    run_python_example(REPO / "docs" / "client.md", "## Predictions and live events")
+    *events, predicted = capsys.readouterr().out.splitlines()
+    assert events[-1] == "event: end" and set(events[:-1]) == {"event: fit"} and len(events) >= 2, events
+    prediction, classes, probabilities = predicted.split("] [")
+    assert prediction in ("['yes'", "['no'") and classes == "'no', 'yes'", predicted
+    assert sum(float(p) for p in probabilities.rstrip("]").split(", ")) == pytest.approx(1.0, abs=2e-3)
+    with (
+        Client(live["base"], live["owner"]) as owner,
+        pytest.raises(InvalidRequestError, match="unknown category in column 'employment'"),
+    ):
+        owner.predict(owner.fits(loans.id)[-1].id, [{"age": 41, "income": 52000, "debt_ratio": 0.3,
+                                                     "employment": "student"}])  # fmt: skip
+
     run_python_example(REPO / "docs" / "client.md", "## Async client")
     printed = capsys.readouterr().out.splitlines()
     assert printed[:2] == ["dp_gd succeeded 0.25", "dp_sgd succeeded 0.25"], printed
