@@ -1010,6 +1010,22 @@ async function renderFit(fitId) {
       el("div", { class: "table-wrap" }, settingsTable(fit.settings || {}, cost, "settings-table"))));
 
   let drawnOutcome = null;
+  let cancelling = false;
+  const cancelButton = el("button", {
+    type: "button", class: "button button-danger", "data-testid": "fit-cancel", text: "Cancel fit",
+    onclick: async () => {
+      cancelling = true;
+      cancelButton.disabled = true;
+      try {
+        draw(await api(`/v1/fits/${id}/cancel?include=metadata`, { method: "POST" }));
+        follow();
+      } catch (error) {
+        showError(error);
+      } finally {
+        cancelling = false;
+      }
+    },
+  });
   /**
    * Update the dynamic parts of the page from a fit's JSON.
    * @param {object} current
@@ -1025,19 +1041,14 @@ async function renderFit(fitId) {
       ["Finished", el("span", { "data-testid": "fit-finished", text: fmtTime(current.finished_at) })],
       ["Duration", el("span", { text: current.finished_at ? fmtDuration(current.started_at || current.created_at, current.finished_at) : "—" })],
     ], "fit-times"));
-    replace(cancelSlot, ACTIVE.has(current.status) ? el("button", {
-      type: "button", class: "button button-danger", "data-testid": "fit-cancel",
-      text: current.cancel_requested ? "Cancelling…" : "Cancel fit", disabled: current.cancel_requested,
-      onclick: async (event) => {
-        event.currentTarget.disabled = true;
-        try {
-          draw(await api(`/v1/fits/${id}/cancel?include=metadata`, { method: "POST" }));
-          follow();
-        } catch (error) {
-          showError(error);
-        }
-      },
-    }) : null);
+    // one button, updated in place: an event arriving as the user clicks must not swap the button under the pointer
+    if (ACTIVE.has(current.status)) {
+      cancelButton.textContent = current.cancel_requested ? "Cancelling…" : "Cancel fit";
+      cancelButton.disabled = current.cancel_requested || cancelling;
+      if (cancelButton.parentNode !== cancelSlot) replace(cancelSlot, cancelButton);
+    } else {
+      replace(cancelSlot, null);
+    }
     if (drawnOutcome !== current.status) {
       drawnOutcome = current.status;
       replace(outcomeSlot, outcome(current));
