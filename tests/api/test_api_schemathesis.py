@@ -179,8 +179,11 @@ def api(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
         database_url, drop = _postgres_database(request.getfixturevalue("postgres_template"))
     else:
         database_url = f"sqlite:///{tmp / 'privfit.db'}"
-    settings = Settings(database_url=database_url, data_dir=tmp / "store", max_upload_bytes=1024 * 1024)
-    app = create_app(settings, run_workers=False)  # fits stay queued: no solver runs while schemathesis fuzzes
+    # fits stay queued (no solver runs while schemathesis fuzzes), so a fit's event stream would stay open for its
+    # longest life: 1 s here (it then ends with reason "timeout"), not the default 10 minutes per call
+    settings = Settings(database_url=database_url, data_dir=tmp / "store", max_upload_bytes=1024 * 1024,
+                        event_stream_seconds=1.0, event_poll_seconds=0.05)  # fmt: skip
+    app = create_app(settings, run_workers=False)
     previous = CURRENT.app
     try:
         with TestClient(app) as client:  # runs the lifespan for the whole module
