@@ -8,6 +8,10 @@ where a missing server is an error: CI must test both dialects.
 from __future__ import annotations
 
 import os
+import socket
+import subprocess
+import sys
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -149,3 +153,60 @@ def adult_dir() -> Path:
     if not (path / "adult.data").exists():
         pytest.skip(f"Adult dataset not found at {path} (expected ../shared/data/adult beside the repo)")
     return path
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[str]:
+    """An S3-compatible server for this test process: moto's server mode (``python -m moto.server``) on a free
+    loopback port, with the AWS environment every S3 client reads (test credentials, ``AWS_ENDPOINT_URL``) set for
+    the session; its URL. Skipped without moto, except under CI=true."""
+    try:
+        import moto.server  # noqa: F401
+        import s3fs  # noqa: F401
+    except ImportError as error:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"moto[server] and s3fs are test dependencies: {error}")
+        pytest.skip(f"moto[server] and s3fs are test dependencies: {error}")
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    endpoint = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                break
+        except OSError:
+            if server.poll() is not None or time.monotonic() > deadline:
+                server.kill()
+                pytest.fail(f"moto's S3 server did not start on port {port}")
+            time.sleep(0.1)
+    saved = {name: os.environ.get(name) for name in AWS_ENVIRONMENT}
+    os.environ.update({**AWS_ENVIRONMENT, "AWS_ENDPOINT_URL": endpoint})
+    try:
+        yield endpoint
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        server.terminate()
+        server.wait(10)
+
+
+#: What an S3 client of the tests reads (moto accepts any credentials); AWS_ENDPOINT_URL is the server's.
+AWS_ENVIRONMENT = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+                   "AWS_DEFAULT_REGION": "us-east-1", "AWS_ENDPOINT_URL": ""}  # fmt: skip
+
+
+@pytest.fixture
+def s3_bucket(s3_endpoint: str) -> str:
+    """A fresh bucket on the test S3 server; its ``s3://`` URL."""
+    import s3fs
+
+    name = f"privfit-{uuid.uuid4().hex[:12]}"
+    s3fs.S3FileSystem(skip_instance_cache=True).mkdir(name)
+    return f"s3://{name}"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -17,10 +17,27 @@ class Settings(BaseSettings):
 
     database_url: str = Field("sqlite:///./privfit.db", description="SQLAlchemy URL (SQLite file or PostgreSQL).")
     data_dir: Path = Field(Path("./privfit-data"), description="Directory of the content-addressed dataset store.")
-    store: Literal["local", "database"] = Field(
+    store: Literal["local", "database", "parquet"] = Field(
         "local",
         description="'local': files under data_dir (one machine); 'database': blobs in the service database, "
-        "reachable by every worker that has PRIVFIT_DATABASE_URL.",
+        "reachable by every worker that has PRIVFIT_DATABASE_URL; 'parquet': partitioned Parquet under store_url (a "
+        "local or shared directory, or s3://bucket/prefix), each partition checkable on its own.",
+    )
+    store_url: str | None = Field(
+        None,
+        description="Store 'parquet': an fsspec URL — a directory (file:///path or a path; default data_dir) or "
+        "s3://bucket/prefix (the s3 extra; AWS credentials and AWS_ENDPOINT_URL from the environment).",
+    )
+    store_options: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Store 'parquet': options of the fsspec filesystem as a JSON object, e.g. "
+        '{"client_kwargs": {"endpoint_url": "http://minio:9000"}} for an S3-compatible server.',
+    )
+    store_partition_bytes: int = Field(
+        64 * 1024**2,
+        ge=1024,
+        le=2 * 1024**3,
+        description="Store 'parquet': the float64 bytes of one partition (its rows: this / (8·(d + 1))).",
     )
     queue: Literal["embedded", "none", "celery"] = Field(
         "embedded",

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from sqlalchemy import create_engine, inspect, select, text
-from test_store_backends import BACKENDS, encoded, stored_count
+from test_store_backends import BACKENDS, encoded, store_settings, stored_count
 
 from privfit.datasets.lifecycle import (
     DuplicateDatasetError,
@@ -30,7 +30,6 @@ from privfit.datasets.store import DatabaseDatasetStore, DatasetStore, LocalData
 from privfit.db import Database, Dataset, make_database
 from privfit.db.migrate import check, downgrade, upgrade
 from privfit.db.models import DatasetUpload, utcnow
-from privfit.settings import Settings
 
 
 @pytest.fixture(params=BACKENDS, ids=[f"{backend}-{dialect}" for backend, dialect in BACKENDS])
@@ -38,7 +37,7 @@ def stored(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Dat
     backend, dialect = request.param
     url = request.getfixturevalue(f"{dialect}_url")
     db = make_database(url, pool_size=4)
-    yield db, make_store(Settings(database_url=url, data_dir=tmp_path / "store", store=backend), db)
+    yield db, make_store(store_settings(request, backend, url, tmp_path), db)
     db.dispose()
 
 

@@ -1,19 +1,23 @@
-"""Dataset store backends (privfit.datasets.store): the local directory and the service database, on SQLite and
-PostgreSQL — round trip, idempotent and concurrent puts, integrity check on read, delete, and the migration."""
+"""Dataset store backends (privfit.datasets.store): the local directory, the service database on SQLite and
+PostgreSQL, and partitioned Parquet (privfit.datasets.parquet_store) on a local directory and on an S3-compatible
+server (moto) — round trip, idempotent and concurrent puts, integrity check on read, delete, and the migration."""
 
 from __future__ import annotations
 
 import io
 import threading
 import traceback
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 from sqlalchemy import func, inspect, select, update
 
 from privfit.datasets import parse_and_encode
+from privfit.datasets.parquet_store import ParquetDatasetStore, _partition_table
 from privfit.datasets.schema import DatasetSchema
 from privfit.datasets.store import (
     DatabaseDatasetStore,
@@ -52,7 +56,20 @@ def encoded(seed: int = 0, n: int = 200):
     return parse_and_encode(("x,color,y\n" + "\n".join(rows) + "\n").encode(), SCHEMA)
 
 
-BACKENDS = [("local", "sqlite"), ("database", "sqlite"), ("database", "postgresql")]
+BACKENDS = [("local", "sqlite"), ("database", "sqlite"), ("database", "postgresql"), ("parquet", "sqlite"),
+            ("parquet-s3", "sqlite")]  # fmt: skip
+#: The parquet stores' partitions here: 1 KiB of float64, a few rows each, so every dataset has several partitions.
+PARTITION_BYTES = 1024
+
+
+def store_settings(request: pytest.FixtureRequest, backend: str, url: str, tmp_path: Path) -> Settings:
+    """The settings of a store of ``backend`` (BACKENDS) on the database ``url``: the parquet ones with small
+    partitions, ``parquet-s3`` in a fresh bucket of the test S3 server."""
+    options: dict = {"store": backend}
+    if backend.startswith("parquet"):
+        store_url = request.getfixturevalue("s3_bucket") + "/datasets" if backend == "parquet-s3" else None
+        options = {"store": "parquet", "store_url": store_url, "store_partition_bytes": PARTITION_BYTES}
+    return Settings(database_url=url, data_dir=tmp_path / "store", **options)
 
 
 @pytest.fixture(params=BACKENDS, ids=[f"{backend}-{dialect}" for backend, dialect in BACKENDS])
@@ -61,8 +78,9 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[DatasetSto
     backend, dialect = request.param
     url = request.getfixturevalue(f"{dialect}_url")
     db = make_database(url, pool_size=16)
-    made = make_store(Settings(database_url=url, data_dir=tmp_path / "store", store=backend), db)
-    assert isinstance(made, LocalDatasetStore if backend == "local" else DatabaseDatasetStore)
+    made = make_store(store_settings(request, backend, url, tmp_path), db)
+    kind = {"local": LocalDatasetStore, "database": DatabaseDatasetStore}.get(backend, ParquetDatasetStore)
+    assert isinstance(made, kind)
     yield made
     db.dispose()
 
@@ -71,14 +89,31 @@ def stored_count(store: DatasetStore) -> int:
     if isinstance(store, LocalDatasetStore):
         assert not list(store.root.glob("*.tmp"))  # no temporary file left behind
         return len(list(store.root.glob("*.npz")))
+    if isinstance(store, ParquetDatasetStore):
+        assert not store.fs.glob(f"{store.root}/**/.partial-*")  # no temporary file left behind
+        return len(store.stored_keys())
     with store.db.read() as session:
         return session.scalar(select(func.count()).select_from(DatasetBlob))
 
 
 def overwrite(store: DatasetStore, key: str, blob: bytes) -> None:
-    """Tamper with the stored bytes of ``key`` behind the store's back."""
+    """Tamper with the stored bytes of ``key`` behind the store's back (for the parquet store: its first
+    partition's file, as a valid partition of the archive's arrays if ``blob`` is one, else as the bytes)."""
     if isinstance(store, LocalDatasetStore):
         (store.root / f"{key}.npz").write_bytes(blob)
+        return
+    if isinstance(store, ParquetDatasetStore):
+        first = store.manifest(key).partitions[0]
+        try:
+            with np.load(io.BytesIO(blob)) as arrays:
+                rows = slice(0, first.rows)
+                table = _partition_table(arrays["X"][rows], arrays["y"][rows], None)
+            buffer = io.BytesIO()
+            pq.write_table(table, buffer)
+            blob = buffer.getvalue()
+        except (ValueError, OSError, zipfile.BadZipFile):
+            pass  # not an archive: the bytes as they are
+        store.fs.pipe_file(f"{store.root}/{key}/{first.file}", blob)
         return
     with store.db.write() as session:
         assert session.execute(update(DatasetBlob).where(DatasetBlob.key == key).values(content=blob)).rowcount == 1

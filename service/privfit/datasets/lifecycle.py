@@ -237,7 +237,16 @@ def sweep_orphans(db: Database, store: DatasetStore, grace_seconds: float, now: 
 def _describe(store: DatasetStore) -> str:
     if isinstance(store, LocalDatasetStore):
         return f"the local store at PRIVFIT_DATA_DIR={store.root.resolve()} (identity {store.identity})"
+    if store.identity.startswith("parquet:"):
+        return f"the parquet store at PRIVFIT_STORE_URL={getattr(store, 'url', '?')} (identity {store.identity})"
     return "the database store (PRIVFIT_STORE=database)"
+
+
+def _describe_id(store_id: str) -> str:
+    if store_id == "database":
+        return "the database store"
+    kind, _, identity = store_id.partition(":")
+    return f"the {kind} store {identity}" if kind == "parquet" else f"the local store {store_id}"
 
 
 def store_mismatch(dataset_store_id: str | None, store: DatasetStore) -> str | None:
@@ -245,10 +254,10 @@ def store_mismatch(dataset_store_id: str | None, store: DatasetStore) -> str | N
     predates the record). The message names stores and settings only."""
     if dataset_store_id is None or dataset_store_id == store.identity:
         return None
-    where = "the database store" if dataset_store_id == "database" else f"the local store {dataset_store_id}"
     return (
-        f"the dataset is held by {where}, but this process uses {_describe(store)}: every API and worker process "
-        "must use the same store (one PRIVFIT_DATA_DIR on a shared filesystem, or PRIVFIT_STORE=database)"
+        f"the dataset is held by {_describe_id(dataset_store_id)}, but this process uses {_describe(store)}: every "
+        "API and worker process must use the same store (one PRIVFIT_DATA_DIR on a shared filesystem, one "
+        "PRIVFIT_STORE_URL, or PRIVFIT_STORE=database)"
     )
 
 
@@ -267,5 +276,6 @@ def check_store(db: Database, store: DatasetStore) -> None:
         raise StoreMismatchError(
             f"dataset store mismatch: the live datasets of this database are held by {held}, but this process uses "
             f"{_describe(store)}. Every API and worker process on one database must use the same store: point "
-            "PRIVFIT_DATA_DIR at the same directory (a shared filesystem) or use PRIVFIT_STORE=database."
+            "PRIVFIT_DATA_DIR at the same directory (a shared filesystem), PRIVFIT_STORE_URL at the same URL, or use "
+            "PRIVFIT_STORE=database."
         )

@@ -376,10 +376,16 @@ def _insert_if_absent(session: Session, values: dict[str, object]) -> None:
 
 
 def make_store(settings: Settings, db: Database) -> DatasetStore:
-    """The dataset store chosen by ``settings.store``: ``"local"`` (files under ``settings.data_dir``) or
-    ``"database"`` (blobs in ``db``, reachable by every worker)."""
+    """The dataset store chosen by ``settings.store``: ``"local"`` (files under ``settings.data_dir``),
+    ``"database"`` (blobs in ``db``, reachable by every worker) or ``"parquet"`` (partitioned Parquet under
+    ``settings.store_url``: :mod:`privfit.datasets.parquet_store`)."""
     if settings.store == "local":
         return LocalDatasetStore(settings.data_dir)
     if settings.store == "database":
         return DatabaseDatasetStore(db)
-    raise ValueError(f"unknown dataset store {settings.store!r} (expected 'local' or 'database')")
+    if settings.store == "parquet":
+        from .parquet_store import ParquetDatasetStore
+
+        return ParquetDatasetStore(settings.store_url or str(settings.data_dir), settings.store_options,
+                                   settings.store_partition_bytes)  # fmt: skip
+    raise ValueError(f"unknown dataset store {settings.store!r} (expected 'local', 'database' or 'parquet')")

@@ -1,0 +1,371 @@
+"""Datasets as partitioned Parquet on a filesystem many machines reach (``PRIVFIT_STORE=parquet``): a local or shared
+directory, or an S3-compatible object store, through fsspec (issue 39).
+
+**Layout.** A dataset of n encoded rows of dimension d is cut into partitions of at most r rows, r a public function of
+d alone (:func:`rows_per_partition`: about ``partition_bytes`` of float64 per partition). Under ``<root>/<key>/`` each
+partition is one Parquet file ``part-00000.parquet``, … — a column ``x`` (fixed-size lists of d float64: the
+partition's rows as one contiguous buffer), a column ``y`` (float64) and, for a user-level dataset, a column ``unit``
+(int64), in one row group —, and ``manifest.json`` lists them. The manifest is written last: a dataset is stored once
+its manifest is there; partitions without a manifest are an interrupted write, removed by :meth:`remove_partial`
+after the upload grace, and a delete removes the manifest first.
+
+**The key is a hash tree** (a Merkle root) instead of one hash over the whole matrix, so that one partition can be
+checked on its own — by the machine that reads it, without the others (a Dask worker, :mod:`privfit.solvers.dask`):
+
+* each partition's hash ``h_i = sha256("privfit-partition-v1" ‖ rows_i, d, units? ‖ X_i ‖ y_i ‖ units_i)`` over its
+  encoded content (little-endian float64 in row-major order, int64 unit ids), not over Parquet's bytes, which depend
+  on the writer's version;
+* ``key = sha256("privfit-parquet-v1" ‖ {n, d, r, units?} ‖ h_0 ‖ h_1 ‖ …)``.
+
+A reader recomputes the key from the manifest (a manifest that does not hash to the dataset's key is refused) and
+each partition's hash from the rows it decoded (a partition that does not match the manifest is refused): a corrupted
+or tampered byte anywhere is :class:`~privfit.datasets.store.DatasetStoreError`, whose messages never quote data.
+The key depends only on the content and r, so equal content stored twice is one directory (content addressing, the
+lifecycle's reference counting: :mod:`privfit.datasets.lifecycle`), and a put of content already stored writes
+nothing.
+
+**Where.** ``PRIVFIT_STORE_URL`` is an fsspec URL: ``file:///srv/privfit/datasets`` (or a plain path; the default
+is ``PRIVFIT_DATA_DIR``) or ``s3://bucket/prefix`` (the ``s3`` extra, s3fs; credentials and endpoint as for any AWS
+client — ``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_KEY``, ``AWS_ENDPOINT_URL`` for MinIO, Ceph or another
+S3-compatible server — or ``PRIVFIT_STORE_OPTIONS``, a JSON object given to the filesystem, e.g.
+``{"client_kwargs": {"endpoint_url": "http://minio:9000"}}``). On a local directory every file is written to a
+temporary name and renamed; on an object store each object is written whole by one request (S3's PUT is atomic).
+The root holds an identity marker, as the local store does (``.privfit-store-id``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import posixpath
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .encoding import EncodedDataset
+from .store import DatasetStore, DatasetStoreError, StoredMatrix, _check_key
+
+__all__ = ["Manifest", "ParquetDatasetStore", "PartitionInfo", "open_filesystem", "rows_per_partition"]
+
+FORMAT = "privfit-parquet-v1"
+MANIFEST = "manifest.json"
+#: The default size of a partition's float64 rows: Dask workers hold a few partitions at once in well under 1 GiB.
+DEFAULT_PARTITION_BYTES = 64 * 1024**2
+_PARTIAL_PREFIX = ".partial-"
+
+UNREADABLE = "stored dataset is unreadable (not a valid dataset archive)"
+MISMATCH = "stored dataset does not match its content hash"
+MISSING = "dataset data is not in the store (purged or never written)"
+
+
+def rows_per_partition(d: int, partition_bytes: int = DEFAULT_PARTITION_BYTES) -> int:
+    """r: the rows of a partition for rows of dimension d — ``partition_bytes`` of float64 (x and y), at least one.
+    A function of public things only (d and the setting), never of the rows."""
+    return max(1, partition_bytes // (8 * (d + 1)))
+
+
+@dataclass(frozen=True)
+class PartitionInfo:
+    """One partition of a stored dataset: its file (relative to the dataset's directory), rows and hash."""
+
+    file: str
+    rows: int
+    sha256: str
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """A stored dataset's shape, partition size and partitions (``manifest.json``); :meth:`key` is its storage key."""
+
+    n: int
+    d: int
+    rows_per_partition: int
+    units: bool
+    partitions: tuple[PartitionInfo, ...]
+
+    def key(self) -> str:
+        """The storage key: the hash-tree root over the shape and the partitions' hashes (module docstring)."""
+        hasher = hashlib.sha256(FORMAT.encode())
+        shape = {"n": self.n, "d": self.d, "rows_per_partition": self.rows_per_partition, "units": self.units}
+        hasher.update(json.dumps(shape, sort_keys=True).encode())
+        for partition in self.partitions:
+            hasher.update(bytes.fromhex(partition.sha256))
+        return hasher.hexdigest()
+
+    def to_json(self) -> str:
+        return json.dumps({"format": FORMAT, "n": self.n, "d": self.d, "rows_per_partition": self.rows_per_partition,
+                           "units": self.units, "partitions": [vars(p) for p in self.partitions]})  # fmt: skip
+
+    @classmethod
+    def from_json(cls, text: bytes) -> Manifest:
+        """Parse a manifest; anything malformed is an unreadable dataset (the message quotes nothing)."""
+        try:
+            data = json.loads(text)
+            if data["format"] != FORMAT:
+                raise ValueError
+            partitions = tuple(PartitionInfo(str(p["file"]), int(p["rows"]), str(p["sha256"]))
+                               for p in data["partitions"])  # fmt: skip
+            manifest = cls(int(data["n"]), int(data["d"]), int(data["rows_per_partition"]), bool(data["units"]),
+                           partitions)  # fmt: skip
+        except Exception:
+            raise DatasetStoreError(UNREADABLE) from None
+        if any(not _is_partition_name(p.file) for p in partitions) or sum(p.rows for p in partitions) != manifest.n:
+            raise DatasetStoreError(UNREADABLE)
+        return manifest
+
+
+def _is_partition_name(name: str) -> bool:
+    return name.startswith("part-") and name.endswith(".parquet") and name[5:-8].isdigit()
+
+
+def partition_hash(X: np.ndarray, y: np.ndarray, units: np.ndarray | None) -> str:
+    """h_i of the module docstring: sha256 over a partition's encoded rows, labels and unit ids."""
+    hasher = hashlib.sha256(b"privfit-partition-v1")
+    hasher.update(json.dumps([int(X.shape[0]), int(X.shape[1]), units is not None]).encode())
+    hasher.update(np.ascontiguousarray(X, dtype="<f8").data)
+    hasher.update(np.ascontiguousarray(y, dtype="<f8").data)
+    if units is not None:
+        hasher.update(np.ascontiguousarray(units, dtype="<i8").data)
+    return hasher.hexdigest()
+
+
+def _partition_table(X: np.ndarray, y: np.ndarray, units: np.ndarray | None) -> pa.Table:
+    rows = np.ascontiguousarray(X, dtype=np.float64)
+    columns = {
+        "x": pa.FixedSizeListArray.from_arrays(pa.array(rows.reshape(-1)), rows.shape[1]),
+        "y": pa.array(np.asarray(y, dtype=np.float64)),
+    }
+    if units is not None:
+        columns["unit"] = pa.array(np.asarray(units, dtype=np.int64))
+    return pa.table(columns)
+
+
+def decode_partition(data: bytes, info: PartitionInfo, d: int, units: bool) -> StoredMatrix:
+    """A partition's (X, y, units) from its Parquet bytes, checked against its manifest entry."""
+    try:
+        table = pq.read_table(io.BytesIO(data))
+        x = table.column("x").combine_chunks()
+        X = x.flatten().to_numpy(zero_copy_only=False).reshape(len(table), d)
+        y = table.column("y").to_numpy()
+        unit_ids = table.column("unit").to_numpy() if units else None
+        if x.type.list_size != d or X.dtype != np.float64 or y.dtype != np.float64 or len(table) != info.rows:
+            raise ValueError
+    except Exception:
+        raise DatasetStoreError(UNREADABLE) from None
+    if partition_hash(X, y, unit_ids) != info.sha256:
+        raise DatasetStoreError(MISMATCH)
+    return StoredMatrix(X, y, unit_ids)
+
+
+def open_filesystem(url: str, options: dict[str, Any] | None = None) -> tuple[Any, str]:
+    """The fsspec filesystem and root path of ``url`` (a plain path is a local directory)."""
+    import fsspec
+
+    # every existence check asks the store: another machine may have written or deleted a dataset meanwhile
+    filesystem, root = fsspec.core.url_to_fs(url, **{"use_listings_cache": False, **(options or {})})
+    return filesystem, root.rstrip("/")
+
+
+class ParquetDatasetStore(DatasetStore):
+    """Datasets under ``url`` as ``<key>/part-*.parquet`` and ``<key>/manifest.json`` (module docstring)."""
+
+    MARKER = ".privfit-store-id"
+
+    def __init__(self, url: str, options: dict[str, Any] | None = None,
+                 partition_bytes: int = DEFAULT_PARTITION_BYTES) -> None:  # fmt: skip
+        self.url = url
+        self.fs, self.root = open_filesystem(url, options)
+        self.local = "file" in (self.fs.protocol if isinstance(self.fs.protocol, tuple) else (self.fs.protocol,))
+        if self.local:
+            self.fs.makedirs(self.root, exist_ok=True)
+        self.partition_bytes = partition_bytes
+        self._identity: str | None = None
+
+    # --- identity --------------------------------------------------------------------------------------------------
+    @property
+    def identity(self) -> str:  # type: ignore[override]
+        """``parquet:<uuid>`` from the root's marker; ``parquet:unmarked`` while nothing was ever stored there."""
+        if self._identity is None:
+            try:
+                marker = self.fs.cat_file(self._join(self.MARKER)).decode().strip()
+            except FileNotFoundError:
+                return "parquet:unmarked"
+            self._identity = f"parquet:{marker}"
+        return self._identity
+
+    def _ensure_marker(self) -> None:
+        """Write the identity marker unless it exists, then read it back (a concurrent creator's may have won)."""
+        if self._identity is not None:
+            return
+        if not self.fs.exists(self._join(self.MARKER)):
+            self._write_file(self._join(self.MARKER), str(uuid.uuid4()).encode())
+        self._identity = None
+        _ = self.identity
+
+    # --- the format ------------------------------------------------------------------------------------------------
+    def _join(self, *parts: str) -> str:
+        return posixpath.join(self.root, *parts)
+
+    def _partitions(self, dataset: EncodedDataset) -> Iterator[tuple[PartitionInfo, slice]]:
+        r = rows_per_partition(dataset.X.shape[1], self.partition_bytes)
+        for index, start in enumerate(range(0, dataset.X.shape[0], r)):
+            rows = slice(start, min(start + r, dataset.X.shape[0]))
+            units = None if dataset.units is None else dataset.units[rows]
+            yield (PartitionInfo(f"part-{index:05d}.parquet", rows.stop - rows.start,
+                                 partition_hash(dataset.X[rows], dataset.y[rows], units)), rows)  # fmt: skip
+
+    def manifest_of(self, dataset: EncodedDataset) -> Manifest:
+        """The manifest :meth:`put` writes for ``dataset`` (its partitions' hashes computed, nothing stored)."""
+        n, d = dataset.X.shape
+        partitions = tuple(info for info, _ in self._partitions(dataset))
+        return Manifest(int(n), int(d), rows_per_partition(d, self.partition_bytes), dataset.units is not None,
+                        partitions)  # fmt: skip
+
+    def key_of(self, dataset: EncodedDataset) -> str:  # type: ignore[override]
+        """The storage key: the hash-tree root of the module docstring (one pass over the rows)."""
+        return self.manifest_of(dataset).key()
+
+    def manifest(self, key: str) -> Manifest:
+        """The manifest of ``key``, checked against the key; :class:`DatasetStoreError` if missing or mismatched."""
+        try:
+            text = self.fs.cat_file(self._join(_check_key(key), MANIFEST))
+        except FileNotFoundError:
+            raise DatasetStoreError(MISSING) from None
+        manifest = Manifest.from_json(text)
+        if manifest.key() != key:
+            raise DatasetStoreError(MISMATCH)
+        return manifest
+
+    def read_partition(self, key: str, manifest: Manifest, index: int) -> StoredMatrix:
+        """Partition ``index`` of ``key`` (whose ``manifest`` the caller checked with :meth:`manifest`), decoded and
+        checked against its hash: what one machine reads of a partitioned fit."""
+        info = manifest.partitions[index]
+        try:
+            data = self.fs.cat_file(self._join(key, info.file))
+        except FileNotFoundError:
+            raise DatasetStoreError(MISSING) from None
+        return decode_partition(data, info, manifest.d, manifest.units)
+
+    def read(self, key: str) -> StoredMatrix:
+        """The whole dataset (X, y, units), every partition checked: for the solvers that fit in memory."""
+        manifest = self.manifest(key)
+        X = np.empty((manifest.n, manifest.d), dtype=np.float64)
+        y = np.empty(manifest.n, dtype=np.float64)
+        units = np.empty(manifest.n, dtype=np.int64) if manifest.units else None
+        start = 0
+        for index, info in enumerate(manifest.partitions):
+            part = self.read_partition(key, manifest, index)
+            X[start : start + info.rows], y[start : start + info.rows] = part.X, part.y
+            if units is not None and part.units is not None:
+                units[start : start + info.rows] = part.units
+            start += info.rows
+        return StoredMatrix(X, y, units)
+
+    def put(self, dataset: EncodedDataset, key: str | None = None) -> str:
+        """Store ``dataset``'s partitions, then its manifest; returns the key (nothing is written for content
+        already stored). ``key`` is :meth:`key_of` ``(dataset)`` when the caller has it."""
+        manifest = self.manifest_of(dataset)
+        if key is not None and _check_key(key) != manifest.key():
+            raise DatasetStoreError(MISMATCH)
+        key = manifest.key()
+        self._ensure_marker()
+        if not self._contains(key):
+            self._write_dataset(key, dataset, manifest)
+        return key
+
+    def _write_dataset(self, key: str, dataset: EncodedDataset, manifest: Manifest) -> None:
+        if self.local:
+            self.fs.makedirs(self._join(key), exist_ok=True)
+        for info, rows in self._partitions(dataset):
+            units = None if dataset.units is None else dataset.units[rows]
+            buffer = io.BytesIO()
+            pq.write_table(_partition_table(dataset.X[rows], dataset.y[rows], units), buffer,
+                           row_group_size=max(1, info.rows))  # fmt: skip
+            self._write_file(self._join(key, info.file), buffer.getbuffer())
+        self._write_file(self._join(key, MANIFEST), manifest.to_json().encode())  # the commit point
+
+    def _write_file(self, path: str, data: bytes | memoryview) -> None:
+        """Write ``path`` whole: a temporary name renamed on a local directory, one PUT on an object store."""
+        if not self.local:
+            self.fs.pipe_file(path, bytes(data))
+            return
+        partial = posixpath.join(posixpath.dirname(path), f"{_PARTIAL_PREFIX}{uuid.uuid4().hex}")
+        with self.fs.open(partial, "wb") as handle:
+            handle.write(data)
+        self.fs.mv(partial, path)
+
+    # --- the DatasetStore primitives --------------------------------------------------------------------------------
+    def _contains(self, key: str) -> bool:
+        return bool(self.fs.exists(self._join(_check_key(key), MANIFEST)))
+
+    def _write(self, key: str, dataset: EncodedDataset) -> None:  # pragma: no cover - put is overridden
+        self._write_dataset(key, dataset, self.manifest_of(dataset))
+
+    def _open(self, key: str) -> None:  # pragma: no cover - read is overridden
+        raise NotImplementedError
+
+    def delete(self, key: str) -> None:
+        """Purge ``key``: its manifest first (readers then see a missing dataset, never half of one), then its
+        partitions. A missing key is not an error."""
+        directory = self._join(_check_key(key))
+        with contextlib.suppress(FileNotFoundError):
+            self.fs.rm_file(self._join(key, MANIFEST))
+        with contextlib.suppress(FileNotFoundError):
+            self.fs.rm(directory, recursive=True)
+
+    def stored_keys(self) -> list[str]:
+        """Every key whose manifest is stored (partitions without one are an interrupted write)."""
+        keys = []
+        for name in self._children():
+            if _is_key(name) and self.fs.exists(self._join(name, MANIFEST)):
+                keys.append(name)
+        return sorted(keys)
+
+    def remove_partial(self, older_than_seconds: float) -> int:
+        """Remove interrupted writes not modified for ``older_than_seconds``: a key's partitions without its manifest,
+        and temporary files; returns how many directories and files were removed."""
+        cutoff, removed = time.time() - older_than_seconds, 0
+        for name in self._children():
+            directory = self._join(name)
+            if name.startswith(_PARTIAL_PREFIX) and _modified(self.fs.info(directory)) < cutoff:
+                self.fs.rm_file(directory)  # an identity marker's temporary file
+                removed += 1
+                continue
+            if not _is_key(name) or self.fs.exists(self._join(name, MANIFEST)):
+                continue
+            entries = self.fs.ls(directory, detail=True)
+            if entries and all(_modified(entry) < cutoff for entry in entries):
+                self.fs.rm(directory, recursive=True)
+                removed += 1
+        return removed
+
+    def _children(self) -> list[str]:
+        try:
+            entries = self.fs.ls(self.root, detail=False)
+        except FileNotFoundError:
+            return []
+        return [posixpath.basename(str(entry).rstrip("/")) for entry in entries]
+
+
+def _is_key(name: str) -> bool:
+    try:
+        _check_key(name)
+    except DatasetStoreError:
+        return False
+    return True
+
+
+def _modified(entry: dict[str, Any]) -> float:
+    """An fsspec listing entry's modification time in seconds (local ``mtime``, S3 ``LastModified``)."""
+    value = entry.get("mtime", entry.get("LastModified", entry.get("last_modified")))
+    if value is None:
+        return time.time()  # unknown: never old enough to remove
+    return float(value.timestamp()) if hasattr(value, "timestamp") else float(value)

@@ -1,0 +1,47 @@
+"""The service on the partitioned Parquet store in an S3-compatible object store (PRIVFIT_STORE=parquet,
+PRIVFIT_STORE_URL=s3://…; issue 39): an upload is stored as checked partitions, fits read it back and succeed, a
+deleted dataset's partitions are purged from the bucket, and a process on another bucket is told so."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from api_helpers import make_client, make_keys, upload, wait_for
+
+from privfit.datasets.lifecycle import StoreMismatchError, check_store
+from privfit.datasets.parquet_store import ParquetDatasetStore
+from privfit.db import Dataset
+
+FIT = {"model": "logistic", "solver": "dp_gd", "privacy": {"epsilon": 0.5}}
+
+
+def test_upload_fit_and_delete_on_s3(database_url: str, tmp_path: Path, s3_bucket: str):
+    url = f"{s3_bucket}/privfit"
+    with make_client(database_url, tmp_path, store="parquet", store_url=url, store_partition_bytes=16 * 1024) as client:
+        store = client.app.state.store
+        assert isinstance(store, ParquetDatasetStore) and store.url == url
+        keys = make_keys(client)
+        dataset_id = upload(client, keys)
+        with client.app.state.db.read() as session:
+            dataset = session.get_one(Dataset, dataset_id)
+            key, store_id = dataset.storage_key, dataset.store_id
+        assert store.stored_keys() == [key] and store_id == store.identity and store_id.startswith("parquet:")
+        assert len(store.manifest(key).partitions) == 12  # 4000 rows of d = 5 at 16 KiB: 341 rows a partition
+        fits = [client.post("/v1/fits", headers=keys.analyst, json={**FIT, "dataset_id": dataset_id}).json()["id"]
+                for _ in range(2)]  # fmt: skip
+        for fit_id in fits:
+            fit = wait_for(client, fit_id, keys.analyst)
+            assert fit["status"] == "succeeded", fit
+            assert fit["result"]["coefficients"][0] > 0  # y = sign(2·x1 − x2 + noise)
+        assert client.delete(f"/v1/datasets/{dataset_id}", headers=keys.owner).status_code == 204
+        assert store.stored_keys() == [] and not store.fs.exists(f"{store.root}/{key}")
+
+
+def test_a_process_on_another_bucket_is_refused(sqlite_url: str, tmp_path: Path, s3_bucket: str):
+    url = f"{s3_bucket}/privfit"
+    with make_client(sqlite_url, tmp_path, store="parquet", store_url=url) as client:
+        upload(client, make_keys(client))
+        elsewhere = ParquetDatasetStore(f"{s3_bucket}/elsewhere")
+        with pytest.raises(StoreMismatchError, match="PRIVFIT_STORE_URL"):
+            check_store(client.app.state.db, elsewhere)
