@@ -181,7 +181,7 @@ class ParquetDatasetStore(DatasetStore):
 
     def __init__(self, url: str, options: dict[str, Any] | None = None,
                  partition_bytes: int = DEFAULT_PARTITION_BYTES) -> None:  # fmt: skip
-        self.url = url
+        self.url, self.options = url, dict(options or {})
         self.fs, self.root = open_filesystem(url, options)
         self.local = "file" in (self.fs.protocol if isinstance(self.fs.protocol, tuple) else (self.fs.protocol,))
         if self.local:

@@ -72,6 +72,7 @@ from privfit.privacy.noise import SamplerName, current_sampler, describe_sampler
 
 from .geometry import augment_intercept, augmented_bound, clip_rows
 from .losses import GLMLoss, MultinomialLogisticLoss, available_models, make_loss
+from .partitioned import PartitionedRows
 from .units import UnitIndex
 
 __all__ = [
@@ -876,6 +877,9 @@ class FitRun:
             :attr:`Solver.privacy_units` get one), the rows of each unit (:class:`~privfit.solvers.units.UnitIndex`,
             checked: every unit 0..U−1 present with at most k rows; ``meta.n`` is U, and the number of rows of ``X``
             is private); None for a row-level dataset.
+        partitions: for a dataset held elsewhere (:meth:`Solver.fit_partitioned`; solvers with
+            :attr:`Solver.supports_partitions` only), its rows' only access (:mod:`privfit.solvers.partitioned`);
+            ``X`` and ``y`` are then empty. None otherwise.
     """
 
     X: FloatArray
@@ -884,6 +888,7 @@ class FitRun:
     rng: np.random.Generator
     reporter: ProgressReporter
     units: UnitIndex | None = None
+    partitions: PartitionedRows | None = None
 
 
 @dataclass(frozen=True)
@@ -977,6 +982,9 @@ class Solver(ABC, Generic[ParamsT, ResolvedT]):
     #: neighbours that differ in one unit with all its rows. False: :meth:`resolve`, :meth:`cost` and :meth:`fit`
     #: refuse such a dataset on ``solver``, naming the solvers that can (:func:`unit_level_solvers`)
     privacy_units: ClassVar[bool] = False
+    #: True: fits a dataset held elsewhere by partitions (:meth:`fit_partitioned`, :mod:`privfit.solvers.partitioned`:
+    #: its :meth:`_fit` reads the rows only through ``run.partitions``); False: such a dataset is fitted in memory
+    supports_partitions: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """Take :attr:`Params` and :attr:`Resolved` from the type arguments (``class MySolver(Solver[MyParams,
@@ -1248,12 +1256,47 @@ class Solver(ABC, Generic[ParamsT, ResolvedT]):
             units=units,
         )
         index = meta.unit_index(units, A.shape[0]) if meta.unit_level else None
+        return self._run(FitRun(A, v, meta, rng, ProgressReporter(self._progress_steps(r), progress, should_stop),
+                                units=index), r)  # fmt: skip
+
+    def fit_partitioned(
+        self,
+        partitions: PartitionedRows,
+        meta: PublicMetadata,
+        resolved: ResolvedParams | Mapping[str, Any],
+        rng: np.random.Generator,
+        progress: ProgressCallback | None = None,
+        should_stop: StopCallback | None = None,
+    ) -> FitResult:
+        """:meth:`fit` on a row-level dataset held elsewhere by ``partitions`` (:mod:`privfit.solvers.partitioned`),
+        which enforces the declared bounds and appends the intercept column partition by partition; the same
+        release, noise from ``rng`` only.
+
+        Raises:
+            SolverParameterError: the solver cannot (:attr:`supports_partitions`), the dataset has a privacy unit,
+                or ``partitions`` do not have the shape of ``meta`` (public facts only).
+        """
+        r = check_resolved_metadata(self, resolved, meta)
+        if not self.supports_partitions:
+            raise SolverParameterError("solver", f"{self.name} fits a dataset in memory only")
+        if meta.unit_level:
+            raise SolverParameterError("solver", "a dataset with a privacy unit is fitted in memory")
+        if not isinstance(rng, np.random.Generator):
+            raise SolverParameterError("rng", "must be a numpy Generator (privfit.privacy.make_generator())")
+        columns = meta.d + (1 if self.appends_intercept and fits_intercept(r) else 0)
+        if partitions.rows != meta.n or partitions.features != columns:
+            raise SolverParameterError("X", f"the partitions must hold {meta.n} rows of {columns} columns")
+        empty = np.empty((0, columns), dtype=np.float64)
+        reporter = ProgressReporter(self._progress_steps(r), progress, should_stop)
+        return self._run(FitRun(empty, empty[:, 0], meta, rng, reporter, partitions=partitions), r)
+
+    def _run(self, run: FitRun, r: ResolvedT) -> FitResult:
+        """:meth:`_fit` on a prepared run, then the release (:meth:`fit`, :meth:`fit_partitioned`)."""
         # A plan that recorded its sampler (``sampler``: solvers whose resolution or cost depends on it) is fitted
         # with that one, whatever the process's; the others with the sampler in force (privacy/noise.py).
         recorded = getattr(r, "sampler", None)
         sampler = describe_sampler(recorded)
-        reporter = ProgressReporter(self._progress_steps(r), progress, should_stop)
-        run = FitRun(A, v, meta, rng, reporter, units=index)
+        meta = run.meta
         with using_sampler(recorded or current_sampler()):
             released = self._fit(run, r)
         run.reporter.finish()

@@ -261,6 +261,7 @@ from privfit.solvers.base import (
 from privfit.solvers.float32_design import Float32Design, Precision, float32_suffices
 from privfit.solvers.geometry import clip_rows, clipped_outer_sum, clipped_scaled_row_sum, row_norms
 from privfit.solvers.losses import GLMLoss, MultinomialLogisticLoss, RegularizedLoss
+from privfit.solvers.partitioned import PartitionedRows
 from privfit.solvers.units import UnitIndex, clipped_unit_gradient_sum
 
 __all__ = [
@@ -586,9 +587,14 @@ def dp_gradient_descent(
     reporter: ProgressReporter | None = None,
     precision: Precision = "float32",
     units: UnitIndex | None = None,
+    partitions: PartitionedRows | None = None,
 ) -> FloatArray:
     r"""Run iterations (1)–(2) of the module docstring; returns the released θ, shape (runs, p) with p = d, or
     p = K·d (vec Θ, the projection Π_R then being onto the Frobenius ball) for the multinomial loss.
+
+    ``partitions`` (issue 39): rows held elsewhere, by partitions (:mod:`privfit.solvers.partitioned`); each step's
+    clipped sum (1) is then :meth:`~privfit.solvers.partitioned.PartitionedRows.clipped_sum` — the same sum, computed
+    where the rows are, in float64 (``precision`` is ignored) — and ``X`` and ``y`` are not read (pass empty arrays).
 
     ``units`` (user-level privacy; module docstring, "User-level privacy"): each step's sum is (1u), Σ over the
     units of each unit's summed gradient clipped to C (:func:`~privfit.solvers.units.clipped_unit_gradient_sum`),
@@ -607,7 +613,10 @@ def dp_gradient_descent(
     each run is an independent row of the same generator's draws). ``sigma = 0`` is NOT private and exists
     only for tests of the noiseless path; :class:`DPGradientDescent` never passes it.
     """
-    rows, d = X.shape[0], parameter_dimension(loss, X.shape[1])
+    if partitions is not None and units is not None:
+        raise SolverParameterError("units", "a dataset with a privacy unit is fitted in memory")
+    rows, columns = (X.shape[0], X.shape[1]) if partitions is None else (partitions.rows, partitions.features)
+    d = parameter_dimension(loss, columns)
     if rows < 1 or runs < 1 or steps < 1:
         raise SolverParameterError("steps", "need n ≥ 1 rows, steps ≥ 1 and runs ≥ 1")
     if not (sigma >= 0.0 and math.isfinite(sigma)):
@@ -620,7 +629,7 @@ def dp_gradient_descent(
     previous = theta
     average = np.zeros((runs, d), dtype=np.float64) if output == "suffix_average" else None
     tail = math.ceil(steps / 2)
-    row_level = units is None
+    row_level = units is None and partitions is None
     design = (
         Float32Design.of(X)
         if row_level and precision == "float32" and not isinstance(loss, MultinomialLogisticLoss)
@@ -637,7 +646,9 @@ def dp_gradient_descent(
                 reporter.check_stop(t)
             # v_t: the point the gradient is taken at (θ_t itself without momentum; FISTA's extrapolation with it)
             point = clip_rows(theta + (t / (t + 3)) * (theta - previous), radius) if momentum == "nesterov" else theta
-            if units is None:
+            if partitions is not None:
+                g = partitions.clipped_sum(loss, point, clip_norm)
+            elif units is None:
                 g = clipped_gradient_sum(loss, point, X, y, clip_norm, norms=norms, design=design)
             else:
                 g = clipped_unit_gradient_sum(loss, point, X, y, units, clip_norm)
@@ -675,6 +686,7 @@ class DPGradientDescent(Solver[DPGDParams, DPGDResolved]):
     explicit_noise: ClassVar[str | None] = "noise_multiplier"
     multiclass: ClassVar[bool] = True
     privacy_units: ClassVar[bool] = True
+    supports_partitions: ClassVar[bool] = True
 
     def _resolve(self, p: DPGDParams, meta: PublicMetadata, privacy: PrivacyRequest) -> DPGDResolved:
         """Defaults and noise from public inputs: G, β, C, η from the declared bounds; T and the momentum from the
@@ -746,6 +758,7 @@ class DPGradientDescent(Solver[DPGDParams, DPGDResolved]):
             reporter=run.reporter,
             precision="float32" if float32_suffices(r.design_norm_bound, r.radius, r.clip_norm) else "float64",
             units=run.units,
+            partitions=run.partitions,
         )[0]
         return theta
 

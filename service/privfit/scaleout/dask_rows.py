@@ -1,0 +1,168 @@
+"""A stored dataset's rows on a Dask cluster (``dask.distributed``): :class:`DaskPartitionedRows` is the
+:class:`~privfit.solvers.partitioned.PartitionedRows` of a dataset in the parquet store
+(:mod:`privfit.datasets.parquet_store`), whose clipped gradient sums are computed by the workers, one task per
+partition, and added in partition order by the fit (issue 39).
+
+**What runs where.** The fit's process (a privfit worker) runs the solver: its iterates, its noise (drawn once per
+step through :func:`privfit.privacy.noise.gaussian_stream`, the exact sampler included) and its progress. For each
+step it sends θ and the public settings to one task per partition; the task (:func:`partition_clipped_sum`) reads the
+partition from the store — checking it against the dataset's hash tree —, enforces the declared bounds
+(:func:`~privfit.solvers.base.enforce_declared_bounds`), appends the intercept column and returns
+:func:`~privfit.solvers.baselines.dp_gd.clipped_gradient_sum` of its rows in float64: only a p-vector per θ leaves a
+worker, never a row. Partition i is sent to worker i mod W (W workers, sorted by address) so that its decoded rows,
+cached in that worker's memory up to ``cache_bytes`` (least recently used first out), are read from the store once per
+fit when they fit in the workers' memory, and again at each step when they do not (data larger than the cluster's
+memory).
+
+**Privacy.** The sum returned is the in-memory fit's sum of the same clipped terms (:mod:`privfit.solvers.partitioned`);
+the tasks, their number and their sizes are functions of the public manifest (n, d, the partition size), and a
+task's failure (a store error, a lost worker) fails the whole fit the same way whatever the rows hold.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from privfit.datasets.parquet_store import Manifest, ParquetDatasetStore
+from privfit.solvers.base import PublicMetadata, design_matrix, enforce_declared_bounds
+from privfit.solvers.baselines.dp_gd import clipped_gradient_sum, parameter_dimension
+from privfit.solvers.losses import GLMLoss, MultinomialLogisticLoss
+
+__all__ = ["DaskPartitionedRows", "StoredPartitions", "partition_clipped_sum"]
+
+FloatArray = np.ndarray
+#: The decoded partitions a worker keeps by default: a quarter of the 1 GiB a Dask worker is typically given.
+DEFAULT_CACHE_BYTES = 256 * 1024**2
+
+
+@dataclass(frozen=True)
+class StoredPartitions:
+    """Where a dataset's partitions are (a store's URL, filesystem options and partition size) and its checked
+    manifest: what a task needs to read one partition, sent to the workers with each task."""
+
+    url: str
+    options: dict[str, Any] = field(hash=False)
+    partition_bytes: int
+    key: str
+    manifest: Manifest = field(hash=False)
+
+    @classmethod
+    def of(cls, store: ParquetDatasetStore, key: str) -> StoredPartitions:
+        """The partitions of ``key`` in ``store``, its manifest checked against the key."""
+        return cls(store.url, dict(store.options), store.partition_bytes, key, store.manifest(key))
+
+
+class _PartitionCache:
+    """Prepared partitions (bounded rows with the intercept column, labels) of one worker process, least recently
+    used first out beyond ``budget`` bytes; thread-safe (a worker may run several tasks at once)."""
+
+    def __init__(self) -> None:
+        self._entries: OrderedDict[Hashable, tuple[FloatArray, FloatArray]] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+        self._stores: dict[tuple[str, str, int], ParquetDatasetStore] = {}
+
+    def store(self, where: StoredPartitions) -> ParquetDatasetStore:
+        index = (where.url, repr(sorted(where.options.items())), where.partition_bytes)
+        with self._lock:
+            if index not in self._stores:
+                self._stores[index] = ParquetDatasetStore(where.url, where.options, where.partition_bytes)
+            return self._stores[index]
+
+    def get(self, entry: Hashable) -> tuple[FloatArray, FloatArray] | None:
+        with self._lock:
+            found = self._entries.get(entry)
+            if found is not None:
+                self._entries.move_to_end(entry)
+            return found
+
+    def put(self, entry: Hashable, value: tuple[FloatArray, FloatArray], budget: int) -> None:
+        size = value[0].nbytes + value[1].nbytes
+        with self._lock:
+            if entry in self._entries or size > budget:
+                return
+            self._entries[entry] = value
+            self._bytes += size
+            while self._bytes > budget:
+                _, (A, v) = self._entries.popitem(last=False)
+                self._bytes -= A.nbytes + v.nbytes
+
+
+_CACHE = _PartitionCache()
+
+
+def partition_clipped_sum(
+    where: StoredPartitions,
+    index: int,
+    meta: PublicMetadata,
+    fit_intercept: bool,
+    loss: GLMLoss | MultinomialLogisticLoss,
+    theta: FloatArray,
+    clip_norm: float,
+    cache_bytes: int = DEFAULT_CACHE_BYTES,
+) -> FloatArray:
+    """A task: partition ``index``'s part of the clipped gradient sum, ``Σ_{i ∈ partition} clip_C(∇ℓ(θ_j; x_i,
+    y_i))`` for each row θ_j of ``theta``, on its rows with the declared bounds enforced and the intercept column
+    appended — as the in-memory fit prepares its matrix (:meth:`privfit.solvers.base.Solver.fit`)."""
+    entry = (where.url, where.key, index, meta.row_norm_bound, meta.label_bound, fit_intercept)
+    prepared = _CACHE.get(entry)
+    if prepared is None:
+        part = _CACHE.store(where).read_partition(where.key, where.manifest, index)
+        A, v = enforce_declared_bounds(part.X, part.y, meta)
+        prepared = (design_matrix(A, fit_intercept), v)
+        _CACHE.put(entry, prepared, cache_bytes)
+    A, v = prepared
+    return np.asarray(clipped_gradient_sum(loss, theta, A, v, clip_norm), dtype=np.float64)
+
+
+class DaskPartitionedRows:
+    """:class:`~privfit.solvers.partitioned.PartitionedRows` of a stored dataset, summed by a Dask cluster's
+    workers (module docstring). ``client`` is a ``distributed.Client``."""
+
+    def __init__(
+        self,
+        client: Any,
+        where: StoredPartitions,
+        meta: PublicMetadata,
+        fit_intercept: bool,
+        cache_bytes: int = DEFAULT_CACHE_BYTES,
+    ) -> None:
+        if where.manifest.units:
+            raise ValueError("a dataset with a privacy unit is fitted in memory")
+        self._client, self._where, self._meta = client, where, meta
+        self._fit_intercept, self._cache_bytes = fit_intercept, cache_bytes
+        self._workers = sorted(client.scheduler_info()["workers"])
+        if not self._workers:
+            raise RuntimeError("the Dask cluster has no workers")
+
+    @property
+    def rows(self) -> int:
+        return self._where.manifest.n
+
+    @property
+    def features(self) -> int:
+        return self._where.manifest.d + (1 if self._fit_intercept else 0)
+
+    def clipped_sum(self, loss: GLMLoss | MultinomialLogisticLoss, theta: FloatArray, clip_norm: float) -> FloatArray:
+        """One task per partition on worker i mod W; their parts added in partition order."""
+        single = np.ndim(theta) == 1
+        Theta = np.atleast_2d(np.asarray(theta, dtype=np.float64))
+        scattered = self._client.scatter(Theta, broadcast=True) if Theta.nbytes > 1024**2 else Theta
+        futures = [
+            self._client.submit(
+                partition_clipped_sum, self._where, index, self._meta, self._fit_intercept, loss, scattered,
+                clip_norm, self._cache_bytes, workers=[self._workers[index % len(self._workers)]],
+                allow_other_workers=True, pure=False,
+            )
+            for index in range(len(self._where.manifest.partitions))
+        ]  # fmt: skip
+        total = np.zeros((Theta.shape[0], parameter_dimension(loss, self.features)), dtype=np.float64)
+        for part in self._client.gather(futures):
+            total += part
+        return total[0] if single else total

@@ -1,0 +1,47 @@
+"""Rows that are not in the fit's memory: a dataset read partition by partition where it is stored, the clipped
+gradient sums computed there and only the sums brought back (issue 39; Dask: :mod:`privfit.scaleout`).
+
+A solver that supports it (:attr:`privfit.solvers.base.Solver.supports_partitions`: ``dp_gd``) is given a
+:class:`PartitionedRows` instead of the matrix. Its only access to the rows is :meth:`PartitionedRows.clipped_sum`:
+``Σ_i clip_C(∇ℓ(θ; x_i, y_i))`` over every row of every partition, for one or several θ — exactly the quantity the
+in-memory fit computes (:func:`privfit.solvers.baselines.dp_gd.clipped_gradient_sum`), each partition's part
+computed by that same function on that partition's rows (declared bounds enforced, the intercept column appended)
+and the parts added in partition order. The privacy argument is therefore unchanged: replacing one row changes one
+partition's part by at most 2C (every summand has norm ≤ C), so the sum has replace-one sensitivity 2C, and the
+noise is drawn once, by the fit, through the noise layer (:func:`privfit.privacy.noise.gaussian_stream`). Which
+partitions hold which rows, how many there are and how long each takes are public or data-independent.
+
+Row-level datasets only: a privacy unit's rows may lie in several partitions, and its summed gradient is clipped as
+one (:mod:`privfit.solvers.units`), so a dataset with a privacy unit is fitted in memory.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import numpy as np
+
+from privfit.solvers.losses import GLMLoss, MultinomialLogisticLoss
+
+__all__ = ["PartitionedRows"]
+
+FloatArray = np.ndarray
+
+
+class PartitionedRows(Protocol):
+    """A row-level dataset held elsewhere, by partitions (module docstring)."""
+
+    @property
+    def rows(self) -> int:
+        """n: the number of rows (public: the dataset's ``n``)."""
+        ...
+
+    @property
+    def features(self) -> int:
+        """The columns of the design matrix: the dataset's d, plus one when the fit has an intercept."""
+        ...
+
+    def clipped_sum(self, loss: GLMLoss | MultinomialLogisticLoss, theta: FloatArray, clip_norm: float) -> FloatArray:
+        """``Σ_i clip_C(∇ℓ(θ_j; x_i, y_i))`` over every row, for each row θ_j of ``theta`` (shape (k, p) → (k, p)),
+        ``loss`` unregularised; as :func:`~privfit.solvers.baselines.dp_gd.clipped_gradient_sum` in float64."""
+        ...
