@@ -77,6 +77,7 @@ def _worker(args: argparse.Namespace) -> int:
     from privfit.db import make_database
     from privfit.jobs import WorkerPool
     from privfit.privacy.noise import configure_sampler
+    from privfit.scaleout.source import row_source
     from privfit.settings import get_settings
 
     settings = get_settings()
@@ -97,7 +98,7 @@ def _worker(args: argparse.Namespace) -> int:
         db, store, size=args.concurrency or settings.workers,
         lease_seconds=settings.lease_seconds, heartbeat_seconds=settings.heartbeat_seconds,
         poll_seconds=settings.poll_seconds, cancel_poll_seconds=settings.cancel_poll_seconds,
-        max_attempts=settings.fit_max_attempts,
+        max_attempts=settings.fit_max_attempts, rows=row_source(settings),
     )  # fmt: skip
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):

@@ -39,6 +39,19 @@ class Settings(BaseSettings):
         le=2 * 1024**3,
         description="Store 'parquet': the float64 bytes of one partition (its rows: this / (8·(d + 1))).",
     )
+    dask_scheduler: str | None = Field(
+        None,
+        description="Fits on a Dask cluster: a scheduler address (tcp://scheduler:8786), or 'local' for a "
+        "LocalCluster of dask_local_workers processes started by each worker process. dp_gd fits of datasets in the "
+        "parquet store then have their gradient sums computed by the cluster's workers, partition by partition.",
+    )
+    dask_local_workers: int = Field(2, ge=1, le=64, description="dask_scheduler 'local': its worker processes.")
+    dask_cache_bytes: int = Field(
+        256 * 1024**2,
+        ge=0,
+        description="Decoded partitions a Dask worker keeps in memory between the steps of a fit (least recently "
+        "used first out); partitions beyond it are read from the store again at each step.",
+    )
     queue: Literal["embedded", "none", "celery"] = Field(
         "embedded",
         description="'embedded': `privfit serve` runs a worker pool; 'none': run `privfit worker` processes that "

@@ -45,3 +45,27 @@ def test_a_process_on_another_bucket_is_refused(sqlite_url: str, tmp_path: Path,
         elsewhere = ParquetDatasetStore(f"{s3_bucket}/elsewhere")
         with pytest.raises(StoreMismatchError, match="PRIVFIT_STORE_URL"):
             check_store(client.app.state.db, elsewhere)
+
+
+def test_dp_gd_fits_run_on_the_dask_cluster_and_others_in_memory(sqlite_url: str, tmp_path: Path):
+    """PRIVFIT_DASK_SCHEDULER=local: the embedded pool's dp_gd fits of a parquet-store dataset are summed by the
+    cluster's worker processes (their partition caches fill); dp_sgd reads the dataset into memory; both succeed."""
+    pytest.importorskip("distributed", reason="dask[distributed] is a test dependency")
+    with make_client(sqlite_url, tmp_path, store="parquet", store_partition_bytes=16 * 1024, dask_scheduler="local",
+                     dask_local_workers=1) as client:  # fmt: skip
+        keys = make_keys(client)
+        dataset_id = upload(client, keys)
+        rows = client.app.state.workers.rows
+        assert rows is not None and rows.scheduler == "local"
+        for solver, params in (("dp_gd", {"steps": 40}), ("dp_sgd", {})):
+            fit_id = client.post("/v1/fits", headers=keys.analyst, json={
+                **FIT, "solver": solver, "params": params, "dataset_id": dataset_id}).json()["id"]  # fmt: skip
+            fit = wait_for(client, fit_id, keys.analyst)
+            assert fit["status"] == "succeeded" and fit["result"]["coefficients"][0] > 0, fit
+
+        def cached() -> int:
+            from privfit.scaleout.dask_rows import _CACHE
+
+            return len(_CACHE._entries)
+
+        assert list(rows.client().run(cached).values()) == [12]  # dp_gd's 12 partitions, prepared once each

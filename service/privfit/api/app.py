@@ -19,6 +19,7 @@ from privfit.jobs import WorkerPool
 from privfit.jobs.dispatch import PollingDispatcher, make_dispatcher
 from privfit.jobs.sweeper import OrphanSweeper
 from privfit.privacy.noise import configure_sampler
+from privfit.scaleout.source import row_source
 from privfit.settings import Settings, get_settings
 from privfit.ui import mount_ui
 
@@ -74,6 +75,7 @@ def create_app(settings: Settings | None = None, *, run_workers: bool | None = N
                 db, app.state.store, size=settings.workers, lease_seconds=settings.lease_seconds,
                 heartbeat_seconds=settings.heartbeat_seconds, poll_seconds=settings.poll_seconds,
                 cancel_poll_seconds=settings.cancel_poll_seconds, max_attempts=settings.fit_max_attempts,
+                rows=row_source(settings),
             )  # fmt: skip
             app.state.workers.start()
             app.state.dispatcher = PollingDispatcher(app.state.workers)

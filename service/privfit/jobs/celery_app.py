@@ -69,10 +69,12 @@ def make_celery(settings: Settings) -> Celery:
 
 
 @lru_cache(maxsize=1)
-def _worker_context(settings_json: str) -> tuple[Any, Any, Settings]:
-    """This process's database and dataset store (one engine per process, created on first use)."""
+def _worker_context(settings_json: str) -> tuple[Any, Any, Settings, Any]:
+    """This process's database, dataset store, settings and Dask row source (:mod:`privfit.scaleout.source`; one
+    engine and one cluster client per process, created on first use)."""
     from privfit.datasets.store import make_store
     from privfit.db import make_database
+    from privfit.scaleout.source import row_source
 
     settings = Settings.model_validate_json(settings_json)
     configure_sampler(settings.noise_sampler)
@@ -81,7 +83,7 @@ def _worker_context(settings_json: str) -> tuple[Any, Any, Settings]:
         retry_attempts=settings.db_retry_attempts,
         retry_backoff=settings.db_retry_backoff_seconds,
     )
-    return db, make_store(settings, db), settings
+    return db, make_store(settings, db), settings, row_source(settings)
 
 
 #: set by :func:`run_worker` before the worker starts consuming; the task reads it
@@ -98,11 +100,11 @@ def _run_job_task(job_id: str) -> str | None:
     """Claim and run one job (see the module docstring); a duplicate or stale message returns None."""
     from privfit.jobs.runner import run_job
 
-    db, store, settings = _worker_context(_CURRENT_SETTINGS["json"])
+    db, store, settings, rows = _worker_context(_CURRENT_SETTINGS["json"])
     worker = f"{socket.gethostname()}:{os.getpid()}:celery:{uuid.uuid4().hex[:8]}"
     status = run_job(db, store, str(job_id), worker, lease_seconds=settings.lease_seconds,
                      heartbeat_seconds=settings.heartbeat_seconds, cancel_poll_seconds=settings.cancel_poll_seconds,
-                     max_attempts=settings.fit_max_attempts, stopping=_STOPPING)  # fmt: skip
+                     max_attempts=settings.fit_max_attempts, stopping=_STOPPING, rows=rows)  # fmt: skip
     if status is None:
         log.info("job message ignored: not queued", extra={"job_id": str(job_id)})
     elif status == "queued":  # stopped by this worker's shutdown: another worker runs it again now
@@ -170,7 +172,7 @@ def run_worker(settings: Settings, concurrency: int) -> None:
     from .sweeper import Sweeper
 
     _CURRENT_SETTINGS["json"] = settings.model_dump_json()
-    db, _, _ = _worker_context(_CURRENT_SETTINGS["json"])
+    db, _, _, _ = _worker_context(_CURRENT_SETTINGS["json"])
     app = _CURRENT_APP["app"] = make_celery(settings)
     worker_shutting_down.connect(lambda **_: _on_shutdown(settings.stop_grace_seconds), weak=False)
     sweeper = Sweeper(db, settings, CeleryDispatcher(app))

@@ -36,6 +36,7 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from sqlalchemy import select
 
@@ -48,6 +49,9 @@ from privfit.solvers.base import FitCancelled, PublicMetadata
 from privfit.solvers.registry import get_solver
 
 from .cancellation import StopCheck, watching
+
+if TYPE_CHECKING:
+    from privfit.scaleout.source import DaskRowSource
 from .metadata import public_metadata
 from .states import (
     DEFAULT_MAX_ATTEMPTS,
@@ -106,6 +110,7 @@ def run_job(
     cancel_poll_seconds: float = 0.2,
     max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     stopping: threading.Event | None = None,
+    rows: DaskRowSource | None = None,
 ) -> str | None:
     """Claim and run ``job_id``; returns its final status ("queued" if it went back to the queue to run again), or
     None if another worker had it or it was not queued.
@@ -113,7 +118,9 @@ def run_job(
     A cancel reaches the running fit at its next step (:mod:`privfit.jobs.cancellation`): at once from this
     process (its stop event is registered before the claim), within ``cancel_poll_seconds`` from another. So does
     ``stopping`` (set when this process shuts down): the fit then goes back to the queue with its charge, to run
-    again from the start (:func:`~privfit.jobs.states.requeue_interrupted`; at most ``max_attempts`` runs)."""
+    again from the start (:func:`~privfit.jobs.states.requeue_interrupted`; at most ``max_attempts`` runs).
+    ``rows`` (``PRIVFIT_DASK_SCHEDULER``): the Dask cluster the fits it can serve run on
+    (:mod:`privfit.scaleout.source`); the others, and every fit without it, read their dataset into memory."""
     if _refused_for_store(db, store, job_id):
         return "failed"
     monitor = _Monitor()
@@ -129,7 +136,7 @@ def run_job(
         stop = StopCheck(monitor.cancel, lambda: stop_state(db, job_id, worker), cancel_poll_seconds, monitor.lost.set,
                          stopping)  # fmt: skip
         try:
-            return _execute(db, store, job, worker, monitor, stop, max_attempts)
+            return _execute(db, store, job, worker, monitor, stop, max_attempts, rows)
         finally:
             monitor.done.set()
             beat.join()
@@ -215,7 +222,7 @@ def _interrupted(db: Database, job: ClaimedJob, worker: str, max_attempts: int, 
 
 def _execute(
     db: Database, store: DatasetStore, job: ClaimedJob, worker: str, monitor: _Monitor, stop: StopCheck,
-    max_attempts: int,
+    max_attempts: int, rows: DaskRowSource | None = None,
 ) -> str | None:  # fmt: skip
     reading = False
     try:
@@ -227,8 +234,11 @@ def _execute(
                                       "ran; its privacy charge was refunded"})  # fmt: skip
             return "failed"
         key = storage_key
-        # a database store reads the database; ``units``: each row's privacy unit (None: row-level)
-        X, y, units = db.retrying(lambda: store.read(key), what="dataset matrix")
+        # on the Dask cluster (PRIVFIT_DASK_SCHEDULER) where the store, the dataset and the solver allow it: the
+        # workers read the partitions; else the matrix is read here (``units``: each row's privacy unit, or None)
+        partitions = None if rows is None else rows.partitions_for(store, key, solver, meta, resolved)
+        if partitions is None:
+            X, y, units = db.retrying(lambda: store.read(key), what="dataset matrix")
         if stop():
             raise FitCancelled(0, 1)
         if not mark_reading(db, job.id, worker):
@@ -239,7 +249,10 @@ def _execute(
         def progress(fraction: float) -> None:
             monitor.progress = float(fraction)
 
-        result = solver.fit(X, y, meta, resolved, secure_generator(), progress, stop, units=units)
+        if partitions is None:
+            result = solver.fit(X, y, meta, resolved, secure_generator(), progress, stop, units=units)
+        else:
+            result = solver.fit_partitioned(partitions, meta, resolved, secure_generator(), progress, stop)
     except FitCancelled:
         if monitor.lost.is_set():
             return None

@@ -8,12 +8,16 @@ import socket
 import threading
 import time
 import uuid
+from typing import TYPE_CHECKING
 
 from privfit.datasets.store import DatasetStore
 from privfit.db import Database
 
 from .runner import run_job
 from .states import DEFAULT_MAX_ATTEMPTS, next_queued, recover_lost
+
+if TYPE_CHECKING:
+    from privfit.scaleout.source import DaskRowSource
 
 log = logging.getLogger("privfit.jobs")
 
@@ -32,8 +36,9 @@ class WorkerPool:
         poll_seconds: float,
         cancel_poll_seconds: float = 0.2,
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+        rows: DaskRowSource | None = None,
     ) -> None:
-        self.db, self.store, self.size = db, store, size
+        self.db, self.store, self.size, self.rows = db, store, size, rows
         self.lease_seconds, self.heartbeat_seconds, self.poll_seconds = lease_seconds, heartbeat_seconds, poll_seconds
         self.cancel_poll_seconds, self.max_attempts = cancel_poll_seconds, max_attempts
         self.name = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
@@ -71,6 +76,8 @@ class WorkerPool:
         for thread in self._threads:
             thread.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
         alive = [thread.name for thread in self._threads if thread.is_alive()]
+        if self.rows is not None and not alive:
+            self.rows.close()
         if alive:
             log.warning("stopped with fits still running: left to their leases", extra={"threads": alive})
         return not alive
@@ -83,9 +90,11 @@ class WorkerPool:
                 for job_id in next_queued(self.db):
                     if self._stop.is_set():
                         return
-                    if run_job(self.db, self.store, job_id, worker, lease_seconds=self.lease_seconds,
-                               heartbeat_seconds=self.heartbeat_seconds, cancel_poll_seconds=self.cancel_poll_seconds,
-                               max_attempts=self.max_attempts, stopping=self._stop) is not None:  # fmt: skip
+                    status = run_job(self.db, self.store, job_id, worker, lease_seconds=self.lease_seconds,
+                                     heartbeat_seconds=self.heartbeat_seconds,
+                                     cancel_poll_seconds=self.cancel_poll_seconds, max_attempts=self.max_attempts,
+                                     stopping=self._stop, rows=self.rows)  # fmt: skip
+                    if status is not None:
                         ran = True
                         break
                 since_recovery += self.poll_seconds
