@@ -120,6 +120,33 @@ def _migrate(_: argparse.Namespace) -> int:
     return 0
 
 
+def _store_migrate(args: argparse.Namespace) -> int:
+    """Move every live dataset from the store ``--from`` names into the one the settings name (PRIVFIT_STORE…)."""
+    from pathlib import Path
+
+    from privfit.datasets.store import make_store
+    from privfit.datasets.store_migration import migrate_store
+    from privfit.db import make_database
+    from privfit.settings import get_settings
+
+    settings = get_settings()
+    source_settings = settings.model_copy(update={
+        "store": args.source, "data_dir": Path(args.from_data_dir) if args.from_data_dir else settings.data_dir,
+        "store_url": args.from_url or settings.store_url,
+    })  # fmt: skip
+    db = make_database(settings.database_url)
+    try:
+        source, target = make_store(source_settings, db), make_store(settings, db)
+        report = migrate_store(db, source, target)
+    finally:
+        db.dispose()
+    print(f"{len(report.migrated)} datasets moved to {target.identity}; {len(report.released)} keys released in the "
+          f"source ({source.identity})")  # fmt: skip
+    for dataset_id, reason in report.failed.items():
+        print(f"dataset {dataset_id} left in the source: {reason}", file=sys.stderr)
+    return 1 if report.failed else 0
+
+
 def _keys_create(args: argparse.Namespace) -> int:
     import logging
 
@@ -173,6 +200,17 @@ def build_parser() -> argparse.ArgumentParser:
                         help="fits run at once (default: $PRIVFIT_WORKERS)")  # fmt: skip
     worker.set_defaults(handler=_worker)
     commands.add_parser("migrate", help="apply database migrations").set_defaults(handler=_migrate)
+    store_parser = commands.add_parser("store", help="manage the dataset store", description="manage the dataset store")
+    store = store_parser.add_subparsers(dest="store_command", required=True)
+    move_help = ("move every live dataset from another store into the one PRIVFIT_STORE (and PRIVFIT_DATA_DIR / "
+                 "PRIVFIT_STORE_URL) names, e.g. to partitioned Parquet on an object store; run it with the API and "
+                 "workers stopped")  # fmt: skip
+    move = store.add_parser("migrate", help=move_help, description=move_help)
+    move.add_argument("--from", dest="source", required=True, choices=["local", "database", "parquet"],
+                      help="the store the datasets are in now")  # fmt: skip
+    move.add_argument("--from-data-dir", metavar="PATH", help="--from local: its directory (default $PRIVFIT_DATA_DIR)")
+    move.add_argument("--from-url", metavar="URL", help="--from parquet: its URL (default $PRIVFIT_STORE_URL)")
+    move.set_defaults(handler=_store_migrate)
     keys_parser = commands.add_parser("keys", help="manage API keys", description="manage API keys")
     keys = keys_parser.add_subparsers(dest="keys_command", required=True)
     create_help = "create an API key and print it once (on the server: its database)"

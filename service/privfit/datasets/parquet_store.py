@@ -50,8 +50,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .encoding import EncodedDataset
-from .store import DatasetStore, DatasetStoreError, StoredMatrix, _check_key
+from .store import DatasetStore, DatasetStoreError, Matrix, StoredMatrix, _check_key
 
 __all__ = ["Manifest", "ParquetDatasetStore", "PartitionInfo", "open_filesystem", "rows_per_partition"]
 
@@ -214,7 +213,7 @@ class ParquetDatasetStore(DatasetStore):
     def _join(self, *parts: str) -> str:
         return posixpath.join(self.root, *parts)
 
-    def _partitions(self, dataset: EncodedDataset) -> Iterator[tuple[PartitionInfo, slice]]:
+    def _partitions(self, dataset: Matrix) -> Iterator[tuple[PartitionInfo, slice]]:
         r = rows_per_partition(dataset.X.shape[1], self.partition_bytes)
         for index, start in enumerate(range(0, dataset.X.shape[0], r)):
             rows = slice(start, min(start + r, dataset.X.shape[0]))
@@ -222,14 +221,14 @@ class ParquetDatasetStore(DatasetStore):
             yield (PartitionInfo(f"part-{index:05d}.parquet", rows.stop - rows.start,
                                  partition_hash(dataset.X[rows], dataset.y[rows], units)), rows)  # fmt: skip
 
-    def manifest_of(self, dataset: EncodedDataset) -> Manifest:
+    def manifest_of(self, dataset: Matrix) -> Manifest:
         """The manifest :meth:`put` writes for ``dataset`` (its partitions' hashes computed, nothing stored)."""
         n, d = dataset.X.shape
         partitions = tuple(info for info, _ in self._partitions(dataset))
         return Manifest(int(n), int(d), rows_per_partition(d, self.partition_bytes), dataset.units is not None,
                         partitions)  # fmt: skip
 
-    def key_of(self, dataset: EncodedDataset) -> str:  # type: ignore[override]
+    def key_of(self, dataset: Matrix) -> str:  # type: ignore[override]
         """The storage key: the hash-tree root of the module docstring (one pass over the rows)."""
         return self.manifest_of(dataset).key()
 
@@ -269,7 +268,7 @@ class ParquetDatasetStore(DatasetStore):
             start += info.rows
         return StoredMatrix(X, y, units)
 
-    def put(self, dataset: EncodedDataset, key: str | None = None) -> str:
+    def put(self, dataset: Matrix, key: str | None = None) -> str:
         """Store ``dataset``'s partitions, then its manifest; returns the key (nothing is written for content
         already stored). ``key`` is :meth:`key_of` ``(dataset)`` when the caller has it."""
         manifest = self.manifest_of(dataset)
@@ -281,7 +280,7 @@ class ParquetDatasetStore(DatasetStore):
             self._write_dataset(key, dataset, manifest)
         return key
 
-    def _write_dataset(self, key: str, dataset: EncodedDataset, manifest: Manifest) -> None:
+    def _write_dataset(self, key: str, dataset: Matrix, manifest: Manifest) -> None:
         if self.local:
             self.fs.makedirs(self._join(key), exist_ok=True)
         for info, rows in self._partitions(dataset):
@@ -306,7 +305,7 @@ class ParquetDatasetStore(DatasetStore):
     def _contains(self, key: str) -> bool:
         return bool(self.fs.exists(self._join(_check_key(key), MANIFEST)))
 
-    def _write(self, key: str, dataset: EncodedDataset) -> None:  # pragma: no cover - put is overridden
+    def _write(self, key: str, dataset: Matrix) -> None:  # pragma: no cover - put is overridden
         self._write_dataset(key, dataset, self.manifest_of(dataset))
 
     def _open(self, key: str) -> None:  # pragma: no cover - read is overridden

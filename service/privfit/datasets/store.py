@@ -36,7 +36,7 @@ import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, BinaryIO, NamedTuple, cast
+from typing import IO, TYPE_CHECKING, Any, BinaryIO, NamedTuple, Protocol, cast
 
 import numpy as np
 from sqlalchemy import delete, select
@@ -45,8 +45,6 @@ from sqlalchemy.orm import Session
 
 from privfit.db.models import DatasetBlob, utcnow
 from privfit.faults import crash_point
-
-from .encoding import EncodedDataset
 
 if TYPE_CHECKING:
     from privfit.db import Database
@@ -62,6 +60,20 @@ __all__ = [
 ]
 
 _HEX = frozenset("0123456789abcdef")
+
+
+class Matrix(Protocol):
+    """What a store writes: an encoded matrix, its labels and its unit index (None for a row-level dataset) — an
+    :class:`~privfit.datasets.encoding.EncodedDataset`, or a :class:`StoredMatrix` read from another store."""
+
+    @property
+    def X(self) -> np.ndarray: ...  # noqa: N802 - the matrix's conventional name
+
+    @property
+    def y(self) -> np.ndarray: ...
+
+    @property
+    def units(self) -> np.ndarray | None: ...
 
 
 class DatasetStoreError(Exception):
@@ -87,7 +99,7 @@ def _check_key(key: str) -> str:
     return key
 
 
-def _write_npz(target: BinaryIO, dataset: EncodedDataset) -> None:
+def _write_npz(target: BinaryIO, dataset: Matrix) -> None:
     """Write the ``.npz`` of ``dataset``'s matrix and labels (float64, no pickles), and its unit index (int64) when
     it has one, to ``target``. numpy writes an array to a stream that is not a plain file (a zip entry) in pieces
     of 16 MiB: no matrix-sized copy is made."""
@@ -100,7 +112,7 @@ def _write_npz(target: BinaryIO, dataset: EncodedDataset) -> None:
     np.savez(target, **arrays)  # type: ignore[arg-type]  # numpy's stub types **kwds after allow_pickle
 
 
-def _serialise(dataset: EncodedDataset) -> memoryview:
+def _serialise(dataset: Matrix) -> memoryview:
     """The ``.npz`` bytes of ``dataset``, as a view of the buffer they were written to (not copied again)."""
     buffer = io.BytesIO()
     _write_npz(buffer, dataset)
@@ -159,12 +171,12 @@ class DatasetStore(ABC):
     identity: str
 
     @staticmethod
-    def key_of(dataset: EncodedDataset) -> str:
+    def key_of(dataset: Matrix) -> str:
         """The storage key :meth:`put` will use for ``dataset`` (the sha256 of X, y and the unit index if any),
         without storing it."""
         return _digest(dataset.X, dataset.y, dataset.units)
 
-    def put(self, dataset: EncodedDataset, key: str | None = None) -> str:
+    def put(self, dataset: Matrix, key: str | None = None) -> str:
         """Store ``dataset``'s matrix and labels; returns the storage key (idempotent for equal content).
 
         ``key`` is :meth:`key_of` ``(dataset)`` when the caller has it already (a hash over the whole matrix is
@@ -211,7 +223,7 @@ class DatasetStore(ABC):
         """Whether ``key`` is stored (a fast path that skips serialising content already stored)."""
 
     @abstractmethod
-    def _write(self, key: str, dataset: EncodedDataset) -> None:
+    def _write(self, key: str, dataset: Matrix) -> None:
         """Store the ``.npz`` of ``dataset`` (:func:`_write_npz`) under ``key`` atomically; storing an existing key
         (even concurrently) must succeed."""
 
@@ -275,7 +287,7 @@ class LocalDatasetStore(DatasetStore):
         self._ensure_marker()  # every put asks first: a directory that holds data always has its identity
         return self._path(key).exists()
 
-    def _write(self, key: str, dataset: EncodedDataset) -> None:
+    def _write(self, key: str, dataset: Matrix) -> None:
         """Stream the ``.npz`` into a temporary file in the store's directory (no copy of it in memory), fsync it,
         rename it to ``<key>.npz``: a reader never sees half a file."""
         with tempfile.NamedTemporaryFile(dir=self.root, suffix=".tmp", delete=False) as handle:
@@ -337,7 +349,7 @@ class DatabaseDatasetStore(DatasetStore):
         with self.db.read() as session:
             return session.scalar(select(DatasetBlob.key).where(DatasetBlob.key == key)) is not None
 
-    def _write(self, key: str, dataset: EncodedDataset) -> None:
+    def _write(self, key: str, dataset: Matrix) -> None:
         blob = _serialise(dataset)
         values = {"key": key, "content": bytes(blob), "size": len(blob), "created_at": utcnow()}
         with self.db.write() as session:
