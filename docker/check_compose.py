@@ -17,7 +17,7 @@ import yaml
 from privfit.settings import Settings
 
 CONDITIONS = {"service_started", "service_healthy", "service_completed_successfully"}
-SCALED = {"worker"}
+SCALED = {"worker", "dask-worker"}
 INTERPOLATION = re.compile(r"\$\{(\w+)(?:(:?[-?])([^}]*))?\}")
 
 
@@ -51,7 +51,7 @@ def main(compose_path: str) -> int:
     for name, service in services.items():
         where = f"service {name}"
         try:
-            service = interpolate(service, {"POSTGRES_PASSWORD": "check"})
+            service = interpolate(service, {"POSTGRES_PASSWORD": "check", "MINIO_ROOT_PASSWORD": "check"})
         except KeyError as error:
             faults.append(f"{where}: {error}")
             continue
@@ -91,6 +91,13 @@ def main(compose_path: str) -> int:
                 Settings(**{key.removeprefix("PRIVFIT_").lower(): value for key, value in privfit.items()})
             except Exception as error:
                 faults.append(f"{where}: settings refused: {error}")
+    for example in sorted(root.glob("*.env.example")):  # the documented env files' privfit settings are valid too
+        pairs = (line.split("=", 1) for line in example.read_text().splitlines() if "=" in line and line[0] != "#")
+        values = {key.removeprefix("PRIVFIT_").lower(): value for key, value in pairs if key.startswith("PRIVFIT_")}
+        try:
+            Settings(**values)
+        except Exception as error:
+            faults.append(f"{example.name}: settings refused: {error}")
     for fault in faults:
         print(f"compose check: {fault}", file=sys.stderr)
     print(f"compose check: {len(services)} services, {len(faults)} faults")

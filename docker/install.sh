@@ -6,5 +6,5 @@ set -eu
 venv="$1"
 src="$2"
 "${PYTHON:-python3}" -m venv "$venv"
-"$venv/bin/python" -m pip install --quiet "$src"
+"$venv/bin/python" -m pip install --quiet "$src[s3,dask]"   # the s3 and dask extras: profile "dask" of compose
 "$venv/bin/privfit" --help >/dev/null

@@ -6,7 +6,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -242,6 +242,12 @@ class Settings(BaseSettings):
         "concurrent requests wait for a thread. Few threads contend less for the interpreter lock: with 40 (the "
         "framework's default) p99 in the 32-client benchmark was 1.7–4× higher (docs/deployment.md).",
     )
+
+    @field_validator("store_url", "dask_scheduler", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: Any) -> Any:
+        """An empty value (``PRIVFIT_DASK_SCHEDULER=``, as compose passes an unset ``${VAR:-}``) is no value."""
+        return None if isinstance(value, str) and not value.strip() else value
 
 
 @lru_cache
