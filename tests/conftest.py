@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import numpy as np
 import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
@@ -210,3 +211,38 @@ def s3_bucket(s3_endpoint: str) -> str:
     name = f"privfit-{uuid.uuid4().hex[:12]}"
     s3fs.S3FileSystem(skip_instance_cache=True).mkdir(name)
     return f"s3://{name}"
+
+
+@pytest.fixture(scope="session")
+def dask_client() -> Iterator[object]:
+    """A Dask cluster of two worker processes (one thread each, 1 GiB) on this machine, and its client; for the
+    partitioned fits (privfit.scaleout). Skipped without dask[distributed], except under CI=true."""
+    try:
+        import distributed
+    except ImportError as error:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"dask[distributed] is a test dependency: {error}")
+        pytest.skip(f"dask[distributed] is a test dependency: {error}")
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                                       memory_limit="1GiB")  # fmt: skip
+    with distributed.Client(cluster, set_as_default=False) as client:
+        yield client
+    cluster.close()
+
+
+@pytest.fixture
+def on_dask(dask_client: object, tmp_path: Path):
+    """``on_dask(X, y, meta, fit_intercept, partition_bytes=2048)``: the rows stored as partitioned Parquet under
+    ``tmp_path`` and summed by :func:`dask_client`'s workers (a ``DaskPartitionedRows``)."""
+    from types import SimpleNamespace
+
+    from privfit.datasets.parquet_store import ParquetDatasetStore
+    from privfit.scaleout.dask_rows import DaskPartitionedRows, StoredPartitions
+
+    def make(X, y, meta, fit_intercept: bool, partition_bytes: int = 2048, cache_bytes: int = 256 * 1024**2):
+        store = ParquetDatasetStore(str(tmp_path / f"parquet-{uuid.uuid4().hex[:8]}"), partition_bytes=partition_bytes)
+        key = store.put(SimpleNamespace(X=np.asarray(X, dtype=np.float64), y=np.asarray(y, dtype=np.float64),
+                                        units=None))  # fmt: skip
+        return DaskPartitionedRows(dask_client, StoredPartitions.of(store, key), meta, fit_intercept, cache_bytes)
+
+    return make

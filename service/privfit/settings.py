@@ -42,8 +42,9 @@ class Settings(BaseSettings):
     dask_scheduler: str | None = Field(
         None,
         description="Fits on a Dask cluster: a scheduler address (tcp://scheduler:8786), or 'local' for a "
-        "LocalCluster of dask_local_workers processes started by each worker process. dp_gd fits of datasets in the "
-        "parquet store then have their gradient sums computed by the cluster's workers, partition by partition.",
+        "LocalCluster of dask_local_workers processes started by each worker process. dp_gd and dp_sgd fits of "
+        "datasets in the parquet store then have their gradient sums computed by the cluster's workers, partition by "
+        "partition.",
     )
     dask_local_workers: int = Field(2, ge=1, le=64, description="dask_scheduler 'local': its worker processes.")
     dask_cache_bytes: int = Field(

@@ -47,9 +47,10 @@ def test_a_process_on_another_bucket_is_refused(sqlite_url: str, tmp_path: Path,
             check_store(client.app.state.db, elsewhere)
 
 
-def test_dp_gd_fits_run_on_the_dask_cluster_and_others_in_memory(sqlite_url: str, tmp_path: Path):
-    """PRIVFIT_DASK_SCHEDULER=local: the embedded pool's dp_gd fits of a parquet-store dataset are summed by the
-    cluster's worker processes (their partition caches fill); dp_sgd reads the dataset into memory; both succeed."""
+def test_dp_gd_and_dp_sgd_fits_run_on_the_dask_cluster_and_others_in_memory(sqlite_url: str, tmp_path: Path):
+    """PRIVFIT_DASK_SCHEDULER=local: the embedded pool's dp_gd and dp_sgd fits of a parquet-store dataset are summed
+    by the cluster's worker processes (their partition caches fill); output_perturbation reads the dataset into
+    memory; all succeed."""
     pytest.importorskip("distributed", reason="dask[distributed] is a test dependency")
     with make_client(sqlite_url, tmp_path, store="parquet", store_partition_bytes=16 * 1024, dask_scheduler="local",
                      dask_local_workers=1) as client:  # fmt: skip
@@ -57,7 +58,7 @@ def test_dp_gd_fits_run_on_the_dask_cluster_and_others_in_memory(sqlite_url: str
         dataset_id = upload(client, keys)
         rows = client.app.state.workers.rows
         assert rows is not None and rows.scheduler == "local"
-        for solver, params in (("dp_gd", {"steps": 40}), ("dp_sgd", {})):
+        for solver, params in (("dp_gd", {"steps": 40}), ("dp_sgd", {"epochs": 1}), ("output_perturbation", {})):
             fit_id = client.post("/v1/fits", headers=keys.analyst, json={
                 **FIT, "solver": solver, "params": params, "dataset_id": dataset_id}).json()["id"]  # fmt: skip
             fit = wait_for(client, fit_id, keys.analyst)
@@ -68,4 +69,4 @@ def test_dp_gd_fits_run_on_the_dask_cluster_and_others_in_memory(sqlite_url: str
 
             return len(_CACHE._entries)
 
-        assert list(rows.client().run(cached).values()) == [12]  # dp_gd's 12 partitions, prepared once each
+        assert list(rows.client().run(cached).values()) == [12]  # the 12 partitions, prepared once for both fits

@@ -32,6 +32,7 @@ import numpy as np
 from privfit.datasets.parquet_store import Manifest, ParquetDatasetStore
 from privfit.solvers.base import PublicMetadata, design_matrix, enforce_declared_bounds
 from privfit.solvers.baselines.dp_gd import clipped_gradient_sum, parameter_dimension
+from privfit.solvers.baselines.dp_sgd import member_gradient_sums
 from privfit.solvers.losses import GLMLoss, MultinomialLogisticLoss
 
 __all__ = ["DaskPartitionedRows", "StoredPartitions", "partition_clipped_sum"]
@@ -106,10 +107,12 @@ def partition_clipped_sum(
     theta: FloatArray,
     clip_norm: float,
     cache_bytes: int = DEFAULT_CACHE_BYTES,
+    batch: np.ndarray | None = None,
 ) -> FloatArray:
-    """A task: partition ``index``'s part of the clipped gradient sum, ``Σ_{i ∈ partition} clip_C(∇ℓ(θ_j; x_i,
+    """A task: partition ``index``'s part of the clipped gradient sum, ``Σ_{i ∈ partition ∩ B} clip_C(∇ℓ(θ_j; x_i,
     y_i))`` for each row θ_j of ``theta``, on its rows with the declared bounds enforced and the intercept column
-    appended — as the in-memory fit prepares its matrix (:meth:`privfit.solvers.base.Solver.fit`)."""
+    appended — as the in-memory fit prepares its matrix (:meth:`privfit.solvers.base.Solver.fit`). ``batch``: None
+    (every row), the partition's selected rows (indices within it) or its columns of a (k, rows) membership matrix."""
     entry = (where.url, where.key, index, meta.row_norm_bound, meta.label_bound, fit_intercept)
     prepared = _CACHE.get(entry)
     if prepared is None:
@@ -118,7 +121,18 @@ def partition_clipped_sum(
         prepared = (design_matrix(A, fit_intercept), v)
         _CACHE.put(entry, prepared, cache_bytes)
     A, v = prepared
+    if batch is not None and batch.ndim == 2:
+        return np.asarray(member_gradient_sums(loss, theta, A, v, batch, clip_norm), dtype=np.float64)
+    if batch is not None:
+        A, v = A[batch], v[batch]
     return np.asarray(clipped_gradient_sum(loss, theta, A, v, clip_norm), dtype=np.float64)
+
+
+def _batch_of(batch: np.ndarray, start: int, stop: int) -> np.ndarray:
+    """The part of ``batch`` in rows [start, stop): indices relative to ``start``, or those membership columns."""
+    if batch.ndim == 2:
+        return batch[:, start:stop]
+    return batch[np.searchsorted(batch, start) : np.searchsorted(batch, stop)] - start
 
 
 class DaskPartitionedRows:
@@ -140,6 +154,8 @@ class DaskPartitionedRows:
         self._workers = sorted(client.scheduler_info()["workers"])
         if not self._workers:
             raise RuntimeError("the Dask cluster has no workers")
+        ends = np.cumsum([p.rows for p in where.manifest.partitions])
+        self._bounds = [(int(end - p.rows), int(end)) for end, p in zip(ends, where.manifest.partitions, strict=True)]
 
     @property
     def rows(self) -> int:
@@ -149,19 +165,28 @@ class DaskPartitionedRows:
     def features(self) -> int:
         return self._where.manifest.d + (1 if self._fit_intercept else 0)
 
-    def clipped_sum(self, loss: GLMLoss | MultinomialLogisticLoss, theta: FloatArray, clip_norm: float) -> FloatArray:
-        """One task per partition on worker i mod W; their parts added in partition order."""
+    def clipped_sum(
+        self,
+        loss: GLMLoss | MultinomialLogisticLoss,
+        theta: FloatArray,
+        clip_norm: float,
+        batch: np.ndarray | None = None,
+    ) -> FloatArray:
+        """One task per partition (holding a row of ``batch``, if given) on worker i mod W; their parts added in
+        partition order."""
         single = np.ndim(theta) == 1
         Theta = np.atleast_2d(np.asarray(theta, dtype=np.float64))
         scattered = self._client.scatter(Theta, broadcast=True) if Theta.nbytes > 1024**2 else Theta
-        futures = [
-            self._client.submit(
+        futures = []
+        for index, (start, stop) in enumerate(self._bounds):
+            part = None if batch is None else _batch_of(batch, start, stop)
+            if part is not None and not (part.any() if part.ndim == 2 else part.size):
+                continue  # no row of this partition is in the batch
+            futures.append(self._client.submit(
                 partition_clipped_sum, self._where, index, self._meta, self._fit_intercept, loss, scattered,
-                clip_norm, self._cache_bytes, workers=[self._workers[index % len(self._workers)]],
+                clip_norm, self._cache_bytes, part, workers=[self._workers[index % len(self._workers)]],
                 allow_other_workers=True, pure=False,
-            )
-            for index in range(len(self._where.manifest.partitions))
-        ]  # fmt: skip
+            ))  # fmt: skip
         total = np.zeros((Theta.shape[0], parameter_dimension(loss, self.features)), dtype=np.float64)
         for part in self._client.gather(futures):
             total += part

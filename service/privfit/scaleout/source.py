@@ -4,9 +4,10 @@ by every worker process (the embedded pool, ``privfit worker``, Celery workers),
 
 A fit runs on the cluster when its dataset is in the parquet store (``PRIVFIT_STORE=parquet``), has no privacy unit,
 and its solver reads rows only through partition sums (:attr:`~privfit.solvers.base.Solver.supports_partitions`:
-``dp_gd``). The choice depends on public things only (the deployment's settings, the solver, the schema), never on
-the rows. The cluster is ``PRIVFIT_DASK_SCHEDULER``: a scheduler's address (``tcp://scheduler:8786``, the Dask
-project's own deployments: docker compose, Kubernetes, HPC) or ``local`` — a ``LocalCluster`` of
+``dp_gd``, ``dp_sgd``). The choice depends on public things only (the deployment's settings, the solver, the
+schema), never on the rows. The cluster is ``PRIVFIT_DASK_SCHEDULER``: a scheduler's address
+(``tcp://scheduler:8786``, the Dask project's own deployments: docker compose, Kubernetes, HPC) or ``local`` — a
+``LocalCluster`` of
 ``PRIVFIT_DASK_LOCAL_WORKERS`` worker processes started by this process on first use (one machine; also what the
 tests use). The client connects on the first fit, not at start-up.
 """

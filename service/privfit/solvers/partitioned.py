@@ -1,12 +1,14 @@
 """Rows that are not in the fit's memory: a dataset read partition by partition where it is stored, the clipped
 gradient sums computed there and only the sums brought back (issue 39; Dask: :mod:`privfit.scaleout`).
 
-A solver that supports it (:attr:`privfit.solvers.base.Solver.supports_partitions`: ``dp_gd``) is given a
-:class:`PartitionedRows` instead of the matrix. Its only access to the rows is :meth:`PartitionedRows.clipped_sum`:
-``Σ_i clip_C(∇ℓ(θ; x_i, y_i))`` over every row of every partition, for one or several θ — exactly the quantity the
+A solver that supports it (:attr:`privfit.solvers.base.Solver.supports_partitions`: ``dp_gd``, ``dp_sgd``) is given
+a :class:`PartitionedRows` instead of the matrix. Its only access to the rows is :meth:`PartitionedRows.clipped_sum`:
+``Σ_{i ∈ B} clip_C(∇ℓ(θ; x_i, y_i))`` over every row (``dp_gd``) or over a batch B the fit drew (``dp_sgd``: the
+indices its sampler drew from its own generator, as in memory), for one or several θ — exactly the quantity the
 in-memory fit computes (:func:`privfit.solvers.baselines.dp_gd.clipped_gradient_sum`), each partition's part
 computed by that same function on that partition's rows (declared bounds enforced, the intercept column appended)
-and the parts added in partition order. The privacy argument is therefore unchanged: replacing one row changes one
+and the parts added in partition order. A batch goes to the partitions holding its rows, and nowhere else. The
+privacy argument is therefore unchanged: replacing one row changes one
 partition's part by at most 2C (every summand has norm ≤ C), so the sum has replace-one sensitivity 2C, and the
 noise is drawn once, by the fit, through the noise layer (:func:`privfit.privacy.noise.gaussian_stream`). Which
 partitions hold which rows, how many there are and how long each takes are public or data-independent.
@@ -41,7 +43,15 @@ class PartitionedRows(Protocol):
         """The columns of the design matrix: the dataset's d, plus one when the fit has an intercept."""
         ...
 
-    def clipped_sum(self, loss: GLMLoss | MultinomialLogisticLoss, theta: FloatArray, clip_norm: float) -> FloatArray:
-        """``Σ_i clip_C(∇ℓ(θ_j; x_i, y_i))`` over every row, for each row θ_j of ``theta`` (shape (k, p) → (k, p)),
-        ``loss`` unregularised; as :func:`~privfit.solvers.baselines.dp_gd.clipped_gradient_sum` in float64."""
+    def clipped_sum(
+        self,
+        loss: GLMLoss | MultinomialLogisticLoss,
+        theta: FloatArray,
+        clip_norm: float,
+        batch: np.ndarray | None = None,
+    ) -> FloatArray:
+        """``Σ_{i ∈ B} clip_C(∇ℓ(θ_j; x_i, y_i))`` for each row θ_j of ``theta`` (shape (k, p) → (k, p); (p,) →
+        (p,)), ``loss`` unregularised, in float64, as :func:`~privfit.solvers.baselines.dp_gd.clipped_gradient_sum`.
+        ``batch``: None, every row; a sorted 1-D array of row indices, those rows for every θ_j; a (k, n) boolean
+        matrix, row i for θ_j where it is True (vectorised runs of an audit)."""
         ...

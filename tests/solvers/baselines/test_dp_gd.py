@@ -385,8 +385,9 @@ AUDIT_SAMPLES = 400_000
 AUDIT_EPSILON, AUDIT_DELTA, AUDIT_STEPS = 1.0, 1e-5, 5
 
 
-def audit_scores(sigma: float, label: float, resolved: DPGDResolved, seed: int) -> np.ndarray:
-    """First coordinate of θ_T over many independent runs on D (label = +1e6) or D' (label = −1e6).
+def audit_scores(sigma: float, label: float, resolved: DPGDResolved, seed: int, on_dask=None) -> np.ndarray:
+    """First coordinate of θ_T over many independent runs on D (label = +1e6) or D' (label = −1e6); with ``on_dask``
+    (the conftest fixture) the rows are stored as partitioned Parquet, a row a partition, and summed by Dask workers.
 
     Rows: two zero rows (gradient 0) and an adversarial row x = 1 whose label is far outside the declared bound,
     so its squared-loss gradient (z − y)·x is clipped to ∓C at every iterate: the worst case of the 2C bound,
@@ -394,10 +395,14 @@ def audit_scores(sigma: float, label: float, resolved: DPGDResolved, seed: int) 
     """
     X = np.array([[0.0], [0.0], [1.0]])
     y = np.array([0.0, 0.0, label])
+    partitions = None
+    if on_dask is not None:  # a row a partition (16 bytes); the label bound admits ±1e6, as the raw rows above
+        partitions = on_dask(X, y, PublicMetadata(n=3, d=1, row_norm_bound=1.0, label_bound=1e6), False, 16)
+        X, y = np.empty((0, 1)), np.empty(0)
     theta = dp_gradient_descent(
         X, y, loss=make_loss("linear"), clip_norm=resolved.clip_norm, sigma=sigma, steps=resolved.steps,
         step_size=resolved.step_size, radius=resolved.radius, rng=make_generator(seed, data_is_public=True),
-        runs=AUDIT_SAMPLES, momentum=resolved.momentum,
+        runs=AUDIT_SAMPLES, momentum=resolved.momentum, partitions=partitions,
     )  # fmt: skip
     return theta[:, 0]
 
@@ -428,6 +433,22 @@ def test_empirical_audit_detects_only_broken_noise(audit_setup: DPGDResolved, va
     result = epsilon_lower_bound(
         audit_scores(sigma, 1e6, resolved, seed=1), audit_scores(sigma, -1e6, resolved, seed=2), delta=AUDIT_DELTA
     )
+    if variant == "calibrated":
+        assert 0.3 < result.epsilon_lower_bound <= claimed
+    else:
+        assert result.epsilon_lower_bound > claimed
+
+
+@pytest.mark.parametrize("variant", ["calibrated", "sensitivity C instead of 2C"])
+def test_the_audit_holds_through_the_dask_path(audit_setup: DPGDResolved, variant: str, on_dask) -> None:
+    """The audit with the rows in the parquet store, a row a partition, the clipped sums computed by the workers of
+    a Dask cluster (privfit.scaleout): the calibrated release stays below its claim, a C-calibrated σ is detected."""
+    claimed = audit_setup.epsilon
+    assert claimed is not None
+    sigma = audit_setup.sigma if variant == "calibrated" else gaussian_sigma(
+        AUDIT_EPSILON, AUDIT_DELTA, sensitivity=audit_setup.clip_norm, count=audit_setup.steps).noise  # fmt: skip
+    result = epsilon_lower_bound(audit_scores(sigma, 1e6, audit_setup, 1, on_dask),
+                                 audit_scores(sigma, -1e6, audit_setup, 2, on_dask), delta=AUDIT_DELTA)  # fmt: skip
     if variant == "calibrated":
         assert 0.3 < result.epsilon_lower_bound <= claimed
     else:

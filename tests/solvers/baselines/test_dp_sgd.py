@@ -44,10 +44,10 @@ from privfit.solvers.baselines.dp_gd import clipped_gradient_sum
 from privfit.solvers.baselines.dp_sgd import (
     BatchSampler,
     EpochSchedule,
-    _member_gradient_sums,
     default_epoch_schedule,
     dp_sgd,
     learning_rates,
+    member_gradient_sums,
     steps_per_epoch,
 )
 from privfit.solvers.geometry import augment_intercept, augmented_bound
@@ -466,7 +466,7 @@ def test_member_gradient_sums_equal_the_single_run_batch_sums() -> None:
     theta = rng.normal(size=(6, 4))
     member = rng.random((6, 12)) < 0.4
     member[0] = False  # an empty batch sums to 0
-    sums = _member_gradient_sums(loss, theta, A, y, member, 0.8)
+    sums = member_gradient_sums(loss, theta, A, y, member, 0.8)
     for r in range(6):
         rows = np.flatnonzero(member[r])
         np.testing.assert_allclose(sums[r], clipped_gradient_sum(loss, theta[r], A[rows], y[rows], 0.8), atol=1e-14)

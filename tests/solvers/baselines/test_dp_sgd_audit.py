@@ -70,13 +70,18 @@ def resolve(sampling: str, n: int, m: int, epochs: int = 1) -> DPSGDResolved:
     return resolved
 
 
-def increments(resolved: DPSGDResolved, sigma: float, label: float, seed: int, runs: int) -> FloatArray:
-    """m·(θ_{t+1} − θ_t) for t = 1..T of every run, shape (runs, T), from the solver's loop on D or D'."""
+def increments(resolved: DPSGDResolved, sigma: float, label: float, seed: int, runs: int, on_dask=None) -> FloatArray:
+    """m·(θ_{t+1} − θ_t) for t = 1..T of every run, shape (runs, T), from the solver's loop on D or D'; with
+    ``on_dask`` (the conftest fixture) the rows are in the parquet store, a row a partition, summed by Dask workers."""
     n, m = resolved.n, resolved.batch_size
     X = np.zeros((n, 1))
     X[0, 0] = 1.0
     y = np.zeros(n)
     y[0] = label
+    partitions = None
+    if on_dask is not None:
+        partitions = on_dask(X, y, PublicMetadata(n=n, d=1, row_norm_bound=1.0, label_bound=1e6), False, 16)
+        X, y = np.empty((0, 1)), np.empty(0)
     iterates = np.zeros((runs, resolved.steps + 1))
 
     def record(t: int, theta: FloatArray) -> None:
@@ -86,6 +91,7 @@ def increments(resolved: DPSGDResolved, sigma: float, label: float, seed: int, r
         X, y, loss=LOSS, clip_norm=resolved.clip_norm, sigma=sigma, batch_size=m, sampling=resolved.sampling,
         epochs=resolved.epochs, step_size=resolved.step_size, radius=resolved.radius, l2=resolved.l2,
         lr_schedule=resolved.lr_schedule, rng=make_generator(seed, data_is_public=True), runs=runs, observer=record,
+        partitions=partitions,
     )  # fmt: skip
     assert np.array_equal(released[:, 0], iterates[:, -1]) and np.abs(released).max() < resolved.radius
     return np.diff(iterates, axis=1) * m
@@ -98,9 +104,9 @@ STATISTICS = {
 }
 
 
-def lower_bounds(resolved: DPSGDResolved, sigma: float, runs: int = RUNS) -> dict[str, float]:
-    on_d = increments(resolved, sigma, +1e6, seed=1, runs=runs)
-    on_d_prime = increments(resolved, sigma, -1e6, seed=2, runs=runs)
+def lower_bounds(resolved: DPSGDResolved, sigma: float, runs: int = RUNS, on_dask=None) -> dict[str, float]:
+    on_d = increments(resolved, sigma, +1e6, seed=1, runs=runs, on_dask=on_dask)
+    on_d_prime = increments(resolved, sigma, -1e6, seed=2, runs=runs, on_dask=on_dask)
     return {
         name: epsilon_lower_bound(stat(on_d), stat(on_d_prime), delta=DELTA).epsilon_lower_bound
         for name, stat in STATISTICS.items()
@@ -124,6 +130,18 @@ def test_correct_mechanisms_stay_below_their_claim_with_the_exact_sampler(sampli
         bounds = lower_bounds(resolved, resolved.sigma, runs=RUNS // 2)
     assert max(bounds.values()) <= resolved.epsilon, bounds
     assert bounds["release"] > 0.05, bounds
+
+
+def test_the_audit_holds_through_the_dask_path_and_detects_fixed_order_batches(on_dask, monkeypatch) -> None:
+    """The rows in the parquet store, a row a partition: the batches are drawn by the fit, their rows' clipped sums
+    computed by Dask workers (privfit.scaleout). Poisson batches stay below the claim; batches in a fixed order
+    under the Poisson accountant are detected there too."""
+    resolved = resolve("poisson", n=10, m=1)
+    correct = lower_bounds(resolved, resolved.sigma, runs=RUNS // 2, on_dask=on_dask)
+    assert max(correct.values()) <= resolved.epsilon and correct["release"] > 0.05, correct
+    monkeypatch.setattr(dp_sgd_module, "BatchSampler", FixedOrderBatches)
+    broken = lower_bounds(resolved, resolved.sigma, runs=RUNS // 2, on_dask=on_dask)
+    assert broken["first"] > resolved.epsilon + 0.25, broken
 
 
 class FixedOrderBatches(BatchSampler):

@@ -231,6 +231,7 @@ from privfit.solvers.baselines.dp_gd import (
 )
 from privfit.solvers.geometry import clip_rows, row_norms
 from privfit.solvers.losses import GLMLoss, MultinomialLogisticLoss
+from privfit.solvers.partitioned import PartitionedRows
 from privfit.solvers.units import UnitIndex, clipped_unit_gradient_sum
 
 __all__ = [
@@ -516,7 +517,7 @@ def batch_noise_cost(
     return PrivacyCost(epochs * gaussian_rdp(grid, sigma=sigma, sensitivity=2.0 * clip_norm), grid)
 
 
-def _member_gradient_sums(
+def member_gradient_sums(
     loss: GLMLoss | MultinomialLogisticLoss,
     theta: FloatArray,
     X: FloatArray,
@@ -573,6 +574,7 @@ def dp_sgd(
     reporter: ProgressReporter | None = None,
     observer: IterateObserver | None = None,
     units: UnitIndex | None = None,
+    partitions: PartitionedRows | None = None,
 ) -> FloatArray:
     r"""Run iterations (1)–(3) of the module docstring for T = epochs·⌈n/m⌉ steps; the released θ, shape (runs, d).
 
@@ -585,8 +587,16 @@ def dp_sgd(
     ``units`` (user-level privacy; module docstring, "User-level privacy"): the batches are batches of UNITS (n is
     then the number of units U, T = epochs·⌈U/m⌉) and each batch sum is (2u), each unit's summed gradient clipped
     to C.
+
+    ``partitions`` (issue 39): rows held elsewhere, by partitions (:mod:`privfit.solvers.partitioned`); the batches
+    are drawn here exactly as in memory (same generator, same draws), and each batch sum is
+    :meth:`~privfit.solvers.partitioned.PartitionedRows.clipped_sum` over the drawn rows, computed where they are;
+    ``X`` and ``y`` are not read (pass empty arrays).
     """
-    rows, d = X.shape[0], parameter_dimension(loss, X.shape[1])
+    if partitions is not None and units is not None:
+        raise SolverParameterError("units", "a dataset with a privacy unit is fitted in memory")
+    rows, columns = (X.shape[0], X.shape[1]) if partitions is None else (partitions.rows, partitions.features)
+    d = parameter_dimension(loss, columns)
     if rows < 1 or runs < 1 or epochs < 1:
         raise SolverParameterError("epochs", "need n ≥ 1 rows, epochs ≥ 1 and runs ≥ 1")
     if not (sigma >= 0.0 and math.isfinite(sigma)):
@@ -601,7 +611,7 @@ def dp_sgd(
     theta = np.zeros((runs, d), dtype=np.float64)
     average = np.zeros((runs, d), dtype=np.float64) if output == "suffix_average" else None
     tail = math.ceil(steps / 2)
-    norms = row_norms(X) if units is None else None
+    norms = row_norms(X) if units is None and partitions is None else None
     # The noisy sums are releases (privfit.privacy.noise). The lattice is sized for sensitivity C, the smallest of
     # the three samplings' (add/remove C; replace-one 2C): conservative for all. |coordinate| ≤ n·C (n rows or units,
     # each clipped to C).
@@ -611,7 +621,10 @@ def dp_sgd(
         for t in range(steps):
             if reporter is not None:
                 reporter.check_stop(t)
-            if units is not None:  # a batch of units (2u)
+            if partitions is not None:  # the drawn rows, summed where they are
+                g = partitions.clipped_sum(loss, theta, clip_norm, sampler.indices() if runs == 1
+                                           else sampler.membership(runs))  # fmt: skip
+            elif units is not None:  # a batch of units (2u)
                 if runs == 1:
                     g = clipped_unit_gradient_sum(loss, theta, X, y, units, clip_norm, unit_ids=sampler.indices())
                 else:
@@ -621,7 +634,7 @@ def dp_sgd(
                 assert norms is not None
                 g = clipped_gradient_sum(loss, theta, X[batch], y[batch], clip_norm, norms=norms[batch])
             else:
-                g = _member_gradient_sums(loss, theta, X, y, sampler.membership(runs), clip_norm)
+                g = member_gradient_sums(loss, theta, X, y, sampler.membership(runs), clip_norm)
             if releases is not None:
                 g = releases.release(g)
                 if isinstance(loss, MultinomialLogisticLoss):
@@ -658,6 +671,7 @@ class DPSGD(Solver[DPSGDParams, DPSGDResolved]):
     explicit_noise: ClassVar[str | None] = "noise_multiplier"
     multiclass: ClassVar[bool] = True
     privacy_units: ClassVar[bool] = True
+    supports_partitions: ClassVar[bool] = True
 
     def _resolve(self, p: DPSGDParams, meta: PublicMetadata, privacy: PrivacyRequest) -> DPSGDResolved:
         """Defaults and noise from public inputs: G, β, C, η, m, q, T from the declared metadata; σ calibrated with
@@ -744,6 +758,7 @@ class DPSGD(Solver[DPSGDParams, DPSGDResolved]):
             output=r.output,
             reporter=run.reporter,
             units=run.units,
+            partitions=run.partitions,
         )[0]
         return theta
 
