@@ -137,3 +137,44 @@ def test_a_manifest_is_parsed_strictly():
         Manifest.from_json(b"not json")
     with pytest.raises(DatasetStoreError, match="unreadable"):
         Manifest.from_json(json.dumps({"format": "privfit-parquet-v1", "n": 1}).encode())
+
+
+def test_a_dataset_written_in_blocks_is_the_dataset_put_whole(tmp_path: Path, s3_bucket: str):
+    """PartitionWriter: blocks of any size, one partition in memory at a time, give the same key, manifest and
+    files as ``put`` of the whole matrix — with units too; content already stored is not written again."""
+    rng = np.random.default_rng(8)
+    dataset = dataclasses.replace(encoded(6, n=203), units=np.arange(203, dtype=np.int64) // 4)
+    for store in stores(tmp_path, s3_bucket):
+        with store.writer(3, units=True) as writer:
+            start = 0
+            while start < 203:
+                stop = min(203, start + int(rng.integers(1, 70)))
+                writer.write(dataset.X[start:stop], dataset.y[start:stop], dataset.units[start:stop])
+                start = stop
+            assert len(writer._blocks) <= 2 and writer._buffered < writer.rows_per_partition  # bounded buffer
+            key = writer.finish()
+        assert key == store.key_of(dataset) and store.stored_keys() == [key]
+        X, y, units = store.read(key)
+        np.testing.assert_array_equal(X, dataset.X)
+        np.testing.assert_array_equal(units, dataset.units)
+        assert not store.fs.glob(f"{store.root}/.staging-*")  # the staging directory is gone
+        with store.writer(3, units=True) as again:  # the same content once more: nothing moved, nothing left
+            again.write(dataset.X, dataset.y, dataset.units)
+            assert again.finish() == key
+        assert not store.fs.glob(f"{store.root}/.staging-*") and store.stored_keys() == [key]
+        np.testing.assert_array_equal(y, dataset.y)
+
+
+def test_a_failed_or_crashed_block_write_leaves_nothing_visible(tmp_path: Path):
+    store = stores(tmp_path)[0]
+    dataset = encoded(7, n=100)
+    with pytest.raises(ValueError, match="d columns"), store.writer(3) as writer:
+        writer.write(dataset.X, dataset.y)
+        writer.write(dataset.X[:, :2], dataset.y)  # a block of the wrong shape: the write is abandoned
+    assert not store.fs.glob(f"{store.root}/.staging-*") and store.stored_keys() == []
+    crashed = store.writer(3)
+    crashed.write(dataset.X, dataset.y)  # partitions in staging, then the process dies (no finish, no abort)
+    assert store.fs.glob(f"{store.root}/.staging-*") and store.stored_keys() == []
+    assert store.remove_partial(3600) == 0
+    time.sleep(1.1)
+    assert store.remove_partial(1) == 1 and not store.fs.glob(f"{store.root}/.staging-*")

@@ -59,6 +59,7 @@ MANIFEST = "manifest.json"
 #: The default size of a partition's float64 rows: Dask workers hold a few partitions at once in well under 1 GiB.
 DEFAULT_PARTITION_BYTES = 64 * 1024**2
 _PARTIAL_PREFIX = ".partial-"
+_STAGING_PREFIX = ".staging-"
 
 UNREADABLE = "stored dataset is unreadable (not a valid dataset archive)"
 MISMATCH = "stored dataset does not match its content hash"
@@ -285,11 +286,17 @@ class ParquetDatasetStore(DatasetStore):
             self.fs.makedirs(self._join(key), exist_ok=True)
         for info, rows in self._partitions(dataset):
             units = None if dataset.units is None else dataset.units[rows]
-            buffer = io.BytesIO()
-            pq.write_table(_partition_table(dataset.X[rows], dataset.y[rows], units), buffer,
-                           row_group_size=max(1, info.rows))  # fmt: skip
-            self._write_file(self._join(key, info.file), buffer.getbuffer())
+            self._write_partition(self._join(key, info.file), dataset.X[rows], dataset.y[rows], units)
         self._write_file(self._join(key, MANIFEST), manifest.to_json().encode())  # the commit point
+
+    def _write_partition(self, path: str, X: np.ndarray, y: np.ndarray, units: np.ndarray | None) -> None:
+        buffer = io.BytesIO()
+        pq.write_table(_partition_table(X, y, units), buffer, row_group_size=max(1, X.shape[0]))
+        self._write_file(path, buffer.getbuffer())
+
+    def writer(self, d: int, *, units: bool = False) -> PartitionWriter:
+        """A :class:`PartitionWriter` for a dataset of d columns (with a unit index if ``units``), given in blocks."""
+        return PartitionWriter(self, d, units)
 
     def _write_file(self, path: str, data: bytes | memoryview) -> None:
         """Write ``path`` whole: a temporary name renamed on a local directory, one PUT on an object store."""
@@ -330,7 +337,8 @@ class ParquetDatasetStore(DatasetStore):
 
     def remove_partial(self, older_than_seconds: float) -> int:
         """Remove interrupted writes not modified for ``older_than_seconds``: a key's partitions without its manifest,
-        and temporary files; returns how many directories and files were removed."""
+        a streamed write's staging directory (:class:`PartitionWriter`) and temporary files; returns how many
+        directories and files were removed."""
         cutoff, removed = time.time() - older_than_seconds, 0
         for name in self._children():
             directory = self._join(name)
@@ -338,10 +346,11 @@ class ParquetDatasetStore(DatasetStore):
                 self.fs.rm_file(directory)  # an identity marker's temporary file
                 removed += 1
                 continue
-            if not _is_key(name) or self.fs.exists(self._join(name, MANIFEST)):
+            staging = name.startswith(_STAGING_PREFIX)
+            if not (staging or _is_key(name)) or self.fs.exists(self._join(name, MANIFEST)):
                 continue
-            entries = self.fs.ls(directory, detail=True)
-            if entries and all(_modified(entry) < cutoff for entry in entries):
+            entries = self.fs.ls(directory, detail=True) or [self.fs.info(directory)]  # an empty local directory
+            if all(_modified(entry) < cutoff for entry in entries):
                 self.fs.rm(directory, recursive=True)
                 removed += 1
         return removed
@@ -352,6 +361,82 @@ class ParquetDatasetStore(DatasetStore):
         except FileNotFoundError:
             return []
         return [posixpath.basename(str(entry).rstrip("/")) for entry in entries]
+
+
+class PartitionWriter:
+    """Stores a dataset given as row blocks of any size, holding at most one partition in memory: each full
+    partition is hashed and written to a staging directory (``<root>/.staging-<uuid>/``) as it fills; :meth:`finish`
+    computes the manifest and the key, moves the partitions under ``<root>/<key>/`` and writes the manifest last
+    (nothing is moved for content already stored). The key and the files are those :meth:`ParquetDatasetStore.put`
+    gives the whole matrix. Used as a context manager, an exception before :meth:`finish` removes the staging
+    directory; a crash leaves it to :meth:`ParquetDatasetStore.remove_partial`."""
+
+    def __init__(self, store: ParquetDatasetStore, d: int, units: bool) -> None:
+        self.store, self.d, self.units = store, int(d), units
+        self.rows_per_partition = rows_per_partition(self.d, store.partition_bytes)
+        self.staging = store._join(f"{_STAGING_PREFIX}{uuid.uuid4().hex}")
+        self._blocks: list[tuple[np.ndarray, np.ndarray, np.ndarray | None]] = []
+        self._buffered = 0
+        self._partitions: list[PartitionInfo] = []
+        self._done = False
+        if store.local:
+            store.fs.makedirs(self.staging, exist_ok=True)
+
+    def __enter__(self) -> PartitionWriter:
+        return self
+
+    def __exit__(self, kind: object, *_: object) -> None:
+        if kind is not None and not self._done:
+            self.abort()
+
+    def write(self, X: np.ndarray, y: np.ndarray, units: np.ndarray | None = None) -> None:
+        """Append a block of rows (float64 ``X`` of d columns, ``y``, and each row's unit if the dataset has units)."""
+        X, y = np.asarray(X, dtype=np.float64), np.asarray(y, dtype=np.float64)
+        if X.ndim != 2 or X.shape[1] != self.d or y.shape != (X.shape[0],) or (units is None) == self.units:
+            raise ValueError("a block must have d columns, one label per row and units exactly when declared")
+        self._blocks.append((X, y, None if units is None else np.asarray(units, dtype=np.int64)))
+        self._buffered += X.shape[0]
+        while self._buffered >= self.rows_per_partition:
+            self._flush(self.rows_per_partition)
+
+    def _flush(self, rows: int) -> None:
+        """Write the first ``rows`` buffered rows as the next partition."""
+        X = np.concatenate([b[0] for b in self._blocks])
+        y = np.concatenate([b[1] for b in self._blocks])
+        units = np.concatenate([b[2] for b in self._blocks if b[2] is not None]) if self.units else None
+        info = PartitionInfo(f"part-{len(self._partitions):05d}.parquet", rows,
+                             partition_hash(X[:rows], y[:rows], None if units is None else units[:rows]))  # fmt: skip
+        self.store._write_partition(posixpath.join(self.staging, info.file), X[:rows], y[:rows],
+                                    None if units is None else units[:rows])  # fmt: skip
+        self._partitions.append(info)
+        rest = (X[rows:], y[rows:], None if units is None else units[rows:])
+        self._blocks, self._buffered = ([rest] if rest[0].shape[0] else []), X.shape[0] - rows
+
+    def finish(self) -> str:
+        """Write the last partition, move the partitions to the dataset's directory, write the manifest; the key."""
+        if self._buffered:
+            self._flush(self._buffered)
+        n = sum(p.rows for p in self._partitions)
+        if n == 0:
+            raise ValueError("a dataset needs at least one row")
+        manifest = Manifest(n, self.d, self.rows_per_partition, self.units, tuple(self._partitions))
+        key = manifest.key()
+        store = self.store
+        store._ensure_marker()
+        if not store._contains(key):
+            if store.local:
+                store.fs.makedirs(store._join(key), exist_ok=True)
+            for info in self._partitions:
+                store.fs.mv(posixpath.join(self.staging, info.file), store._join(key, info.file))
+            store._write_file(store._join(key, MANIFEST), manifest.to_json().encode())  # the commit point
+        self._done = True
+        self.abort()  # the staging directory, empty or holding content already stored
+        return key
+
+    def abort(self) -> None:
+        """Remove the staging directory and whatever it holds."""
+        with contextlib.suppress(FileNotFoundError):
+            self.store.fs.rm(self.staging, recursive=True)
 
 
 def _is_key(name: str) -> bool:
