@@ -47,6 +47,12 @@ class Settings(BaseSettings):
         "partition.",
     )
     dask_local_workers: int = Field(2, ge=1, le=64, description="dask_scheduler 'local': its worker processes.")
+    dask_timeout_seconds: float = Field(
+        600.0,
+        gt=0,
+        description="The longest one step's partition sums may take on the Dask cluster; beyond it the fit fails "
+        "(a cluster without live workers, or whose workers keep dying, must not hold a fit forever).",
+    )
     dask_cache_bytes: int = Field(
         256 * 1024**2,
         ge=0,

@@ -19,7 +19,7 @@ distributed = pytest.importorskip("distributed", reason="dask[distributed] is a 
 from privfit.datasets.parquet_store import ParquetDatasetStore  # noqa: E402
 from privfit.datasets.store import DatasetStoreError  # noqa: E402
 from privfit.privacy import make_generator  # noqa: E402
-from privfit.scaleout.dask_rows import DaskPartitionedRows, StoredPartitions  # noqa: E402
+from privfit.scaleout.dask_rows import DaskPartitionedRows, DaskStepTimeout, StoredPartitions  # noqa: E402
 from privfit.solvers import PublicMetadata, SolverParameterError, get_solver  # noqa: E402
 from privfit.solvers.baselines.dp_gd import dp_gradient_descent  # noqa: E402
 from privfit.solvers.baselines.dp_sgd import dp_sgd  # noqa: E402
@@ -136,3 +136,18 @@ def test_dp_sgd_batches_drawn_here_and_summed_there_give_the_in_memory_release(d
     reference = solver.fit(X, y, meta, resolved, make_generator(4, data_is_public=True))
     np.testing.assert_allclose(fitted.coefficients, reference.coefficients, rtol=1e-9, atol=1e-12)
     assert fitted.metadata == reference.metadata
+
+
+def test_a_cluster_without_workers_fails_the_step_instead_of_hanging(tmp_path: Path):
+    """Workers gone (or killed for memory at every start): the step's sums time out (PRIVFIT_DASK_TIMEOUT_SECONDS)
+    with an error naming the setting, and the fit fails instead of waiting forever."""
+    X, y = rows(6)
+    meta = PublicMetadata(n=700, d=4, row_norm_bound=1.0)
+    cluster = distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None)
+    with distributed.Client(cluster, set_as_default=False) as client:
+        partitions = DaskPartitionedRows(client, stored(tmp_path, X, y), meta, fit_intercept=True, timeout_seconds=1.0)
+        client.retire_workers(list(client.scheduler_info()["workers"]))
+        resolved = DP_GD.resolve({"model": "logistic"}, meta, target_epsilon=1.0, delta=1e-6)
+        with pytest.raises(DaskStepTimeout, match="PRIVFIT_DASK_TIMEOUT_SECONDS"):
+            DP_GD.fit_partitioned(partitions, meta, resolved, make_generator(0, data_is_public=True))
+    cluster.close()

@@ -22,6 +22,7 @@ task's failure (a store error, a lost worker) fails the whole fit the same way w
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Hashable
 from dataclasses import dataclass, field
@@ -35,11 +36,18 @@ from privfit.solvers.baselines.dp_gd import clipped_gradient_sum, parameter_dime
 from privfit.solvers.baselines.dp_sgd import member_gradient_sums
 from privfit.solvers.losses import GLMLoss, MultinomialLogisticLoss
 
-__all__ = ["DaskPartitionedRows", "StoredPartitions", "partition_clipped_sum"]
+__all__ = ["DaskPartitionedRows", "DaskStepTimeout", "StoredPartitions", "partition_clipped_sum"]
 
 FloatArray = np.ndarray
 #: The decoded partitions a worker keeps by default: a quarter of the 1 GiB a Dask worker is typically given.
 DEFAULT_CACHE_BYTES = 256 * 1024**2
+#: The longest one step's partition sums may take before the fit fails (a cluster without live workers).
+DEFAULT_TIMEOUT_SECONDS = 600.0
+
+
+class DaskStepTimeout(RuntimeError):
+    """The cluster did not compute a step's partition sums in time (its workers are gone or keep dying); the message
+    names settings only."""
 
 
 @dataclass(frozen=True)
@@ -146,11 +154,12 @@ class DaskPartitionedRows:
         meta: PublicMetadata,
         fit_intercept: bool,
         cache_bytes: int = DEFAULT_CACHE_BYTES,
+        timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS,
     ) -> None:
         if where.manifest.units:
             raise ValueError("a dataset with a privacy unit is fitted in memory")
         self._client, self._where, self._meta = client, where, meta
-        self._fit_intercept, self._cache_bytes = fit_intercept, cache_bytes
+        self._fit_intercept, self._cache_bytes, self._timeout = fit_intercept, cache_bytes, timeout_seconds
         self._workers = sorted(client.scheduler_info()["workers"])
         if not self._workers:
             raise RuntimeError("the Dask cluster has no workers")
@@ -188,6 +197,12 @@ class DaskPartitionedRows:
                 allow_other_workers=True, pure=False,
             ))  # fmt: skip
         total = np.zeros((Theta.shape[0], parameter_dimension(loss, self.features)), dtype=np.float64)
-        for part in self._client.gather(futures):
-            total += part
+        deadline = time.monotonic() + self._timeout
+        try:  # a cluster that cannot run the tasks (no live worker, workers killed for memory) must not hang the fit
+            for future in futures:  # in partition order
+                total += future.result(timeout=max(0.0, deadline - time.monotonic()))
+        except TimeoutError:
+            self._client.cancel(futures)
+            raise DaskStepTimeout(f"the Dask cluster did not compute a step's {len(futures)} partition sums within "
+                                  f"{self._timeout:g} s (PRIVFIT_DASK_TIMEOUT_SECONDS)") from None  # fmt: skip
         return total[0] if single else total

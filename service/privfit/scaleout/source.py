@@ -32,8 +32,9 @@ class DaskRowSource:
     """The Dask cluster of a worker process (module docstring); thread-safe, connected on first use."""
 
     def __init__(self, scheduler: str, *, local_workers: int = 2, cache_bytes: int = 256 * 1024**2,
-                 connect_timeout_seconds: float = 30.0) -> None:  # fmt: skip
+                 connect_timeout_seconds: float = 30.0, step_timeout_seconds: float = 600.0) -> None:  # fmt: skip
         self.scheduler, self.local_workers, self.cache_bytes = scheduler, local_workers, cache_bytes
+        self.step_timeout_seconds = step_timeout_seconds
         self.connect_timeout_seconds = connect_timeout_seconds
         self._lock = threading.Lock()
         self._client: Any = None
@@ -64,7 +65,8 @@ class DaskRowSource:
         from .dask_rows import DaskPartitionedRows, StoredPartitions
 
         intercept = solver.appends_intercept and fits_intercept(resolved)
-        return DaskPartitionedRows(self.client(), StoredPartitions.of(store, key), meta, intercept, self.cache_bytes)
+        return DaskPartitionedRows(self.client(), StoredPartitions.of(store, key), meta, intercept, self.cache_bytes,
+                                   self.step_timeout_seconds)  # fmt: skip
 
     def close(self) -> None:
         """Disconnect (and stop the local cluster, if this process started one)."""
@@ -81,4 +83,5 @@ def row_source(settings: Settings) -> DaskRowSource | None:
     if settings.dask_scheduler is None:
         return None
     return DaskRowSource(settings.dask_scheduler, local_workers=settings.dask_local_workers,
-                         cache_bytes=settings.dask_cache_bytes)  # fmt: skip
+                         cache_bytes=settings.dask_cache_bytes,
+                         step_timeout_seconds=settings.dask_timeout_seconds)  # fmt: skip
