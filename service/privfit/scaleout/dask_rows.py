@@ -34,6 +34,7 @@ from privfit.datasets.parquet_store import Manifest, ParquetDatasetStore
 from privfit.solvers.base import PublicMetadata, design_matrix, enforce_declared_bounds
 from privfit.solvers.baselines.dp_gd import clipped_gradient_sum, parameter_dimension
 from privfit.solvers.baselines.dp_sgd import member_gradient_sums
+from privfit.solvers.geometry import row_norms
 from privfit.solvers.losses import GLMLoss, MultinomialLogisticLoss
 
 __all__ = ["DaskPartitionedRows", "DaskStepTimeout", "StoredPartitions", "partition_clipped_sum"]
@@ -67,12 +68,16 @@ class StoredPartitions:
         return cls(store.url, dict(store.options), store.partition_bytes, key, store.manifest(key))
 
 
+#: A prepared partition: its design matrix, labels and row norms.
+Prepared = tuple[FloatArray, FloatArray, FloatArray]
+
+
 class _PartitionCache:
-    """Prepared partitions (bounded rows with the intercept column, labels) of one worker process, least recently
-    used first out beyond ``budget`` bytes; thread-safe (a worker may run several tasks at once)."""
+    """Prepared partitions (bounded rows with the intercept column, labels, row norms) of one worker process, least
+    recently used first out beyond ``budget`` bytes; thread-safe (a worker may run several tasks at once)."""
 
     def __init__(self) -> None:
-        self._entries: OrderedDict[Hashable, tuple[FloatArray, FloatArray]] = OrderedDict()
+        self._entries: OrderedDict[Hashable, Prepared] = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
         self._stores: dict[tuple[str, str, int], ParquetDatasetStore] = {}
@@ -84,23 +89,23 @@ class _PartitionCache:
                 self._stores[index] = ParquetDatasetStore(where.url, where.options, where.partition_bytes)
             return self._stores[index]
 
-    def get(self, entry: Hashable) -> tuple[FloatArray, FloatArray] | None:
+    def get(self, entry: Hashable) -> Prepared | None:
         with self._lock:
             found = self._entries.get(entry)
             if found is not None:
                 self._entries.move_to_end(entry)
             return found
 
-    def put(self, entry: Hashable, value: tuple[FloatArray, FloatArray], budget: int) -> None:
-        size = value[0].nbytes + value[1].nbytes
+    def put(self, entry: Hashable, value: Prepared, budget: int) -> None:
+        size = sum(array.nbytes for array in value)
         with self._lock:
             if entry in self._entries or size > budget:
                 return
             self._entries[entry] = value
             self._bytes += size
             while self._bytes > budget:
-                _, (A, v) = self._entries.popitem(last=False)
-                self._bytes -= A.nbytes + v.nbytes
+                _, evicted = self._entries.popitem(last=False)
+                self._bytes -= sum(array.nbytes for array in evicted)
 
 
 _CACHE = _PartitionCache()
@@ -126,14 +131,15 @@ def partition_clipped_sum(
     if prepared is None:
         part = _CACHE.store(where).read_partition(where.key, where.manifest, index)
         A, v = enforce_declared_bounds(part.X, part.y, meta)
-        prepared = (design_matrix(A, fit_intercept), v)
+        A = design_matrix(A, fit_intercept)
+        prepared = (A, v, row_norms(A))  # the norms once per partition, as the in-memory fit computes them once
         _CACHE.put(entry, prepared, cache_bytes)
-    A, v = prepared
+    A, v, norms = prepared
     if batch is not None and batch.ndim == 2:
         return np.asarray(member_gradient_sums(loss, theta, A, v, batch, clip_norm), dtype=np.float64)
     if batch is not None:
-        A, v = A[batch], v[batch]
-    return np.asarray(clipped_gradient_sum(loss, theta, A, v, clip_norm), dtype=np.float64)
+        A, v, norms = A[batch], v[batch], norms[batch]
+    return np.asarray(clipped_gradient_sum(loss, theta, A, v, clip_norm, norms=norms), dtype=np.float64)
 
 
 def _batch_of(batch: np.ndarray, start: int, stop: int) -> np.ndarray:
