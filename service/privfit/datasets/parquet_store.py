@@ -400,17 +400,29 @@ class PartitionWriter:
             self._flush(self.rows_per_partition)
 
     def _flush(self, rows: int) -> None:
-        """Write the first ``rows`` buffered rows as the next partition."""
-        X = np.concatenate([b[0] for b in self._blocks])
-        y = np.concatenate([b[1] for b in self._blocks])
-        units = np.concatenate([b[2] for b in self._blocks if b[2] is not None]) if self.units else None
-        info = PartitionInfo(f"part-{len(self._partitions):05d}.parquet", rows,
-                             partition_hash(X[:rows], y[:rows], None if units is None else units[:rows]))  # fmt: skip
-        self.store._write_partition(posixpath.join(self.staging, info.file), X[:rows], y[:rows],
-                                    None if units is None else units[:rows])  # fmt: skip
+        """Write the first ``rows`` buffered rows as the next partition (taken from the front of the buffered
+        blocks: a slice of a large block is not copied, so a block of many partitions costs one pass)."""
+        taken: list[tuple[np.ndarray, np.ndarray, np.ndarray | None]] = []
+        need = rows
+        while need:
+            X, y, units = self._blocks[0]
+            if X.shape[0] <= need:
+                taken.append(self._blocks.pop(0))
+                need -= X.shape[0]
+            else:
+                taken.append((X[:need], y[:need], None if units is None else units[:need]))
+                self._blocks[0] = (X[need:], y[need:], None if units is None else units[need:])
+                need = 0
+        X = taken[0][0] if len(taken) == 1 else np.concatenate([t[0] for t in taken])
+        y = taken[0][1] if len(taken) == 1 else np.concatenate([t[1] for t in taken])
+        units = None
+        if self.units:
+            parts = [t[2] for t in taken if t[2] is not None]
+            units = parts[0] if len(parts) == 1 else np.concatenate(parts)
+        info = PartitionInfo(f"part-{len(self._partitions):05d}.parquet", rows, partition_hash(X, y, units))
+        self.store._write_partition(posixpath.join(self.staging, info.file), X, y, units)
         self._partitions.append(info)
-        rest = (X[rows:], y[rows:], None if units is None else units[rows:])
-        self._blocks, self._buffered = ([rest] if rest[0].shape[0] else []), X.shape[0] - rows
+        self._buffered -= rows
 
     def finish(self) -> str:
         """Write the last partition, move the partitions to the dataset's directory, write the manifest; the key."""
