@@ -7,9 +7,8 @@ and its solver reads rows only through partition sums (:attr:`~privfit.solvers.b
 ``dp_gd``, ``dp_sgd``). The choice depends on public things only (the deployment's settings, the solver, the
 schema), never on the rows. The cluster is ``PRIVFIT_DASK_SCHEDULER``: a scheduler's address
 (``tcp://scheduler:8786``, the Dask project's own deployments: docker compose, Kubernetes, HPC) or ``local`` — a
-``LocalCluster`` of
-``PRIVFIT_DASK_LOCAL_WORKERS`` worker processes started by this process on first use (one machine; also what the
-tests use). The client connects on the first fit, not at start-up.
+``LocalCluster`` of ``PRIVFIT_DASK_LOCAL_WORKERS`` worker processes started by this process on first use (one
+machine; also what the tests use). The client connects on the first fit, not at start-up.
 """
 
 from __future__ import annotations
