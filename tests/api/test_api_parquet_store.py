@@ -64,9 +64,10 @@ def test_dp_gd_and_dp_sgd_fits_run_on_the_dask_cluster_and_others_in_memory(sqli
             fit = wait_for(client, fit_id, keys.analyst)
             assert fit["status"] == "succeeded" and fit["result"]["coefficients"][0] > 0, fit
 
-        def cached() -> int:
+        def cache() -> tuple[int, int]:
             from privfit.scaleout.dask_rows import _CACHE
 
-            return len(_CACHE._entries)
+            return _CACHE.reads, len(_CACHE._entries)
 
-        assert list(rows.client().run(cached).values()) == [12]  # the 12 partitions, prepared once for both fits
+        # each Dask fit read the 12 partitions once, and left none in the worker's memory when it ended
+        assert list(rows.client().run(cache).values()) == [(24, 0)]

@@ -252,7 +252,10 @@ def _execute(
         if partitions is None:
             result = solver.fit(X, y, meta, resolved, secure_generator(), progress, stop, units=units)
         else:
-            result = solver.fit_partitioned(partitions, meta, resolved, secure_generator(), progress, stop)
+            try:
+                result = solver.fit_partitioned(partitions, meta, resolved, secure_generator(), progress, stop)
+            finally:
+                partitions.release()  # the workers keep no row of the dataset past its fit
     except FitCancelled:
         if monitor.lost.is_set():
             return None
@@ -262,9 +265,13 @@ def _execute(
         log.info("job cancelled", extra={"job_id": job.id})
         return "cancelled"
     except DatasetStoreError as error:
-        log.error("dataset unavailable", extra={"job_id": job.id, "error_type": type(error).__name__})
-        fail(db, job.id, worker, {"type": "dataset_unavailable", "detail": f"{error}; the fit did not read the "
-                                  "data and its privacy charge was refunded"})  # fmt: skip
+        log.error("dataset unavailable", extra={"job_id": job.id, "error_type": type(error).__name__,
+                                                "reading": reading})  # fmt: skip
+        if reading:  # a partition failed its check during a partitioned fit: rows were read, the charge is kept
+            fail(db, job.id, worker, FAILED_AFTER_READING)
+        else:
+            fail(db, job.id, worker, {"type": "dataset_unavailable", "detail": f"{error}; the fit did not read the "
+                                      "data and its privacy charge was refunded"})  # fmt: skip
         return "failed"
     except MemoryError:  # allocation sizes are functions of public shapes: the machine, not the rows, ran short
         return _interrupted(db, job, worker, max_attempts, "memory")

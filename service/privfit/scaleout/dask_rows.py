@@ -12,7 +12,8 @@ partition from the store — checking it against the dataset's hash tree —, en
 worker, never a row. Partition i is sent to worker i mod W (W workers, sorted by address) so that its decoded rows,
 cached in that worker's memory up to ``cache_bytes`` (least recently used first out), are read from the store once per
 fit when they fit in the workers' memory, and again at each step when they do not (data larger than the cluster's
-memory).
+memory). When the fit ends, whatever its outcome, every worker drops the dataset's partitions
+(:meth:`DaskPartitionedRows.release`): no row stays in a worker's memory past its fit.
 
 **Privacy.** The sum returned is the in-memory fit's sum of the same clipped terms (:mod:`privfit.solvers.partitioned`);
 the tasks, their number and their sizes are functions of the public manifest (n, d, the partition size), and a
@@ -21,6 +22,7 @@ task's failure (a store error, a lost worker) fails the whole fit the same way w
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import OrderedDict
@@ -37,7 +39,9 @@ from privfit.solvers.baselines.dp_sgd import member_gradient_sums
 from privfit.solvers.geometry import row_norms
 from privfit.solvers.losses import GLMLoss, MultinomialLogisticLoss
 
-__all__ = ["DaskPartitionedRows", "DaskStepTimeout", "StoredPartitions", "partition_clipped_sum"]
+__all__ = ["DaskPartitionedRows", "DaskStepTimeout", "StoredPartitions", "forget_partitions", "partition_clipped_sum"]
+
+log = logging.getLogger("privfit.scaleout")
 
 FloatArray = np.ndarray
 #: The decoded partitions a worker keeps by default: a quarter of the 1 GiB a Dask worker is typically given.
@@ -79,6 +83,7 @@ class _PartitionCache:
     def __init__(self) -> None:
         self._entries: OrderedDict[Hashable, Prepared] = OrderedDict()
         self._bytes = 0
+        self.reads = 0  # partitions read from the store by this process (benchmarks, tests)
         self._lock = threading.Lock()
         self._stores: dict[tuple[str, str, int], ParquetDatasetStore] = {}
 
@@ -88,6 +93,12 @@ class _PartitionCache:
             if index not in self._stores:
                 self._stores[index] = ParquetDatasetStore(where.url, where.options, where.partition_bytes)
             return self._stores[index]
+
+    def forget(self, key: str) -> None:
+        """Drop every prepared partition of the dataset ``key`` (entries are (url, key, index, …))."""
+        with self._lock:
+            for entry in [e for e in self._entries if isinstance(e, tuple) and e[1] == key]:
+                self._bytes -= sum(array.nbytes for array in self._entries.pop(entry))
 
     def get(self, entry: Hashable) -> Prepared | None:
         with self._lock:
@@ -111,6 +122,11 @@ class _PartitionCache:
 _CACHE = _PartitionCache()
 
 
+def forget_partitions(key: str) -> None:
+    """In a worker process: drop the prepared partitions of the dataset ``key`` (the end of a fit)."""
+    _CACHE.forget(key)
+
+
 def partition_clipped_sum(
     where: StoredPartitions,
     index: int,
@@ -130,6 +146,7 @@ def partition_clipped_sum(
     prepared = _CACHE.get(entry)
     if prepared is None:
         part = _CACHE.store(where).read_partition(where.key, where.manifest, index)
+        _CACHE.reads += 1
         A, v = enforce_declared_bounds(part.X, part.y, meta)
         A = design_matrix(A, fit_intercept)
         prepared = (A, v, row_norms(A))  # the norms once per partition, as the in-memory fit computes them once
@@ -212,3 +229,11 @@ class DaskPartitionedRows:
             raise DaskStepTimeout(f"the Dask cluster did not compute a step's {len(futures)} partition sums within "
                                   f"{self._timeout:g} s (PRIVFIT_DASK_TIMEOUT_SECONDS)") from None  # fmt: skip
         return total[0] if single else total
+
+    def release(self) -> None:
+        """Every worker drops this dataset's prepared partitions: no row stays in a worker's memory past the fit (a
+        worker that is gone holds nothing)."""
+        try:
+            self._client.run(forget_partitions, self._where.key)
+        except Exception:  # an unreachable cluster keeps nothing of this fit either
+            log.warning("could not clear the Dask workers' partition caches")

@@ -55,3 +55,8 @@ class PartitionedRows(Protocol):
         ``batch``: None, every row; a sorted 1-D array of row indices, those rows for every θ_j; a (k, n) boolean
         matrix, row i for θ_j where it is True (vectorised runs of an audit)."""
         ...
+
+    def release(self) -> None:
+        """Forget whatever the machines holding the partitions kept of the rows for this fit (called when it ends,
+        whatever its outcome)."""
+        ...
