@@ -628,10 +628,14 @@ async def fit_events(job_id: FitId, request: Request, include: FitInclude,
 
     def read_fit() -> dict[str, Any] | None:
         # the key is checked again at every poll, as every request is: a key revoked (or a grant withdrawn) while its
-        # stream is open ends the stream (None) instead of showing the fit any longer
+        # stream is open ends the stream (None) instead of showing the fit any longer. The key and the visibility are
+        # checked AFTER the fit is read, so a state written by the revocation itself (its queued fits cancelled) is
+        # never sent to the key it revoked.
         try:
+            fit = lean_fit(_jsonable(_job_json(visible_job(request, job.id, principal))), include)
             authenticate(request.app.state.db, request.headers.get("authorization"))
-            return lean_fit(_jsonable(_job_json(visible_job(request, job.id, principal))), include)
+            visible_job(request, job.id, principal)
+            return fit
         except Problem:
             return None
 
