@@ -223,8 +223,9 @@ def dask_client() -> Iterator[object]:
         if os.environ.get("CI") == "true":
             pytest.fail(f"dask[distributed] is a test dependency: {error}")
         pytest.skip(f"dask[distributed] is a test dependency: {error}")
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                                       memory_limit="1GiB")  # fmt: skip
+    from privfit.scaleout.cluster import local_cluster
+
+    cluster = local_cluster(2, memory_limit="1GiB")
     with distributed.Client(cluster, set_as_default=False) as client:
         yield client
     cluster.close()

@@ -51,6 +51,32 @@ def test_partitions_follow_the_public_size_rule_and_round_trip_units(tmp_path: P
     np.testing.assert_array_equal(y, dataset.y)
 
 
+def test_partitions_are_plain_columns_and_the_earlier_list_layout_still_reads(tmp_path: Path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    store = stores(tmp_path)[0]
+    dataset = encoded(2, n=40)
+    key = store.put(dataset)
+    manifest = store.manifest(key)
+    first = tmp_path / "parquet" / key / manifest.partitions[0].file
+    metadata = pq.ParquetFile(first).metadata
+    assert pq.read_schema(first).names == ["x0", "x1", "x2", "y"]
+    chunk = metadata.row_group(0).column(0)
+    assert "PLAIN_DICTIONARY" not in chunk.encodings and "RLE_DICTIONARY" not in chunk.encodings
+    # a partition of the earlier layout (one column of fixed-size lists) decodes to the same rows and hash
+    rows = dataset.X[:32]
+    flat = pa.FixedSizeListArray.from_arrays(pa.array(np.ascontiguousarray(rows).reshape(-1)), 3)
+    pq.write_table(pa.table({"x": flat, "y": pa.array(dataset.y[:32])}), first)
+    part = store.read_partition(key, manifest, 0)
+    np.testing.assert_array_equal(part.X, rows)
+    out = np.full((32, 5), -1.0)  # decoding into a wider buffer fills its first d columns only
+    assert np.shares_memory(store.read_partition(key, manifest, 0, out=out).X, out)
+    np.testing.assert_array_equal(out[:, :3], rows)
+    assert np.all(out[:, 3:] == -1.0)
+    np.testing.assert_array_equal(store.read(key).X, dataset.X)
+
+
 def test_the_key_depends_on_the_content_and_partition_size_only(tmp_path: Path, s3_bucket: str):
     local, remote = stores(tmp_path, s3_bucket)
     dataset = encoded(1, n=70)

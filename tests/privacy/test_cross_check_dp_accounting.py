@@ -140,8 +140,14 @@ def test_sampled_without_replacement_gaussian_matches_dp_accounting():
     sets = list(wbk_reference.parameter_sets())
     assert np.array_equal(parameters, np.array(sets, dtype=np.float64))  # the stored curves are of these sets
     for index, ((n, m, z, steps, delta), theirs) in enumerate(zip(sets, curves, strict=True)):
-        if index % wbk_reference.LIVE_EVERY == 0:
-            np.testing.assert_allclose(wbk_reference.dp_accounting_curve(n, m, z, steps), theirs, rtol=1e-12, atol=0)
+        if index % wbk_reference.LIVE_EVERY == 0:  # the stored curve is the installed dp_accounting's, to its own
+            # float noise: at noise multipliers above ~8 its series cancel catastrophically at high orders, and what
+            # they return there moves with numpy's version (up to 3.5e-3 relative, numpy 2.4.6 against the file's)
+            live = wbk_reference.dp_accounting_curve(n, m, z, steps)
+            np.testing.assert_allclose(live, theirs, rtol=1e-12 if z < 8 else 1e-2, atol=0)
+            assert dpa_rdp.compute_epsilon(ORDERS, live, delta)[0] == pytest.approx(
+                dpa_rdp.compute_epsilon(ORDERS, theirs, delta)[0], rel=1e-9
+            )
         ours = steps * sampled_without_replacement_gaussian_rdp(DEFAULT_GRID, q=m / n, noise_multiplier=z)
         assert (ours >= theirs * (1 - 1e-9)).all()
         eps_ours = float(epsilons_at_delta(ORDERS, ours, delta)[0])

@@ -151,3 +151,64 @@ def test_a_cluster_without_workers_fails_the_step_instead_of_hanging(tmp_path: P
         with pytest.raises(DaskStepTimeout, match="PRIVFIT_DASK_TIMEOUT_SECONDS"):
             DP_GD.fit_partitioned(partitions, meta, resolved, make_generator(0, data_is_public=True))
     cluster.close()
+
+
+def _worker_cache(key: str) -> tuple[int, int, int]:
+    """In a worker: (partitions read from the store, partitions of ``key`` kept, reused buffers held)."""
+    from privfit.scaleout.dask_rows import _CACHE, _SCRATCH
+
+    return _CACHE.reads, sum(1 for entry in _CACHE._entries if entry[1] == key), len(_SCRATCH._buffers)
+
+
+def _forget_every_dataset() -> None:
+    from privfit.scaleout.dask_rows import _CACHE, forget_partitions
+
+    for entry in list(_CACHE._entries):
+        forget_partitions(entry[1])
+
+
+def test_a_cache_smaller_than_the_data_keeps_what_it_admitted_and_reads_only_the_rest_again(
+    dask_client, tmp_path: Path
+):
+    """Every step visits the partitions in the same order: a least-recently-used cache smaller than the data would
+    evict each partition just before it is needed again and hit nothing. The cache keeps the partitions it admitted
+    while they fit (here 3 of each worker's 7), reads the others into a reused buffer, and the fit's end drops both;
+    the release is the one of a cache holding everything."""
+    X, y = rows(8)
+    where = stored(tmp_path, X, y)  # 14 partitions of 51 rows (the last 37), 7 a worker
+    meta = PublicMetadata(n=700, d=4, row_norm_bound=1.0)
+    loss = make_loss("logistic")
+    common = {"loss": loss, "clip_norm": 0.8, "sigma": 3.0, "steps": 5, "step_size": 0.5, "radius": 5.0}
+    prepared = 51 * (5 + 2) * 8  # the design matrix, labels and row norms of a partition
+    dask_client.run(_forget_every_dataset)  # earlier tests' fits on this session's cluster left theirs
+    before = dask_client.run(_worker_cache, where.key)
+    small = DaskPartitionedRows(dask_client, where, meta, fit_intercept=True, cache_bytes=3 * prepared)
+    theta = np.full(5, 0.1)
+    first = small.clipped_sum(loss, theta, 0.8)
+    after_one = dask_client.run(_worker_cache, where.key)
+    assert sum(a[0] - b[0] for a, b in zip(after_one.values(), before.values(), strict=True)) == 14
+    assert sorted(entry[1] for entry in after_one.values()) == [3, 3]  # admitted while they fit, none evicted
+    assert all(entry[2] == 1 for entry in after_one.values())  # the others went through one reused buffer
+    np.testing.assert_array_equal(small.clipped_sum(loss, theta, 0.8), first)
+    after_two = dask_client.run(_worker_cache, where.key)
+    assert sum(a[0] - b[0] for a, b in zip(after_two.values(), after_one.values(), strict=True)) == 8  # 14 − 6 kept
+    on_dask = dp_gradient_descent(np.empty((0, 5)), np.empty(0), rng=make_generator(2, data_is_public=True),
+                                  partitions=small, **common)  # fmt: skip
+    in_memory = dp_gradient_descent(augment_intercept(X), y, rng=make_generator(2, data_is_public=True),
+                                    precision="float64", **common)  # fmt: skip
+    np.testing.assert_allclose(on_dask, in_memory, rtol=1e-10, atol=1e-12)
+    small.release()
+    assert all(entry[1:] == (0, 0) for entry in dask_client.run(_worker_cache, where.key).values())
+
+
+def test_the_local_cluster_s_workers_use_glibc_s_own_malloc_policy():
+    """privfit.scaleout.cluster: Dask's MALLOC_TRIM_THRESHOLD_=65536 is unset in the workers it starts."""
+    import os
+
+    from privfit.scaleout.cluster import local_cluster
+
+    cluster = local_cluster(1, memory_limit="512MiB")
+    with distributed.Client(cluster, set_as_default=False) as client:
+        seen = client.run(lambda: os.environ.get("MALLOC_TRIM_THRESHOLD_"))
+    cluster.close()
+    assert list(seen.values()) == [None]

@@ -76,3 +76,25 @@ def test_rows_outside_the_bounds_are_brought_to_them_and_rows_inside_are_untouch
     np.testing.assert_array_equal(A[5:], X[5:])  # within the bounds: bit for bit
     np.testing.assert_array_equal(v[5:], y[5:])
     assert A[1, 1] == 0.0 and v[4] == 0.0 and v[3] == 1.0
+
+
+@pytest.mark.parametrize("case", [case for case in SOLVER_CASES if case.solver == "dp_gd"][:1], ids=lambda c: c.id)
+def test_enforcing_the_bounds_in_place_gives_the_copy_s_values_bit_for_bit(case: SolverCase) -> None:
+    """The in-place form (a partition decoded into its design buffer, privfit.scaleout) on a view of a wider buffer."""
+    meta = case.meta()
+
+    @settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+    @given(data=datasets(case.n, case.d))
+    def check(data: tuple[np.ndarray, np.ndarray]) -> None:
+        X, y = data
+        expected_A, expected_v = enforce_declared_bounds(X, y, meta)
+        buffer = np.full((X.shape[0], X.shape[1] + 1), 7.0)
+        buffer[:, : X.shape[1]] = X
+        v = y.copy()
+        A, w = enforce_declared_bounds(buffer[:, : X.shape[1]], v, meta, in_place=True)
+        assert np.shares_memory(A, buffer) and w is v
+        np.testing.assert_array_equal(A, expected_A)
+        np.testing.assert_array_equal(w, expected_v)
+        assert np.all(buffer[:, -1] == 7.0)  # the columns beyond the view are untouched
+
+    check()

@@ -10,14 +10,18 @@ partition from the store — checking it against the dataset's hash tree —, en
 (:func:`~privfit.solvers.base.enforce_declared_bounds`), appends the intercept column and returns
 :func:`~privfit.solvers.baselines.dp_gd.clipped_gradient_sum` of its rows in float64: only a p-vector per θ leaves a
 worker, never a row. Partition i is sent to worker i mod W (W workers, sorted by address) so that its decoded rows,
-cached in that worker's memory up to ``cache_bytes`` (least recently used first out), are read from the store once per
-fit when they fit in the workers' memory, and again at each step when they do not (data larger than the cluster's
-memory). When the fit ends, whatever its outcome, every worker drops the dataset's partitions
+cached in that worker's memory up to ``cache_bytes``, are read from the store once per fit when they fit in the
+workers' memory, and again at each step when they do not (data larger than the cluster's memory). A step visits every
+partition in the same order, a cyclic scan for which a least-recently-used cache smaller than the data hits nothing
+(each partition is evicted just before it is needed again): the cache keeps the partitions it admitted while they fit
+and reads the others into one reused buffer per thread, so a step reads only the partitions beyond the cache. When
+the fit ends, whatever its outcome, every worker drops the dataset's partitions
 (:meth:`DaskPartitionedRows.release`): no row stays in a worker's memory past its fit.
 
-**Privacy.** The sum returned is the in-memory fit's sum of the same clipped terms (:mod:`privfit.solvers.partitioned`);
-the tasks, their number and their sizes are functions of the public manifest (n, d, the partition size), and a
-task's failure (a store error, a lost worker) fails the whole fit the same way whatever the rows hold.
+**Privacy.** The sum returned is the in-memory fit's sum of the same clipped terms
+(:mod:`privfit.solvers.partitioned`); the tasks, their number and their sizes are functions of the public manifest
+(n, d, the partition size), and a task's failure (a store error, a lost worker) fails the whole fit the same way
+whatever the rows hold.
 """
 
 from __future__ import annotations
@@ -25,7 +29,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from privfit.datasets.parquet_store import Manifest, ParquetDatasetStore
-from privfit.solvers.base import PublicMetadata, design_matrix, enforce_declared_bounds
+from privfit.solvers.base import PublicMetadata, enforce_declared_bounds
 from privfit.solvers.baselines.dp_gd import clipped_gradient_sum, parameter_dimension
 from privfit.solvers.baselines.dp_sgd import member_gradient_sums
 from privfit.solvers.geometry import row_norms
@@ -77,11 +80,12 @@ Prepared = tuple[FloatArray, FloatArray, FloatArray]
 
 
 class _PartitionCache:
-    """Prepared partitions (bounded rows with the intercept column, labels, row norms) of one worker process, least
-    recently used first out beyond ``budget`` bytes; thread-safe (a worker may run several tasks at once)."""
+    """Prepared partitions (bounded rows with the intercept column, labels, row norms) of one worker process, admitted
+    while they fit in ``budget`` bytes and kept until their dataset's fit ends (module docstring: a cyclic scan);
+    thread-safe (a worker may run several tasks at once)."""
 
     def __init__(self) -> None:
-        self._entries: OrderedDict[Hashable, Prepared] = OrderedDict()
+        self._entries: dict[Hashable, Prepared] = {}
         self._bytes = 0
         self.reads = 0  # partitions read from the store by this process (benchmarks, tests)
         self._lock = threading.Lock()
@@ -102,29 +106,69 @@ class _PartitionCache:
 
     def get(self, entry: Hashable) -> Prepared | None:
         with self._lock:
-            found = self._entries.get(entry)
-            if found is not None:
-                self._entries.move_to_end(entry)
-            return found
+            return self._entries.get(entry)
+
+    def admits(self, size: int, budget: int) -> bool:
+        """Whether a prepared partition of ``size`` bytes fits beside the cached ones in ``budget``."""
+        with self._lock:
+            return self._bytes + size <= budget
 
     def put(self, entry: Hashable, value: Prepared, budget: int) -> None:
+        """Keep ``value`` if it fits beside the cached partitions in ``budget`` (nothing is evicted for it)."""
         size = sum(array.nbytes for array in value)
         with self._lock:
-            if entry in self._entries or size > budget:
+            if entry in self._entries or self._bytes + size > budget:
                 return
             self._entries[entry] = value
             self._bytes += size
-            while self._bytes > budget:
-                _, evicted = self._entries.popitem(last=False)
-                self._bytes -= sum(array.nbytes for array in evicted)
+
+
+class _Scratch:
+    """One design-matrix buffer per thread, reused by the partitions the cache does not keep: a partition read again
+    at each step costs no fresh allocation (whose page faults cost as much as decoding it). :meth:`clear` drops them
+    all (the end of a fit: no row stays in the worker's memory)."""
+
+    def __init__(self) -> None:
+        self._buffers: dict[int, np.ndarray] = {}
+        self._lock = threading.Lock()
+
+    def matrix(self, rows: int, columns: int) -> FloatArray:
+        thread = threading.get_ident()
+        with self._lock:
+            buffer = self._buffers.get(thread)
+            if buffer is None or buffer.size < rows * columns:
+                buffer = self._buffers[thread] = np.empty(rows * columns, dtype=np.float64)
+        return buffer[: rows * columns].reshape(rows, columns)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._buffers.clear()
 
 
 _CACHE = _PartitionCache()
+_SCRATCH = _Scratch()
 
 
 def forget_partitions(key: str) -> None:
-    """In a worker process: drop the prepared partitions of the dataset ``key`` (the end of a fit)."""
+    """In a worker process: drop the prepared partitions of the dataset ``key`` and the reused buffers (the end of a
+    fit)."""
     _CACHE.forget(key)
+    _SCRATCH.clear()
+
+
+def _prepare(where: StoredPartitions, index: int, meta: PublicMetadata, fit_intercept: bool, A: FloatArray) -> Prepared:
+    """Partition ``index`` as the in-memory fit prepares its matrix (:meth:`privfit.solvers.base.Solver.fit`: the
+    declared bounds enforced, the intercept column appended — :func:`~privfit.solvers.base.design_matrix` — and the
+    row norms computed once), decoded straight into the design matrix's buffer ``A`` (rows × (d + intercept)) and
+    bounded there: no copies (a partition is read again at each step when the data is larger than the workers'
+    memory)."""
+    d = where.manifest.d
+    if fit_intercept:
+        A[:, d] = 1.0
+    part = _CACHE.store(where).read_partition(where.key, where.manifest, index, out=A)
+    v = np.array(part.y, dtype=np.float64)
+    enforce_declared_bounds(part.X, v, meta, in_place=True)
+    return A, v, row_norms(A)
 
 
 def partition_clipped_sum(
@@ -145,12 +189,13 @@ def partition_clipped_sum(
     entry = (where.url, where.key, index, meta.row_norm_bound, meta.label_bound, fit_intercept)
     prepared = _CACHE.get(entry)
     if prepared is None:
-        part = _CACHE.store(where).read_partition(where.key, where.manifest, index)
+        rows, columns = where.manifest.partitions[index].rows, where.manifest.d + (1 if fit_intercept else 0)
+        keep = _CACHE.admits(rows * (columns + 2) * 8, cache_bytes)  # the matrix, the labels and the row norms
+        A = np.empty((rows, columns), dtype=np.float64) if keep else _SCRATCH.matrix(rows, columns)
+        prepared = _prepare(where, index, meta, fit_intercept, A)
         _CACHE.reads += 1
-        A, v = enforce_declared_bounds(part.X, part.y, meta)
-        A = design_matrix(A, fit_intercept)
-        prepared = (A, v, row_norms(A))  # the norms once per partition, as the in-memory fit computes them once
-        _CACHE.put(entry, prepared, cache_bytes)
+        if keep:
+            _CACHE.put(entry, prepared, cache_bytes)
     A, v, norms = prepared
     if batch is not None and batch.ndim == 2:
         return np.asarray(member_gradient_sums(loss, theta, A, v, batch, clip_norm), dtype=np.float64)
@@ -196,6 +241,15 @@ class DaskPartitionedRows:
     @property
     def features(self) -> int:
         return self._where.manifest.d + (1 if self._fit_intercept else 0)
+
+    @property
+    def partition_rows(self) -> tuple[int, ...]:
+        return tuple(p.rows for p in self._where.manifest.partitions)
+
+    def read_rows(self, index: int) -> tuple[FloatArray, FloatArray]:
+        """Partition ``index`` read from the store by the fit's own process (a streamed pass needs no worker)."""
+        part = _CACHE.store(self._where).read_partition(self._where.key, self._where.manifest, index)
+        return part.X, np.array(part.y, dtype=np.float64)  # a writable copy of Arrow's read-only labels
 
     def clipped_sum(
         self,

@@ -3,8 +3,9 @@ by every worker process (the embedded pool, ``privfit worker``, Celery workers),
 :class:`~privfit.solvers.partitioned.PartitionedRows` it runs on, or None to read the dataset into memory as before.
 
 A fit runs on the cluster when its dataset is in the parquet store (``PRIVFIT_STORE=parquet``), has no privacy unit,
-and its solver reads rows only through partition sums (:attr:`~privfit.solvers.base.Solver.supports_partitions`:
-``dp_gd``, ``dp_sgd``). The choice depends on public things only (the deployment's settings, the solver, the
+and its solver reads rows only through partitions (:attr:`~privfit.solvers.base.Solver.supports_partitions`:
+``dp_gd`` and ``dp_sgd``, whose partition sums the cluster computes; ``dp_otb``, which streams the partitions
+through its own process). The choice depends on public things only (the deployment's settings, the solver, the
 schema), never on the rows. The cluster is ``PRIVFIT_DASK_SCHEDULER``: a scheduler's address
 (``tcp://scheduler:8786``, the Dask project's own deployments: docker compose, Kubernetes, HPC) or ``local`` — a
 ``LocalCluster`` of ``PRIVFIT_DASK_LOCAL_WORKERS`` worker processes started by this process on first use (one
@@ -46,9 +47,9 @@ class DaskRowSource:
                 import distributed
 
                 if self.scheduler == "local":
-                    self._cluster = distributed.LocalCluster(
-                        n_workers=self.local_workers, threads_per_worker=1, processes=True, dashboard_address=None
-                    )
+                    from .cluster import local_cluster
+
+                    self._cluster = local_cluster(self.local_workers)
                     self._client = distributed.Client(self._cluster, set_as_default=False)
                 else:
                     self._client = distributed.Client(self.scheduler, timeout=self.connect_timeout_seconds,

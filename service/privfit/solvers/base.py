@@ -70,7 +70,7 @@ from privfit.errors import ParameterError
 from privfit.privacy import DEFAULT_GRID, DeltaAllowance, OrderGrid, PrivacyCost
 from privfit.privacy.noise import SamplerName, current_sampler, describe_sampler, using_sampler
 
-from .geometry import augment_intercept, augmented_bound, clip_rows
+from .geometry import augment_intercept, augmented_bound, clip_rows, clip_rows_in_place
 from .losses import GLMLoss, MultinomialLogisticLoss, available_models, make_loss
 from .partitioned import PartitionedRows
 from .units import UnitIndex
@@ -1565,7 +1565,9 @@ def check_fit_inputs(
     return (A if fit_intercept is None else design_matrix(A, fit_intercept)), v
 
 
-def enforce_declared_bounds(X: np.ndarray, y: np.ndarray, meta: PublicMetadata) -> tuple[np.ndarray, np.ndarray]:
+def enforce_declared_bounds(
+    X: np.ndarray, y: np.ndarray, meta: PublicMetadata, *, in_place: bool = False
+) -> tuple[np.ndarray, np.ndarray]:
     """The rows with the declared bounds enforced (DESIGN §1.2): non-finite entries become 0, every row is clipped
     to ‖x‖ ≤ B_x (:func:`~privfit.solvers.geometry.clip_rows`: rows within the bound are returned bit for bit) and
     every label to [−B_y, B_y].
@@ -1573,11 +1575,19 @@ def enforce_declared_bounds(X: np.ndarray, y: np.ndarray, meta: PublicMetadata) 
     Data encoded at upload already satisfies the bounds, so this is a no-op there; it is the guard that makes every
     solver's sensitivity bound and numerics hold on ANY input, so that no exception and no unaccounted change can
     come from row values (issue 18). The work is the same for every input (a fixed number of vectorised passes).
+    With ``in_place`` the caller's float64 ``X`` and ``y`` (views included) are overwritten and returned: the same
+    values without the copies (a partition just decoded into its fit's buffer, :mod:`privfit.scaleout.dask_rows`).
     """
     with np.errstate(invalid="ignore"):
-        A = clip_rows(np.where(np.isfinite(X), X, 0.0), meta.row_norm_bound)
-        v = np.clip(np.where(np.isfinite(y), y, 0.0), -meta.label_bound, meta.label_bound)
-    return A, v
+        if not in_place:
+            A = clip_rows(np.where(np.isfinite(X), X, 0.0), meta.row_norm_bound)
+            v = np.clip(np.where(np.isfinite(y), y, 0.0), -meta.label_bound, meta.label_bound)
+            return A, v
+        np.copyto(X, 0.0, where=~np.isfinite(X))
+        clip_rows_in_place(X, meta.row_norm_bound)
+        np.copyto(y, 0.0, where=~np.isfinite(y))
+        np.clip(y, -meta.label_bound, meta.label_bound, out=y)
+    return X, y
 
 
 def fits_intercept(resolved: ResolvedParams) -> bool:

@@ -1,8 +1,11 @@
 """Rows that are not in the fit's memory: a dataset read partition by partition where it is stored, the clipped
 gradient sums computed there and only the sums brought back (issue 39; Dask: :mod:`privfit.scaleout`).
 
-A solver that supports it (:attr:`privfit.solvers.base.Solver.supports_partitions`: ``dp_gd``, ``dp_sgd``) is given
-a :class:`PartitionedRows` instead of the matrix. Its only access to the rows is :meth:`PartitionedRows.clipped_sum`:
+A solver that supports it (:attr:`privfit.solvers.base.Solver.supports_partitions`: ``dp_gd``, ``dp_sgd``,
+``dp_otb``) is given a :class:`PartitionedRows` instead of the matrix. ``dp_otb`` makes one pass over the rows and
+reads them itself, one partition at a time (:meth:`PartitionedRows.read_rows`; its compiled rounds enforce the
+declared bounds row by row, as in memory): its process holds one partition and the next, never the dataset. The
+gradient-descent solvers' only access to the rows is :meth:`PartitionedRows.clipped_sum`:
 ``Σ_{i ∈ B} clip_C(∇ℓ(θ; x_i, y_i))`` over every row (``dp_gd``) or over a batch B the fit drew (``dp_sgd``: the
 indices its sampler drew from its own generator, as in memory), for one or several θ — exactly the quantity the
 in-memory fit computes (:func:`privfit.solvers.baselines.dp_gd.clipped_gradient_sum`), each partition's part
@@ -41,6 +44,16 @@ class PartitionedRows(Protocol):
     @property
     def features(self) -> int:
         """The columns of the design matrix: the dataset's d, plus one when the fit has an intercept."""
+        ...
+
+    @property
+    def partition_rows(self) -> tuple[int, ...]:
+        """The number of rows of each partition, in storage order (public: a function of n and d)."""
+        ...
+
+    def read_rows(self, index: int) -> tuple[FloatArray, FloatArray]:
+        """Partition ``index``'s rows (r × d, without the intercept column) and labels as stored, read into this
+        process and checked (a streamed pass: ``dp_otb``; the solver enforces the declared bounds)."""
         ...
 
     def clipped_sum(

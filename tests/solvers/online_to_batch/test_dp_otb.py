@@ -266,14 +266,57 @@ def test_compiled_loop_with_honaker_uses_the_audited_noise_path(learner: str) ->
     np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-9)
 
 
-def _run(X, y, resolved: DPOTBResolved, order: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+def _run(X, y, resolved: DPOTBResolved, order: np.ndarray | None, rng: np.random.Generator, **more) -> np.ndarray:
     return dp_online_to_batch(
         X, y, model=resolved.model, loss_parameter=next(iter(resolved.loss_params.values()), 0.0), l2=resolved.l2,
         fit_intercept=resolved.fit_intercept, feature_bound=resolved.row_norm_bound, label_bound=resolved.label_bound,
         radius=resolved.radius, k=resolved.k, sigma_1=resolved.noise_scale, step_bound=resolved.step_bound,
         learner_name=resolved.learner,
-        estimator=resolved.prefix_estimator, context=SOLVER.learner_context(resolved), rng=rng, order=order,
+        estimator=resolved.prefix_estimator, context=SOLVER.learner_context(resolved), rng=rng, order=order, **more,
     )  # fmt: skip
+
+
+@pytest.mark.parametrize("sampler", ["float", "exact"])
+def test_a_stored_dataset_streamed_by_partitions_is_the_in_memory_pass_in_their_order(
+    dask_client, tmp_path, sampler: str
+) -> None:
+    """Issue 39: the pass over a dataset in the parquet store reads one partition at a time (partitions in a secret
+    order, each partition's rows in a secret order, from a child generator spawned before the noise) and releases
+    exactly what the in-memory pass releases with that order for the same noise — float and exact samplers — through
+    ``fit_partitioned`` as well; the partition reads are checked (a tampered partition fails the fit)."""
+    from types import SimpleNamespace
+
+    from privfit.datasets.parquet_store import ParquetDatasetStore
+    from privfit.datasets.store import DatasetStoreError
+    from privfit.scaleout.dask_rows import DaskPartitionedRows, StoredPartitions
+
+    X, y = synthetic(3000, 3, "logistic", seed=6)
+    X[5], y[7] = 9.0, np.nan  # rows beyond the bounds: the loop enforces them, streamed or not
+    store = ParquetDatasetStore(str(tmp_path / "parquet"), partition_bytes=4096)  # 128 rows a partition
+    where = StoredPartitions.of(store, store.put(SimpleNamespace(X=X, y=y, units=None)))
+    meta = PublicMetadata(n=3000, d=3, row_norm_bound=1.0)
+    with using_sampler(sampler):
+        resolved = SOLVER.resolve({"model": "logistic", "rho": 1.0}, meta)
+        partitions = DaskPartitionedRows(dask_client, where, meta, fit_intercept=False)
+        assert partitions.partition_rows == (128,) * 23 + (56,) and partitions.features == 3
+        lattice = exact_lattice(resolved) if sampler == "exact" else None
+        streamed = _run(np.empty((0, 3)), np.empty(0), resolved, None, make_generator(4, data_is_public=True),
+                        partitions=partitions, lattice=lattice)  # fmt: skip
+        rng = make_generator(4, data_is_public=True)
+        order_rng = rng.spawn(1)[0]
+        starts = np.arange(24) * 128
+        visit = order_rng.permutation(24)
+        order = np.concatenate([starts[j] + order_rng.permutation(partitions.partition_rows[j]) for j in visit])
+        assert sorted(order) == list(range(3000))
+        in_memory = _run(X, y, resolved, order, rng, lattice=lattice)
+        np.testing.assert_array_equal(streamed, in_memory)
+        fitted = SOLVER.fit_partitioned(partitions, meta, resolved, make_generator(4, data_is_public=True))
+        np.testing.assert_array_equal(np.append(fitted.coefficients, fitted.intercept), streamed)
+    foreign = store.put(SimpleNamespace(X=X[::-1].copy(), y=y[::-1].copy(), units=None))
+    store.fs.pipe_file(f"{store.root}/{where.key}/part-00009.parquet",
+                       store.fs.cat_file(f"{store.root}/{foreign}/part-00009.parquet"))  # fmt: skip
+    with pytest.raises(DatasetStoreError, match="does not match its content hash"):
+        SOLVER.fit_partitioned(partitions, meta, resolved, make_generator(4, data_is_public=True))
 
 
 def test_rows_and_labels_outside_the_bounds_are_brought_to_them_in_the_loop() -> None:
@@ -457,7 +500,7 @@ def test_exact_kernel_releases_integer_running_sums_plus_tree_noise_on_the_latti
     noise = integer_noise(lattice, n * p, rng).reshape(n, p).astype(np.float64)
     for t in range(1, n + 1):
         online_to_batch_block(
-            X, y, np.arange(n), t, t + 1, noise[t - 1 : t], 1.0, 1.0, 0, LOSS_KINDS["logistic"], 0.0, r.l2, True,
+            X, y, np.arange(t - 1, t), t, t + 1, noise[t - 1 : t], 1.0, 1.0, 0, LOSS_KINDS["logistic"], 0.0, r.l2, True,
             1.0, 1.0, r.radius, r.step_bound, kind.kind, w, x, g, prefix, left, left_variance, beta_total,
             state.vectors, state.scalars, state.config, scratch, h, g_int,
         )  # fmt: skip

@@ -186,7 +186,7 @@ def test_the_loop_keeps_every_step_within_the_bound_and_every_realised_gap_withi
         x_prev, beta_before = x.copy(), beta_total[0]
         played = w.copy()
         online_to_batch_block(
-            X, y, order, t, t + 1, normals[t - 1 : t], r.noise_scale, k, 1, LOSS_KINDS[model],
+            X, y, order[t - 1 : t], t, t + 1, normals[t - 1 : t], r.noise_scale, k, 1, LOSS_KINDS[model],
             next(iter(r.loss_params.values()), 0.0), r.l2, True, 1.0, By, r.radius, r.step_bound, kind.kind,
             w, x, g, prefix, left, left_variance, beta_total, state.vectors, state.scalars, state.config, scratch,
             0.0, np.zeros(p, dtype=np.int64),

@@ -74,7 +74,8 @@ def online_to_batch_block(
     """Rounds ``t_start ≤ t < t_stop`` of Algorithm 1 (see the module docstring); state updated in place.
 
     Args:
-        X, y: the private rows (n × d, n); ``order[t − 1]`` is the row used in round t (a secret permutation).
+        X, y: the private rows (m × d, m: all n rows, or the partition that rounds t_start … t_stop − 1 read);
+            ``order[t − t_start]`` is the row of X used in round t (a part of a secret permutation).
         normals: standard normals R̃_t for the block, shape (t_stop − t_start, p).
         sigma_1: σ_1 of eq. (4); round t's node noise has standard deviation σ_1 t^{k−1}.
         estimator: 0 = plain (E_t = R_t), 1 = Honaker (``ESTIMATORS`` of the tree module).
@@ -119,7 +120,7 @@ def online_to_batch_block(
         # entry is 0, the features are clipped to B_x, the label to [−B_y, B_y]; rows within the bounds are used
         # unchanged), so the design row (a, 1) has norm ≤ sqrt(B_x² + 1). The clipping factor multiplies the dot
         # products and the gradient's coefficient, so every row costs the same passes (issue 18)
-        index = order[t - 1]
+        index = order[t - t_start]
         row = X[index]
         feature_sq = 0.0
         z_now = 0.0

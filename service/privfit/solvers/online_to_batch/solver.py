@@ -109,6 +109,7 @@ from privfit.solvers.online_to_batch.tree_aggregation import (
     tree_levels,
     tree_sensitivity_bound,
 )
+from privfit.solvers.partitioned import PartitionedRows
 
 __all__ = ["DPOTBParams", "DPOTBResolved", "DPOnlineToBatch", "dp_online_to_batch"]
 
@@ -284,8 +285,16 @@ def dp_online_to_batch(
     reporter: ProgressReporter | None = None,
     order: NDArray[np.int64] | None = None,
     lattice: Lattice | None = None,
+    partitions: PartitionedRows | None = None,
 ) -> FloatArray:
     """Algorithm 1 over all rows of ``X`` in a secret random order; returns x_T (length p = d + intercept).
+
+    With ``partitions`` (a dataset held elsewhere, :mod:`privfit.solvers.partitioned`; ``X`` then only gives d by its
+    columns) the pass streams the partitions, holding one (and the next, read meanwhile): the rounds visit the
+    partitions in a secret random order and each partition's rows in a secret random order
+    (:func:`partition_order`, from a child of ``rng`` spawned before any noise is drawn). The mechanism is the same:
+    each row is used in exactly one round, whatever the order, and Theorem 3's bound holds for every fixed order
+    (tree module §A: the replaced row enters one round q and the nodes covering q).
 
     With a ``lattice`` (:func:`exact_lattice`; the exact sampler, k = 1, the plain estimator) every δ_t is
     rounded to it and summed in integers, and the nodes' noise is the exact discrete Gaussian of the lattice's
@@ -300,13 +309,18 @@ def dp_online_to_batch(
     :mod:`~privfit.solvers.online_to_batch.kernel`); ``step_bound`` is r of the noise (σ_1 must be calibrated to
     it), enforced by the loop's projection of every played point.
     """
-    n, d = X.shape
+    d = X.shape[1]
+    if partitions is None:
+        n = X.shape[0]
+        if order is None:
+            order = rng.permutation(n)
+        rows: Iterator[RowSegment] = iter([(X, y, np.ascontiguousarray(order, dtype=np.int64))])
+    else:
+        n = partitions.rows
+        rows = partition_order(partitions, rng.spawn(1)[0])
     p = d + (1 if fit_intercept else 0)
     learner = get_learner(learner_name)
     state = learner.init_state(context)
-    if order is None:
-        order = rng.permutation(n)
-    order = np.ascontiguousarray(order, dtype=np.int64)
     w = np.array(context.initial_point, dtype=np.float64, copy=True)
     x = np.zeros(p)
     g = np.zeros(p)
@@ -332,18 +346,52 @@ def dp_online_to_batch(
             return integer_noise(exact, shape[0] * shape[1], noise_rng).reshape(shape).astype(np.float64)
 
         spacing, node_scale = lattice.spacing, 1.0
+    segment_X, segment_y, segment_order = X, y, np.empty(0, dtype=np.int64)
+    used = 0  # rounds run on the current segment
     for start, normals in _prefetched_noise(draw, n, p, block):
         if reporter is not None:
             reporter.check_stop(start - 1)
         stop = start + normals.shape[0]
-        online_to_batch_block(
-            X, y, order, start, stop, normals, node_scale, k, ESTIMATORS[estimator], loss_kind, loss_parameter, l2,
-            fit_intercept, feature_bound, label_bound, radius, step_bound, learner.kind, w, x, g, prefix, left,
-            left_variance, beta_total, state.vectors, state.scalars, state.config, scratch, spacing, g_int,
-        )  # fmt: skip
+        t = start
+        while t < stop:  # the block's rounds, over as many segments (partitions) as they span
+            if used == segment_order.shape[0]:
+                segment_X, segment_y, segment_order = next(rows)
+                used = 0
+            until = min(stop, t + segment_order.shape[0] - used)
+            segment_rows, segment_normals = segment_order[used : used + until - t], normals[t - start : until - start]
+            online_to_batch_block(
+                segment_X, segment_y, segment_rows, t, until, segment_normals, node_scale, k, ESTIMATORS[estimator],
+                loss_kind, loss_parameter, l2, fit_intercept, feature_bound, label_bound, radius, step_bound,
+                learner.kind, w, x, g, prefix, left, left_variance, beta_total, state.vectors, state.scalars,
+                state.config, scratch, spacing, g_int,
+            )  # fmt: skip
+            used += until - t
+            t = until
         if reporter is not None:
             reporter.report(stop - 1)
     return x
+
+
+#: Rows of consecutive rounds: (X, y, order), round j of the segment using row ``order[j]`` of X.
+RowSegment = tuple[FloatArray, FloatArray, NDArray[np.int64]]
+
+
+def partition_order(partitions: PartitionedRows, rng: np.random.Generator) -> Iterator[RowSegment]:
+    """The rows of ``partitions`` in the order a streamed pass uses them: the partitions in the random order
+    π = ``rng.permutation(P)``, then for each partition j = π_1, π_2, … its rows in the order
+    ``rng.permutation(rows_j)`` (drawn as the partition is reached). Partition j + 1 is read while the caller runs
+    partition j. The order is secret (``rng`` is the fit's) and drawn from public sizes only; it is a uniform
+    permutation of the partitions and of the rows within each, not of all n rows (rows of one partition are
+    consecutive rounds: the upload's order decides which rows share a partition)."""
+    sizes = partitions.partition_rows
+    visit = rng.permutation(len(sizes))
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="privfit-partition") as pool:
+        pending = pool.submit(partitions.read_rows, int(visit[0]))
+        for position, index in enumerate(visit):
+            X, y = pending.result()
+            if position + 1 < len(visit):
+                pending = pool.submit(partitions.read_rows, int(visit[position + 1]))
+            yield X, y, rng.permutation(sizes[index]).astype(np.int64)
 
 
 def _prefetched_noise(
@@ -401,6 +449,8 @@ class DPOnlineToBatch(Solver[DPOTBParams, DPOTBResolved]):
     explicit_noise: ClassVar[str | None] = "rho"
     appends_intercept: ClassVar[bool] = False
     enforces_declared_bounds: ClassVar[bool] = True
+    #: a dataset held elsewhere is streamed partition by partition in one pass (:func:`partition_order`)
+    supports_partitions: ClassVar[bool] = True
 
     def _resolve(self, p: DPOTBParams, meta: PublicMetadata, privacy: PrivacyRequest) -> DPOTBResolved:
         """Constants from the public bounds; ρ calibrated to (target ε, δ) or explicit; σ_1 from eq. (6)."""
@@ -533,6 +583,7 @@ class DPOnlineToBatch(Solver[DPOTBParams, DPOTBResolved]):
             rng=run.rng,
             reporter=run.reporter,
             lattice=exact_lattice(r) if r.sampler == "exact" else None,
+            partitions=run.partitions,
         )
 
     def _noise_norm(self, r: DPOTBResolved, meta: PublicMetadata) -> float:
