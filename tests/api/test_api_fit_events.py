@@ -101,9 +101,15 @@ def test_a_revoked_key_s_stream_ends(bounded):
     client, keys, fit_id = bounded
     client.app.state.event_streams.max_seconds = 600.0
     analyst_id = client.get("/v1/me", headers=keys.analyst).json()["key_id"]
-    threading.Timer(0.5, lambda: client.delete(f"/v1/keys/{analyst_id}", headers=keys.admin)).start()
+    revoked: list[int] = []
+    revoke = threading.Timer(0.5, lambda: revoked.append(
+        client.delete(f"/v1/keys/{analyst_id}", headers=keys.admin).status_code))  # fmt: skip
+    revoke.start()
     events = events_of(client, keys.analyst, fit_id)
-    assert events[-1] == ("end", {"reason": "unauthorized"}) and len(events) >= 2
+    # the stream may end before the DELETE's answer is back: wait for it, or the app would be shut down under the
+    # request still in flight (the test client's portal then never stops: the teardown hung until pytest-timeout)
+    revoke.join(60)
+    assert revoked == [204] and events[-1] == ("end", {"reason": "unauthorized"}) and len(events) >= 2
     assert client.get(f"/v1/fits/{fit_id}", headers=keys.analyst).status_code == 401
 
 
@@ -111,9 +117,11 @@ def test_a_stopping_process_ends_its_streams(bounded):
     client, keys, fit_id = bounded
     streams = client.app.state.event_streams
     streams.max_seconds = 600.0
-    threading.Timer(0.5, streams.stop).start()
+    stop = threading.Timer(0.5, streams.stop)
+    stop.start()
     started = time.monotonic()
     events = events_of(client, keys.analyst, fit_id)
+    stop.join(60)
     assert events[-1] == ("end", {"reason": "server_stopping"}) and time.monotonic() - started < 60
 
 

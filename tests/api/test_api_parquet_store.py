@@ -47,18 +47,26 @@ def test_a_process_on_another_bucket_is_refused(sqlite_url: str, tmp_path: Path,
             check_store(client.app.state.db, elsewhere)
 
 
-def test_dp_gd_and_dp_sgd_fits_run_on_the_dask_cluster_and_others_in_memory(sqlite_url: str, tmp_path: Path):
+def test_dp_gd_and_dp_sgd_fits_run_on_the_dask_cluster_and_others_in_memory(
+    sqlite_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
     """PRIVFIT_DASK_SCHEDULER=local: the embedded pool's dp_gd and dp_sgd fits of a parquet-store dataset are summed
-    by the cluster's worker processes (their partition caches fill); output_perturbation reads the dataset into
-    memory; all succeed."""
+    by the cluster's worker processes (their partition caches fill); dp_otb streams the partitions through the
+    privfit worker (each read once); output_perturbation reads the dataset into memory; all succeed."""
     pytest.importorskip("distributed", reason="dask[distributed] is a test dependency")
+    from privfit.scaleout.dask_rows import DaskPartitionedRows
+
+    streamed: list[int] = []
+    read_rows = DaskPartitionedRows.read_rows
+    monkeypatch.setattr(DaskPartitionedRows, "read_rows", lambda self, i: streamed.append(i) or read_rows(self, i))
     with make_client(sqlite_url, tmp_path, store="parquet", store_partition_bytes=16 * 1024, dask_scheduler="local",
                      dask_local_workers=1) as client:  # fmt: skip
         keys = make_keys(client)
         dataset_id = upload(client, keys)
         rows = client.app.state.workers.rows
         assert rows is not None and rows.scheduler == "local"
-        for solver, params in (("dp_gd", {"steps": 40}), ("dp_sgd", {"epochs": 1}), ("output_perturbation", {})):
+        solvers = (("dp_gd", {"steps": 40}), ("dp_sgd", {"epochs": 1}), ("dp_otb", {}), ("output_perturbation", {}))
+        for solver, params in solvers:
             fit_id = client.post("/v1/fits", headers=keys.analyst, json={
                 **FIT, "solver": solver, "params": params, "dataset_id": dataset_id}).json()["id"]  # fmt: skip
             fit = wait_for(client, fit_id, keys.analyst)
@@ -71,3 +79,4 @@ def test_dp_gd_and_dp_sgd_fits_run_on_the_dask_cluster_and_others_in_memory(sqli
 
         # each Dask fit read the 12 partitions once, and left none in the worker's memory when it ended
         assert list(rows.client().run(cache).values()) == [(24, 0)]
+        assert sorted(streamed) == list(range(12))  # dp_otb's one pass read each partition once, itself
