@@ -5,12 +5,13 @@ tests, the benchmarks) and :data:`WORKER_ENVIRONMENT`, the Dask configuration a 
 **Why.** ``dask.distributed`` starts every worker process with ``MALLOC_TRIM_THRESHOLD_=65536``
 (``distributed.nanny.pre-spawn-environ``) so that freed memory returns to the system at once. Setting any glibc
 malloc threshold turns off glibc's dynamic mmap threshold, so every buffer of a partition (the file's bytes, Arrow's
-columns, the design matrix, each temporary: tens of MiB each) is a fresh ``mmap`` whose pages fault in one by one and
-is unmapped when freed. For a fit larger than the workers' memory each partition is read again at every step, and
-that page-faulting doubled the work of a partition task (106 ms against 48 ms for 16 MiB of rows, measured by
-``benchmarks/out_of_core.py``'s partition loop). Unsetting it keeps glibc's own policy (buffers above the dynamic
-threshold are still returned to the system; freed heap beyond 2 × the threshold is trimmed): the memory a worker
-keeps stays bounded by its largest buffers, which the benchmark's peak RSS checks against the worker's limit.
+columns, the design matrix, each temporary: tens of MiB each) is a fresh ``mmap`` whose pages fault in one by one
+and is unmapped when freed. For a fit larger than the workers' memory each partition is read again at every step,
+and that page-faulting cost half as much again as the rest of a partition task (a 16 MiB partition read again took
+65.7 ms with it and 43.4 ms without, one process, docs/benchmarks.md "Data larger than the Dask workers' memory").
+Unsetting it keeps glibc's own policy (buffers above the dynamic threshold are still returned to the system; freed
+heap beyond 2 × the threshold is trimmed): the memory a worker keeps stays bounded by its largest buffers, which the
+benchmark's peak RSS checks against the worker's limit.
 """
 
 from __future__ import annotations
