@@ -124,6 +124,14 @@ class Settings(BaseSettings):
         description="Largest encoded matrix of an upload, n·(d + 1)·8 bytes; checked as rows stream in, before the "
         "memory is allocated (413).",
     )
+    max_stored_bytes: int = Field(
+        1024**4,
+        ge=1024,
+        description="Largest encoded matrix n·(d + 1)·8 of an upload stored by partitions. With store 'parquet' and "
+        "dask_scheduler set, an upload over max_matrix_bytes is not refused: it is encoded batch by batch into the "
+        "store's partitions (memory: one partition), and only the solvers that read a dataset by partitions fit it "
+        "(dp_gd, dp_sgd, dp_otb). Its body is still capped by max_upload_bytes.",
+    )
     max_cell_bytes: int = Field(
         64 * 1024,
         ge=64,

@@ -77,7 +77,15 @@ from .schema import (
     restart_clipped_cells,
 )
 
-__all__ = ["PARQUET_CONTENT_TYPES", "encode_csv", "encode_csv_upload", "encode_parquet", "is_parquet_upload"]
+__all__ = [
+    "PARQUET_CONTENT_TYPES",
+    "encode_csv",
+    "encode_csv_upload",
+    "encode_parquet",
+    "is_parquet_upload",
+    "stream_csv",
+    "stream_parquet",
+]
 
 #: ``Content-Type`` values of a Parquet upload (either one; or a file name ending in ``.parquet``).
 PARQUET_CONTENT_TYPES = frozenset({"application/vnd.apache.parquet", "application/x-parquet"})
@@ -196,6 +204,37 @@ def _read_types(schema: DatasetSchema) -> dict[str, pa.DataType]:
     if schema.privacy_unit is not None:
         types[schema.privacy_unit.column] = text
     return types
+
+
+class _Blocks:
+    """Where an upload stored by partitions puts its rows (:func:`stream_csv`, :func:`stream_parquet`): like
+    :class:`~privfit.datasets.encoding._Matrix` (``reserve``, then ``n`` advanced by the caller), but each batch is
+    encoded into fresh arrays and handed to ``emit(X, y)`` when the next is reserved or at :meth:`close`, never
+    gathered. Row-level only (``unit_ids`` is None)."""
+
+    unit_ids = None
+
+    def __init__(self, d: int, emit: Callable[[np.ndarray, np.ndarray], None]) -> None:
+        self.n = 0
+        self._d = d
+        self._emit = emit
+        self._pending: tuple[np.ndarray, np.ndarray, int] | None = None
+
+    def reserve(self, m: int) -> tuple[np.ndarray, np.ndarray]:
+        """Fresh zero arrays for the next ``m`` rows (the rows reserved before are handed on first)."""
+        self.close()
+        X, y = np.zeros((m, self._d), dtype=np.float64), np.zeros(m, dtype=np.float64)
+        self._pending = (X, y, self.n)
+        return X, y
+
+    def close(self) -> None:
+        """Hand on the rows reserved last, as far as ``n`` has advanced over them."""
+        if self._pending is not None:
+            X, y, start = self._pending
+            self._pending = None
+            rows = self.n - start
+            if rows:
+                self._emit(X[:rows], y[:rows])
 
 
 def _unit_codes(out: _Matrix, column: pa.Array, offset: int) -> None:
@@ -462,6 +501,44 @@ def encode_csv(
     With ``max_cell_bytes`` the pre-scan first reads the whole file (even one the Arrow path will not take) and
     raises :class:`DatasetValidationError` for its first cell longer than that, or line longer than its fields can
     take (:class:`_Prescan`): a cap, checked before the content, whichever path would encode the file."""
+    out = _csv_rows(stream, schema, lambda d, rows: _Matrix(d, rows, unit_ids_of(schema)), max_matrix_bytes,
+                    max_cell_bytes)  # fmt: skip
+    if out is None:
+        return None
+    assert isinstance(out, _Matrix)
+    X, y = out.result()
+    return _finish(schema, X, y, out.units())
+
+
+def stream_csv(
+    stream: IO[bytes],
+    schema: DatasetSchema,
+    emit: Callable[[np.ndarray, np.ndarray], None],
+    *,
+    max_matrix_bytes: int | None = None,
+    max_cell_bytes: int | None = None,
+) -> int | None:
+    """:func:`encode_csv` handing the encoded rows to ``emit(X, y)`` batch by batch (fresh arrays, in file order)
+    instead of gathering them: memory is one batch. Returns the number of rows, or None if the file must take the
+    exact path (some batches may have been emitted by then: the caller discards them). For a row-level schema only
+    (a privacy unit's rows are bounded on the whole matrix)."""
+    if schema.privacy_unit is not None:
+        raise ValueError("a schema with a privacy unit is encoded in memory")
+    blocks = _Blocks(schema.dimension, emit)
+    if _csv_rows(stream, schema, lambda d, rows: blocks, max_matrix_bytes, max_cell_bytes) is None:
+        return None
+    blocks.close()
+    return blocks.n
+
+
+def _csv_rows(
+    stream: IO[bytes],
+    schema: DatasetSchema,
+    make: Callable[[int, int], _Matrix | _Blocks],
+    max_matrix_bytes: int | None,
+    max_cell_bytes: int | None,
+) -> _Matrix | _Blocks | None:
+    """The Arrow path's rows of a CSV into ``make(d, capacity)`` (:func:`encode_csv`), or None."""
     declined = _numeric_na_marker(schema)
     if declined and max_cell_bytes is None:
         return None
@@ -498,7 +575,7 @@ def encode_csv(
     d = schema.dimension
     max_rows = None if max_matrix_bytes is None else max_matrix_bytes // ((d + 1) * 8)
     capacity = scan.lines if max_rows is None else min(scan.lines, max_rows + 1)
-    out = _Matrix(d, capacity, unit_ids_of(schema))
+    out = make(d, capacity)
     try:
         reader = pa_csv.open_csv(stream, read_options=read, parse_options=parse, convert_options=convert)
         for batch in _batches(reader):
@@ -513,15 +590,12 @@ def encode_csv(
             X, y = out.reserve(m)
             if not _encode_batch(schema, columns, X, y):
                 return None
-            if out.unit_ids is not None:
+            if isinstance(out, _Matrix) and out.unit_ids is not None:
                 _unit_codes(out, columns(out.unit_ids.column), out.n)
             out.n += m
     except (pa.ArrowException, UnicodeDecodeError, DatasetValidationError):
         return None  # a malformed record, a wrong field count, an unconvertible cell: the exact path says which
-    if out.n == 0:
-        return None
-    X, y = out.result()
-    return _finish(schema, X, y, out.units())
+    return None if out.n == 0 else out
 
 
 def _batches(reader: pa_csv.CSVStreamingReader) -> Iterator[pa.RecordBatch]:
@@ -641,6 +715,46 @@ def encode_parquet(
             ``max_page_bytes`` (setting ``max_parquet_page_bytes``).
     """
     schema = _as_schema(schema)
+    out = _parquet_rows(source, schema, lambda d, rows: _Matrix(d, rows, unit_ids_of(schema)), max_matrix_bytes,
+                        max_cell_bytes, max_page_bytes, admit_rows)  # fmt: skip
+    assert isinstance(out, _Matrix)
+    X, y = out.result()
+    return _finish(schema, X, y, out.units())
+
+
+def stream_parquet(
+    source: IO[bytes],
+    schema: DatasetSchema,
+    emit: Callable[[np.ndarray, np.ndarray], None],
+    *,
+    max_matrix_bytes: int | None = None,
+    max_cell_bytes: int | None = None,
+    max_page_bytes: int | None = None,
+    admit_rows: Callable[[int], None] | None = None,
+) -> int:
+    """:func:`encode_parquet` handing the encoded rows to ``emit(X, y)`` batch by batch (fresh arrays, in file
+    order) instead of gathering them: memory is one batch. Returns the number of rows. Raises as
+    :func:`encode_parquet` (some batches may have been emitted by then: the caller discards them). For a row-level
+    schema only (a privacy unit's rows are bounded on the whole matrix)."""
+    if schema.privacy_unit is not None:
+        raise ValueError("a schema with a privacy unit is encoded in memory")
+    blocks = _Blocks(schema.dimension, emit)
+    _parquet_rows(source, schema, lambda d, rows: blocks, max_matrix_bytes, max_cell_bytes, max_page_bytes,
+                  admit_rows)  # fmt: skip
+    blocks.close()
+    return blocks.n
+
+
+def _parquet_rows(
+    source: bytes | IO[bytes],
+    schema: DatasetSchema,
+    make: Callable[[int, int], _Matrix | _Blocks],
+    max_matrix_bytes: int | None,
+    max_cell_bytes: int | None,
+    max_page_bytes: int | None,
+    admit_rows: Callable[[int], None] | None,
+) -> _Matrix | _Blocks:
+    """The rows of a Parquet upload into ``make(d, n)`` (:func:`encode_parquet`)."""
     stream: IO[bytes] = io.BytesIO(source) if isinstance(source, bytes) else source
     limits = ParquetLimits(max_cell_bytes=max_cell_bytes, max_page_bytes=max_page_bytes)
     footer_start = check_trailer(stream, limits)
@@ -668,7 +782,7 @@ def encode_parquet(
         used[schema.privacy_unit.column] = pa.int64()  # integer ids: read as numbers, not as text
     texts = [name for name, kind in used.items() if pa.types.is_dictionary(kind)]
     batch_rows = min(_PARQUET_BATCH_ROWS, max(16, _CHUNK_CELLS // len(used)))  # bounds an error's Python cells
-    out = _Matrix(d, n, unit_ids_of(schema))
+    out = make(d, n)
     try:
         plain = check_row_groups(stream, parquet, {name: name in texts for name in used}, d, footer_start, limits)
         dictionaries = [name for name in texts if name not in plain]
@@ -685,7 +799,7 @@ def encode_parquet(
             X, y = out.reserve(m)
             if not _encode_batch(schema, batch.column, X, y):
                 _encode_exactly(schema, batch, out.n, order, X, y)
-            if out.unit_ids is not None:
+            if isinstance(out, _Matrix) and out.unit_ids is not None:
                 _unit_codes(out, batch.column(out.unit_ids.column), out.n)
             out.n += m
     except (DatasetValidationError, DatasetTooLargeError, MemoryError):
@@ -694,8 +808,7 @@ def encode_parquet(
         raise _corrupt("a page cannot be decoded") from None
     if out.n != n:
         raise _corrupt("its row count does not match")
-    X, y = out.result()
-    return _finish(schema, X, y, out.units())
+    return out
 
 
 def _check_cell_bytes(batch: pa.RecordBatch, texts: list[str], cap: int, offset: int) -> None:

@@ -292,14 +292,18 @@ class ParquetDatasetStore(DatasetStore):
         checked against its hash: what one machine reads of a partitioned fit. With ``out`` (rows × ≥ d float64) the
         rows are decoded into its first d columns."""
         info = manifest.partitions[index]
-        path = self._join(key, info.file)
+        return self._read_partition_file(self._join(key, info.file), info, manifest.d, manifest.units, out)
+
+    def _read_partition_file(
+        self, path: str, info: PartitionInfo, d: int, units: bool, out: np.ndarray | None = None
+    ) -> StoredMatrix:
         if self.local:  # read in place (memory-mapped), not copied into a bytes object first
-            return decode_partition(path, info, manifest.d, manifest.units, out=out)
+            return decode_partition(path, info, d, units, out=out)
         try:
             data = self.fs.cat_file(path)
         except FileNotFoundError:
             raise DatasetStoreError(MISSING) from None
-        return decode_partition(data, info, manifest.d, manifest.units, out=out)
+        return decode_partition(data, info, d, units, out=out)
 
     def read(self, key: str) -> StoredMatrix:
         """The whole dataset (X, y, units), every partition checked: for the solvers that fit in memory."""
@@ -472,14 +476,19 @@ class PartitionWriter:
         self._partitions.append(info)
         self._buffered -= rows
 
-    def finish(self) -> str:
-        """Write the last partition, move the partitions to the dataset's directory, write the manifest; the key."""
+    def seal(self) -> Manifest:
+        """Write the last partition and return the manifest (its key is the dataset's), moving nothing yet: no more
+        rows may be written; then :meth:`finish` or :meth:`abort`."""
         if self._buffered:
             self._flush(self._buffered)
         n = sum(p.rows for p in self._partitions)
         if n == 0:
             raise ValueError("a dataset needs at least one row")
-        manifest = Manifest(n, self.d, self.rows_per_partition, self.units, tuple(self._partitions))
+        return Manifest(n, self.d, self.rows_per_partition, self.units, tuple(self._partitions))
+
+    def finish(self) -> str:
+        """Write the last partition, move the partitions to the dataset's directory, write the manifest; the key."""
+        manifest = self.seal()
         key = manifest.key()
         store = self.store
         store._ensure_marker()

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,8 +48,9 @@ import numpy as np
 from privfit.privacy import PrivacyCost, PrivacyFilter
 from privfit.privacy.histogram import (
     NoisyHistograms,
+    add_histogram_noise,
     histogram_cost,
-    release_histograms,
+    histogram_matrix,
     symlog_grids,
     variance_for_share,
 )
@@ -60,8 +62,13 @@ __all__ = [
     "BINS",
     "MECHANISM",
     "PreprocessingOutcome",
+    "PreprocessingPlan",
+    "PreprocessingRelease",
+    "candidate_columns",
     "derive_range",
+    "exact_counts",
     "is_right_skewed",
+    "plan_preprocessing",
     "preprocess",
     "preprocessing_share",
 ]
@@ -107,11 +114,11 @@ class _Column:
 
 
 @dataclass(frozen=True)
-class PreprocessingOutcome:
-    """What one preprocessing run produced: the re-encoded data, the derived schema, the charge and the public
-    statistics (:meth:`public`)."""
+class PreprocessingRelease:
+    """What one preprocessing run released and derived: the derived schema, the charge and the public statistics
+    (:meth:`public`), without the data (an upload stored by partitions re-encodes its rows block by block,
+    :meth:`reencode_rows`)."""
 
-    encoded: EncodedDataset
     schema: DatasetSchema
     cost: PrivacyCost
     share: float
@@ -129,6 +136,23 @@ class PreprocessingOutcome:
         """Each measured column's role: ``"feature"`` or ``"label"``."""
         return tuple(column.role for column in self.columns)
 
+    @property
+    def changed(self) -> tuple[_Column, ...]:
+        """The measured columns that have a derived rule (their encoding changes)."""
+        return tuple(c for c, rule in zip(self.columns, self.derived, strict=True) if rule is not None)
+
+    def reencode_rows(self, X: np.ndarray, y: np.ndarray) -> None:
+        """Encode rows given by the declared schema (``X`` rows × d, ``y``; writable float64) by the derived
+        :attr:`schema` instead, in place, in the columns that have a derived rule (module docstring). A fixed
+        function of each cell: the same rows give the same result whole or block by block."""
+        features = {f.name: f for f in self.schema.features if isinstance(f, NumericFeature)}
+        for column in self.changed:
+            if column.role == "feature":
+                raw = _declared_values(X[:, column.index], column.lower, column.upper)
+                X[:, column.index] = features[column.name].scale(raw)
+            elif isinstance(self.schema.label, NumericLabel):
+                y[:] = self.schema.label.scale(_declared_values(y, column.lower, column.upper))
+
     def public(self, epsilon: float, committed_epsilon: float) -> dict[str, Any]:
         """The released statistics and what was derived from them, as JSON (public metadata of the dataset).
         ``epsilon`` is the release's own ε at the dataset's δ; ``committed_epsilon`` its share × ε_max."""
@@ -145,6 +169,63 @@ class PreprocessingOutcome:
                 for column, counts, derived in zip(self.columns, self.histograms.counts, self.derived, strict=True)
             ],
         }  # fmt: skip
+
+
+@dataclass(frozen=True)
+class PreprocessingOutcome(PreprocessingRelease):
+    """A preprocessing run on a dataset in memory (:func:`preprocess`): the release and the re-encoded data."""
+
+    encoded: EncodedDataset
+
+
+@dataclass(frozen=True)
+class PreprocessingPlan:
+    """What a preprocessing run measures, from public facts only (the declared schema, the public size n, the
+    budget): the candidate columns, the share and the noise variance S (:func:`plan_preprocessing`). The exact
+    counts are sums over rows (:meth:`counts` of each block, added up); :meth:`release` adds the noise and derives
+    the encoding."""
+
+    schema: DatasetSchema
+    share: float
+    columns: tuple[_Column, ...]
+    variance: int
+    n: int
+    rows_per_unit: int
+
+    @property
+    def edges(self) -> np.ndarray:
+        """The columns' public grids, (p, BINS + 1)."""
+        return np.stack([c.edges for c in self.columns])
+
+    def counts(self, X: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """The exact counts (p, BINS) of the rows ``X`` (by the declared schema), ``y`` (:func:`exact_counts`)."""
+        return exact_counts(self.columns, X, y)
+
+    def release(
+        self, exact: np.ndarray, rng: np.random.Generator, privacy_filter: PrivacyFilter
+    ) -> PreprocessingRelease:
+        """Add N_Z(0, S) to the exact counts (``exact``: (p, BINS), of all n rows) and derive the encoding by the
+        public rules (:func:`derive_range`); the release's cost is on ``privacy_filter``'s grid. ``rng`` is
+        OS-seeded for private data."""
+        histograms = add_histogram_noise(list(exact), list(self.edges), self.variance, rng)
+        sigma = math.sqrt(self.variance)
+        margin = REGRESSION_FEATURE_MARGIN if isinstance(self.schema.label, NumericLabel) else 0.0
+        derived = [
+            derive_range(counts, c.edges, sigma, self.n, c.role, margin=margin)
+            for c, counts in zip(self.columns, histograms.counts, strict=True)
+        ]
+        cost = PrivacyCost(
+            histogram_cost(len(self.columns), self.variance, privacy_filter.grid.orders, self.rows_per_unit),
+            privacy_filter.grid,
+        )
+        return PreprocessingRelease(
+            schema=_derived_schema(self.schema, list(self.columns), derived),
+            cost=cost,
+            share=self.share,
+            histograms=histograms,
+            columns=self.columns,
+            derived=tuple(derived),
+        )
 
 
 def preprocessing_share(schema: DatasetSchema) -> float | None:
@@ -178,6 +259,28 @@ def _candidates(schema: DatasetSchema) -> list[_Column]:
         for (name, role, lower, upper, index), edges, scale in zip(found, grids, scales, strict=True)
         if scale
     ]
+
+
+def candidate_columns(schema: DatasetSchema) -> list[_Column]:
+    """The columns preprocessing measures for ``schema`` (every numeric feature without a declared transform, and
+    a numeric label), each with its public grid. Public."""
+    return _candidates(schema)
+
+
+def exact_counts(columns: Sequence[_Column], X: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """The exact counts (p, BINS) of the rows ``X`` (encoded by the declared schema), ``y`` in the measured
+    ``columns`` (:func:`candidate_columns`), each on its public grid: a sum over rows, so the counts of blocks of
+    rows add up to those of all of them."""
+    features = [c for c in columns if c.role == "feature"]
+    values = _declared_values(
+        X[:, [c.index for c in features]],
+        np.array([c.lower for c in features]),
+        np.array([c.upper for c in features]),
+    )
+    if len(features) < len(columns):  # the numeric label, last
+        label = columns[-1]
+        values = np.column_stack([values, _declared_values(y, label.lower, label.upper)])
+    return histogram_matrix(values, np.stack([c.edges for c in columns]))
 
 
 def _declared_values(encoded: np.ndarray, lower: float | np.ndarray, upper: float | np.ndarray) -> np.ndarray:
@@ -246,68 +349,45 @@ def _derived_schema(
     return schema.model_copy(update={"features": features, "label": label})
 
 
-def _reencode(encoded: EncodedDataset, schema: DatasetSchema, columns: list[_Column]) -> EncodedDataset:
-    """``encoded`` (by the declared schema) encoded by the derived ``schema`` instead, in the ``columns`` that
-    have a derived rule (module docstring)."""
-    X = np.array(encoded.X, dtype=np.float64, copy=True)
-    y = np.array(encoded.y, dtype=np.float64, copy=True)
-    features = {f.name: f for f in schema.features if isinstance(f, NumericFeature)}
-    for column in columns:
-        if column.role == "feature":
-            raw = _declared_values(X[:, column.index], column.lower, column.upper)
-            X[:, column.index] = features[column.name].scale(raw)
-        elif isinstance(schema.label, NumericLabel):
-            y = schema.label.scale(_declared_values(y, column.lower, column.upper))
-    X.setflags(write=False)
-    y.setflags(write=False)
-    content_hash = compute_content_hash(X, y, schema, encoded.units)
-    return dataclasses.replace(encoded, X=X, y=y, schema=schema, content_hash=content_hash)
+def plan_preprocessing(
+    schema: DatasetSchema, n: int, privacy_filter: PrivacyFilter, share: float | None = None
+) -> PreprocessingPlan | None:
+    """The plan of a preprocessing run on a dataset of public size ``n`` (rows, or units) declared by ``schema``,
+    at ``share`` of the budget ``privacy_filter`` measures (default: the schema's own setting), or None when there
+    is nothing to do: the owner opted out, no numeric column lacks a declared transform, the share is too small for
+    the exact sampler's range, or n is too small for the noise (:data:`MIN_ROWS_IN_NOISE_SCALES`; public, nothing
+    charged)."""
+    share = preprocessing_share(schema) if share is None else share
+    columns = _candidates(schema)
+    if share is None or not columns:
+        return None
+    unit = schema.privacy_unit
+    k = 1 if unit is None else unit.max_rows  # a unit of k rows moves k counts per column (privacy/histogram.py)
+    variance = variance_for_share(len(columns), privacy_filter, share, k)
+    if variance is None or n < MIN_ROWS_IN_NOISE_SCALES * THRESHOLD_SIGMAS * math.sqrt(variance):
+        return None  # too little data for this noise: no bin could hold a quarter of the rows and show it
+    return PreprocessingPlan(schema, share, tuple(columns), variance, n, k)
 
 
 def preprocess(
     encoded: EncodedDataset, privacy_filter: PrivacyFilter, rng: np.random.Generator, share: float | None = None
 ) -> PreprocessingOutcome | None:
     """Run private preprocessing on ``encoded`` (encoded by its declared schema) at ``share`` of the budget
-    ``privacy_filter`` measures (default: the schema's own setting), or return None when there is nothing to do:
-    the owner opted out, no numeric column lacks a declared transform, the share is too small for the exact
-    sampler's range, or n is too small for the noise (:data:`MIN_ROWS_IN_NOISE_SCALES`; public, nothing charged).
-    ``rng`` is OS-seeded for private data. The caller charges ``outcome.cost`` to the ledger before the outcome's
-    data or statistics are used or shown."""
-    share = preprocessing_share(encoded.schema) if share is None else share
-    columns = _candidates(encoded.schema)
-    if share is None or not columns:
+    ``privacy_filter`` measures (default: the schema's own setting), or return None when there is nothing to do
+    (:func:`plan_preprocessing`). ``rng`` is OS-seeded for private data. The caller charges ``outcome.cost`` to the
+    ledger before the outcome's data or statistics are used or shown."""
+    plan = plan_preprocessing(encoded.schema, encoded.public_n, privacy_filter, share)
+    if plan is None:
         return None
-    unit = encoded.schema.privacy_unit
-    k = 1 if unit is None else unit.max_rows  # a unit of k rows moves k counts per column (privacy/histogram.py)
-    n = encoded.public_n  # the public size: rows, or units (the row count of user-level data is not public)
-    variance = variance_for_share(len(columns), privacy_filter, share, k)
-    if variance is None or n < MIN_ROWS_IN_NOISE_SCALES * THRESHOLD_SIGMAS * math.sqrt(variance):
-        return None  # too little data for this noise: no bin could hold a quarter of the rows and show it
-    features = [c for c in columns if c.role == "feature"]
-    values = _declared_values(
-        encoded.X[:, [c.index for c in features]],
-        np.array([c.lower for c in features]),
-        np.array([c.upper for c in features]),
-    )
-    if len(features) < len(columns):  # the numeric label, last
-        label = columns[-1]
-        values = np.column_stack([values, _declared_values(encoded.y, label.lower, label.upper)])
-    histograms = release_histograms(values, np.stack([c.edges for c in columns]), variance, rng)
-    sigma = math.sqrt(variance)
-    margin = REGRESSION_FEATURE_MARGIN if isinstance(encoded.schema.label, NumericLabel) else 0.0
-    derived = [
-        derive_range(counts, c.edges, sigma, n, c.role, margin=margin)
-        for c, counts in zip(columns, histograms.counts, strict=True)
-    ]
-    schema = _derived_schema(encoded.schema, columns, derived)
-    cost = PrivacyCost(histogram_cost(len(columns), variance, privacy_filter.grid.orders, k), privacy_filter.grid)
-    changed = [c for c, rule in zip(columns, derived, strict=True) if rule is not None]
-    return PreprocessingOutcome(
-        encoded=_reencode(encoded, schema, changed) if changed else encoded,
-        schema=schema,
-        cost=cost,
-        share=share,
-        histograms=histograms,
-        columns=tuple(columns),
-        derived=tuple(derived),
-    )
+    release = plan.release(plan.counts(encoded.X, encoded.y), rng, privacy_filter)
+    reencoded = encoded
+    if release.changed:
+        X = np.array(encoded.X, dtype=np.float64, copy=True)
+        y = np.array(encoded.y, dtype=np.float64, copy=True)
+        release.reencode_rows(X, y)
+        X.setflags(write=False)
+        y.setflags(write=False)
+        content_hash = compute_content_hash(X, y, release.schema, encoded.units)
+        reencoded = dataclasses.replace(encoded, X=X, y=y, schema=release.schema, content_hash=content_hash)
+    fields = {field.name: getattr(release, field.name) for field in dataclasses.fields(release)}
+    return PreprocessingOutcome(**fields, encoded=reencoded)

@@ -45,6 +45,7 @@ from .mechanisms import gaussian_rdp
 
 __all__ = [
     "NoisyHistograms",
+    "add_histogram_noise",
     "histogram_cost",
     "histogram_counts",
     "histogram_matrix",
@@ -194,8 +195,6 @@ def release_histograms(
     count = columns.shape[1] if matrix else len(columns)  # type: ignore[union-attr]
     if count != len(edges) or count == 0:
         raise PrivacyParameterError("columns", "need one grid per column and at least one column")
-    if isinstance(variance, bool) or not isinstance(variance, int | np.integer) or variance < 1:
-        raise PrivacyParameterError("variance", f"must be an integer ≥ 1 (the cost assumes it), got {variance!r}")
     grids = [np.asarray(grid, dtype=np.float64) for grid in edges]
     if len({grid.size for grid in grids}) == 1:
         values = columns if matrix else np.column_stack([np.asarray(c, dtype=np.float64) for c in columns])
@@ -203,9 +202,24 @@ def release_histograms(
     else:
         cells = [columns[:, j] for j in range(count)] if matrix else list(columns)  # type: ignore[call-overload]
         exact = [histogram_counts(values, grid) for values, grid in zip(cells, grids, strict=True)]
+    return add_histogram_noise(exact, grids, variance, rng)
+
+
+def add_histogram_noise(
+    exact: Sequence[np.ndarray], edges: Sequence[np.ndarray], variance: int, rng: np.random.Generator
+) -> NoisyHistograms:
+    """The release of :func:`release_histograms` from its exact counts (one int64 array per column, on the grids
+    ``edges``): N_Z(0, S) added to every count, all drawn in one call. The counts may have been summed block by
+    block (an upload stored by partitions, :mod:`privfit.datasets.partitioned_upload`): a count is a sum over rows,
+    so the sum of the blocks' counts is the whole data's and the release is the same mechanism."""
+    if len(exact) != len(edges) or not exact:
+        raise PrivacyParameterError("columns", "need one grid per column and at least one column")
+    if isinstance(variance, bool) or not isinstance(variance, int | np.integer) or variance < 1:
+        raise PrivacyParameterError("variance", f"must be an integer ≥ 1 (the cost assumes it), got {variance!r}")
+    grids = [np.asarray(grid, dtype=np.float64) for grid in edges]
     noise = discrete_gaussian(rng, int(variance), int(sum(c.size for c in exact)))
     noisy, start = [], 0
     for counts in exact:
-        noisy.append(counts + noise[start : start + counts.size])
+        noisy.append(np.asarray(counts, dtype=np.int64) + noise[start : start + counts.size])
         start += counts.size
     return NoisyHistograms(tuple(grids), tuple(noisy), int(variance))

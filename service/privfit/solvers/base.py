@@ -127,6 +127,7 @@ __all__ = [
     "numeric_guard",
     "outlook_level",
     "parameter_loss",
+    "partitioned_solvers",
     "require_float_sampler",
     "resolved_loss",
     "resolved_metadata",
@@ -1496,6 +1497,14 @@ def unit_level_solvers() -> tuple[str, ...]:
     from .registry import list_solvers
 
     return tuple(solver.name for solver in list_solvers() if solver.privacy_units)
+
+
+def partitioned_solvers() -> tuple[str, ...]:
+    """The registered solvers that fit a dataset by partitions (:attr:`Solver.supports_partitions`), sorted (read
+    from the registry when asked, as :func:`unit_level_solvers`)."""
+    from .registry import list_solvers
+
+    return tuple(sorted(solver.name for solver in list_solvers() if solver.supports_partitions))
 
 
 def unit_level_refusal(solver: AnySolver, meta: PublicMetadata) -> str:

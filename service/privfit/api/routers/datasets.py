@@ -44,7 +44,9 @@ from privfit.datasets.lifecycle import (
     refuse_duplicate,
     release_key,
 )
-from privfit.datasets.preprocessing import PreprocessingOutcome, preprocess
+from privfit.datasets.parquet_store import ParquetDatasetStore
+from privfit.datasets.partitioned_upload import PartitionedUpload, encode_into_partitions
+from privfit.datasets.preprocessing import PreprocessingRelease, preprocess
 from privfit.datasets.schema import counting_clipped_cells
 from privfit.datasets.split import ValidationSplitError, split_validation
 from privfit.datasets.store import DatasetStore
@@ -392,14 +394,18 @@ def upload_dataset(
     grid = get_grid(settings.grid if domain is None else domain.grid_name)
     file.file.seek(0)
     caps = {"max_matrix_bytes": settings.max_matrix_bytes, "max_cell_bytes": settings.max_cell_bytes}
+    parquet = is_parquet_upload(file.content_type, file.filename)
     try:
         with counting_clipped_cells() as clipped:
-            if is_parquet_upload(file.content_type, file.filename):
+            if parquet:
                 encoded = encode_parquet(file.file, declared, max_page_bytes=settings.max_parquet_page_bytes,
                                          admit_rows=lambda n: _check_delta(declared, n), **caps)  # fmt: skip
             else:
                 encoded = encode_csv_upload(file.file, declared, **caps)
     except DatasetTooLargeError as error:
+        if error.setting == "max_matrix_bytes" and _stores_by_partitions(request):
+            return _upload_by_partitions(request, file, declared, parquet, domain, grid, principal, name,
+                                         allow_duplicate)  # fmt: skip
         raise Problem(413, "Dataset too large", error.message, setting=error.setting, limit=error.limit) from None
     except MemoryError:  # the caps make this unlikely; when the machine is short anyway, it is a retryable state
         raise _short_of_memory() from None
@@ -409,10 +415,7 @@ def upload_dataset(
     bounded = bound_contributions(encoded, secure_generator())
     encoded = bounded.encoded
     _check_delta(declared, encoded.public_n)
-    budget = declared.budget
-    privacy_filter = budget_filter(domain) if domain is not None else PrivacyFilter.for_budget(
-        budget.epsilon, budget.delta, grid, budget.approximate_delta, budget.slack_delta
-    )  # fmt: skip
+    privacy_filter = _upload_filter(declared, domain, grid)
     try:  # charged in _register, shown only after
         preprocessing = preprocess(encoded, privacy_filter, secure_generator())
     except MemoryError:  # its re-encoded copy of the matrix: as for the encoding above
@@ -431,16 +434,80 @@ def upload_dataset(
             None if domain is None else domain.dataset_id,
         )  # fmt: skip
     except BudgetExceededError as refused:  # only a shared budget can be short: a new one is empty
-        raise Problem(
-            409, "Privacy budget exceeded",
-            f"the privacy domain's budget cannot pay this upload's private preprocessing ({refused}); nothing was "
-            'registered or charged. Upload it with "preprocessing": "none" in the schema, or without privacy_domain',
-            field="privacy_domain", **refused.problem_fields(),
-        ) from None  # fmt: skip
+        raise _domain_cannot_pay(refused) from None
     answer = _out(dataset, principal)
     if answer.privacy_unit is not None:
         answer.privacy_unit.rows_dropped = bounded.rows_dropped
     return answer.model_copy(update={"clipped_cells": clipped})
+
+
+def _upload_filter(declared: DatasetSchema, domain: Budget | None, grid: OrderGrid) -> PrivacyFilter:
+    """The privacy filter an upload's private preprocessing is measured on: the joined domain's, or a fresh one of
+    the declared budget."""
+    if domain is not None:
+        return budget_filter(domain)
+    budget = declared.budget
+    return PrivacyFilter.for_budget(budget.epsilon, budget.delta, grid, budget.approximate_delta, budget.slack_delta)
+
+
+def _stores_by_partitions(request: Request) -> bool:
+    """Whether this server stores an upload over max_matrix_bytes by partitions (:mod:`privfit.datasets.
+    partitioned_upload`): the parquet store, and a Dask cluster for the fits that read it by partitions."""
+    settings: Settings = request.app.state.settings
+    return isinstance(request.app.state.store, ParquetDatasetStore) and settings.dask_scheduler is not None
+
+
+def _upload_by_partitions(
+    request: Request, file: UploadFile, declared: DatasetSchema, parquet: bool, domain: Budget | None,
+    grid: OrderGrid, principal: Principal, name: str, allow_duplicate: bool,
+) -> DatasetOut:  # fmt: skip
+    """The upload of a dataset over max_matrix_bytes, encoded into the parquet store's partitions in bounded memory
+    (:func:`~privfit.datasets.partitioned_upload.encode_into_partitions`), then registered as any upload. A privacy
+    unit or a validation split needs the whole matrix: 413 naming the schema field."""
+    settings: Settings = request.app.state.settings
+    needs_matrix = (("privacy_unit", "a privacy unit (each unit's rows are bounded over the whole matrix)"),
+                    ("validation_fraction", "a validation split (a secret split of the whole matrix)"))  # fmt: skip
+    for field, what in needs_matrix:
+        if getattr(declared, field) is not None:
+            raise Problem(413, "Dataset too large", f"schema.{field}: the encoded matrix exceeds max_matrix_bytes = "
+                          f"{settings.max_matrix_bytes} bytes, so it is stored by partitions, and a dataset with "
+                          f"{what} is not; leave {field} out, split the dataset or ask the operator to raise "
+                          "max_matrix_bytes", setting="max_matrix_bytes", limit=settings.max_matrix_bytes,
+                          field=f"schema.{field}")  # fmt: skip
+    store = request.app.state.store
+    assert isinstance(store, ParquetDatasetStore)
+    file.file.seek(0)
+    try:
+        with counting_clipped_cells() as clipped:
+            upload = encode_into_partitions(
+                file.file, declared, store, _upload_filter(declared, domain, grid), secure_generator(),
+                parquet=parquet, max_stored_bytes=settings.max_stored_bytes, max_cell_bytes=settings.max_cell_bytes,
+                max_page_bytes=settings.max_parquet_page_bytes, admit_rows=lambda n: _check_delta(declared, n),
+            )  # fmt: skip
+    except DatasetTooLargeError as error:
+        raise Problem(413, "Dataset too large", error.message, setting=error.setting, limit=error.limit) from None
+    except MemoryError:
+        raise _short_of_memory() from None
+    try:
+        dataset = _store_and_register(
+            request.app.state.db, store, principal, name or _default_name(file.filename), upload, None,
+            upload.content_hash, grid, allow_duplicate, upload.preprocessing,
+            None if domain is None else domain.dataset_id,
+        )  # fmt: skip
+    except BudgetExceededError as refused:
+        raise _domain_cannot_pay(refused) from None
+    finally:
+        upload.abort()  # the staging left by a refusal (nothing once stored)
+    return _out(dataset, principal).model_copy(update={"clipped_cells": clipped})
+
+
+def _domain_cannot_pay(refused: BudgetExceededError) -> Problem:
+    return Problem(
+        409, "Privacy budget exceeded",
+        f"the privacy domain's budget cannot pay this upload's private preprocessing ({refused}); nothing was "
+        'registered or charged. Upload it with "preprocessing": "none" in the schema, or without privacy_domain',
+        field="privacy_domain", **refused.problem_fields(),
+    )  # fmt: skip
 
 
 def _joined_domain(db: Database, privacy_domain: str, declared: DatasetSchema, principal: Principal) -> Budget:
@@ -479,12 +546,12 @@ def _store_and_register(
     store: DatasetStore,
     principal: Principal,
     name: str,
-    encoded: EncodedDataset,
+    encoded: EncodedDataset | PartitionedUpload,
     validation: EncodedDataset | None,
     content_hash: str,
     grid: OrderGrid,
     allow_duplicate: bool,
-    preprocessing: PreprocessingOutcome | None,
+    preprocessing: PreprocessingRelease | None,
     domain: str | None = None,
 ) -> Dataset:
     """The back half of an upload, crash-consistent (module docstring; runs in the threadpool):
@@ -496,15 +563,19 @@ def _store_and_register(
     3. the dataset and its budget (and the charge of its private preprocessing) are inserted in the transaction
        that removes the pending upload.
 
-    ``encoded`` is by the dataset's schema (the declared one with any derived encodings); ``content_hash`` is the
-    hash of all its rows as declared, which identifies the content when the stored keys are random (a split's rows
-    or a preprocessing's noise).
+    ``encoded`` is by the dataset's schema (the declared one with any derived encodings), in memory or staged in
+    partitions (:class:`~privfit.datasets.partitioned_upload.PartitionedUpload`, moved into place at 2);
+    ``content_hash`` is the hash of all its rows as declared, which identifies the content when the stored keys are
+    random (a split's rows, a preprocessing's noise, or partitions).
 
     A failure after 1 drops the pending upload and purges the data unless something else references it.
     """
-    storage_key = store.key_of(encoded)
+    if isinstance(encoded, PartitionedUpload):  # stored by partitions: matched by the content hash
+        storage_key, random_keys = encoded.storage_key, True
+    else:
+        storage_key = store.key_of(encoded)
+        random_keys = validation is not None or preprocessing is not None or encoded.units is not None
     validation_key = None if validation is None else store.key_of(validation)
-    random_keys = validation is not None or preprocessing is not None or encoded.units is not None
     match_hash = content_hash if random_keys else None  # random keys: match the content instead
     dataset_id = str(uuid.uuid4())
     try:
@@ -512,7 +583,10 @@ def _store_and_register(
                      validation_key=validation_key, content_hash=match_hash, domain=domain)  # fmt: skip
         try:
             crash_point("upload:pending")  # test-only fault injection (privfit.faults)
-            store.put(encoded, storage_key)  # storage_key == store.key_of(encoded)
+            if isinstance(encoded, PartitionedUpload):
+                encoded.finish()  # the staged partitions moved into place, the manifest written
+            else:
+                store.put(encoded, storage_key)  # storage_key == store.key_of(encoded)
             if validation is not None:
                 crash_point("upload:training-stored")
                 store.put(validation, validation_key)
@@ -542,7 +616,7 @@ def _register(
     dataset_id: str,
     principal: Principal,
     name: str,
-    encoded: EncodedDataset,
+    encoded: EncodedDataset | PartitionedUpload,
     validation: EncodedDataset | None,
     content_hash: str,
     match_hash: str | None,
@@ -551,7 +625,7 @@ def _register(
     store_id: str,
     grid: OrderGrid,
     allow_duplicate: bool,
-    preprocessing: PreprocessingOutcome | None,
+    preprocessing: PreprocessingRelease | None,
     domain: str | None,
 ) -> Dataset:
     """Insert the dataset's public metadata and its budget (none when it joins the privacy ``domain``: it spends

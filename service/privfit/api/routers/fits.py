@@ -45,6 +45,7 @@ from privfit.solvers.base import (
     PublicMetadata,
     SolverParameterError,
     label_mismatch,
+    partitioned_solvers,
     resolved_metadata,
 )
 from privfit.solvers.registry import get_solver, solver_names
@@ -265,6 +266,13 @@ def _plan(request: Request, body: FitRequest, principal: Principal) -> tuple[Dat
     mismatch = label_mismatch(body.model, label["name"], label["type"])
     if mismatch is not None:
         raise SolverParameterError("model", mismatch)
+    if not solver.supports_partitions and matrix_bytes(dataset) > settings.max_matrix_bytes:
+        raise SolverParameterError(
+            "solver", f"dataset {dataset.id}'s encoded matrix, n·(d + 1)·8 = {matrix_bytes(dataset)} bytes, is over "
+            f"max_matrix_bytes = {settings.max_matrix_bytes}: it is stored by partitions, and solver {body.solver!r} "
+            f"reads a dataset into memory. The solvers that fit it partition by partition are "
+            f"{', '.join(partitioned_solvers())}",
+        )  # fmt: skip
     limits = _operator_limits(request)
     solver = solver.with_operator_limits(limits)
     params = {**body.params, "model": body.model}
@@ -277,6 +285,11 @@ def _plan(request: Request, body: FitRequest, principal: Principal) -> tuple[Dat
     key = plan_key(body.solver, body.model, params, body.privacy.epsilon, meta, budget, allowance,
                    tuple(sorted(limits.items())))  # fmt: skip
     return dataset, gates, request.app.state.plans.get(key, compute)
+
+
+def matrix_bytes(dataset: Dataset) -> int:
+    """The bytes of ``dataset``'s encoded matrix as the upload cap counts them, n·(d + 1)·8 (public)."""
+    return int(dataset.n) * (int(dataset.d) + 1) * 8
 
 
 def _operator_limits(request: Request) -> dict[str, Any]:
