@@ -42,9 +42,10 @@ class Settings(BaseSettings):
     dask_scheduler: str | None = Field(
         None,
         description="Fits on a Dask cluster: a scheduler address (tcp://scheduler:8786), or 'local' for a "
-        "LocalCluster of dask_local_workers processes started by each worker process. dp_gd and dp_sgd fits of "
-        "datasets in the parquet store then have their gradient sums computed by the cluster's workers, partition by "
-        "partition.",
+        "LocalCluster of dask_local_workers processes started by each worker process. dp_gd, dp_sgd and "
+        "dp_distributed fits of datasets in the parquet store then have their gradient sums computed by the cluster's "
+        "workers, partition by partition, and dp_otb fits stream the partitions; uploads over max_matrix_bytes are "
+        "stored by partitions (max_stored_bytes).",
     )
     dask_local_workers: int = Field(2, ge=1, le=64, description="dask_scheduler 'local': its worker processes.")
     dask_timeout_seconds: float = Field(
@@ -130,7 +131,7 @@ class Settings(BaseSettings):
         description="Largest encoded matrix n·(d + 1)·8 of an upload stored by partitions. With store 'parquet' and "
         "dask_scheduler set, an upload over max_matrix_bytes is not refused: it is encoded batch by batch into the "
         "store's partitions (memory: one partition), and only the solvers that read a dataset by partitions fit it "
-        "(dp_gd, dp_sgd, dp_otb). Its body is still capped by max_upload_bytes.",
+        "(dp_gd, dp_sgd, dp_distributed, dp_otb). Its body is still capped by max_upload_bytes.",
     )
     max_cell_bytes: int = Field(
         64 * 1024,

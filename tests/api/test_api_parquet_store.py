@@ -47,12 +47,13 @@ def test_a_process_on_another_bucket_is_refused(sqlite_url: str, tmp_path: Path,
             check_store(client.app.state.db, elsewhere)
 
 
-def test_dp_gd_and_dp_sgd_fits_run_on_the_dask_cluster_and_others_in_memory(
+def test_dp_gd_dp_sgd_and_dp_distributed_fits_run_on_the_dask_cluster_and_others_in_memory(
     sqlite_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
-    """PRIVFIT_DASK_SCHEDULER=local: the embedded pool's dp_gd and dp_sgd fits of a parquet-store dataset are summed
-    by the cluster's worker processes (their partition caches fill); dp_otb streams the partitions through the
-    privfit worker (each read once); output_perturbation reads the dataset into memory; all succeed."""
+    """PRIVFIT_DASK_SCHEDULER=local: the embedded pool's dp_gd, dp_sgd and dp_distributed fits of a parquet-store
+    dataset are summed by the cluster's worker processes (their partition caches fill); dp_otb streams the
+    partitions through the privfit worker (each read once); output_perturbation reads the dataset into memory; all
+    succeed."""
     pytest.importorskip("distributed", reason="dask[distributed] is a test dependency")
     from privfit.scaleout.dask_rows import DaskPartitionedRows
 
@@ -65,7 +66,8 @@ def test_dp_gd_and_dp_sgd_fits_run_on_the_dask_cluster_and_others_in_memory(
         dataset_id = upload(client, keys)
         rows = client.app.state.workers.rows
         assert rows is not None and rows.scheduler == "local"
-        solvers = (("dp_gd", {"steps": 40}), ("dp_sgd", {"epochs": 1}), ("dp_otb", {}), ("output_perturbation", {}))
+        solvers = (("dp_gd", {"steps": 40}), ("dp_sgd", {"epochs": 1}), ("dp_distributed", {}), ("dp_otb", {}),
+                   ("output_perturbation", {}))  # fmt: skip
         for solver, params in solvers:
             fit_id = client.post("/v1/fits", headers=keys.analyst, json={
                 **FIT, "solver": solver, "params": params, "dataset_id": dataset_id}).json()["id"]  # fmt: skip
@@ -78,5 +80,5 @@ def test_dp_gd_and_dp_sgd_fits_run_on_the_dask_cluster_and_others_in_memory(
             return _CACHE.reads, len(_CACHE._entries)
 
         # each Dask fit read the 12 partitions once, and left none in the worker's memory when it ended
-        assert list(rows.client().run(cache).values()) == [(24, 0)]
+        assert list(rows.client().run(cache).values()) == [(36, 0)]
         assert sorted(streamed) == list(range(12))  # dp_otb's one pass read each partition once, itself

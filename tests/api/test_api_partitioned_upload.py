@@ -86,7 +86,8 @@ def test_an_upload_over_the_cap_is_stored_by_partitions_and_fit_by_the_partition
         fit = {"dataset_id": dataset_id, "model": "logistic", "privacy": {"epsilon": 0.5}}
         refused = client.post("/v1/fits", headers=keys.analyst, json={**fit, "solver": "output_perturbation"})
         assert refused.status_code == 422 and refused.json()["parameter"] == "solver", refused.text
-        assert "dp_gd, dp_otb, dp_sgd" in refused.json()["detail"] and "max_matrix_bytes" in refused.json()["detail"]
+        detail = refused.json()["detail"]
+        assert "dp_distributed, dp_gd, dp_otb, dp_sgd" in detail and "max_matrix_bytes" in detail
         assert client.post("/v1/fits", headers=keys.analyst, json={**fit, "solver": "auto"}).status_code == 422
         dp_gd = {**fit, "solver": "dp_gd", "params": {"steps": 40}}
         fit_id = client.post("/v1/fits", headers=keys.analyst, json=dp_gd).json()["id"]

@@ -1,8 +1,8 @@
-"""dp_gd and dp_sgd on a Dask cluster (privfit.scaleout.dask_rows; issue 39): a dataset in the parquet store is summed
-partition by partition by the workers of a real ``LocalCluster`` (two worker processes), and the fit equals the
-in-memory fit for the same noise seed — binary, numeric and categorical labels, plain and momentum steps, every batch
-sampling —; a tampered partition fails the fit; the solvers and datasets it cannot serve are refused. The empirical
-audits through the Dask path are beside the in-memory ones (tests/solvers/baselines/test_dp_gd.py,
+"""dp_gd, dp_sgd and dp_distributed on a Dask cluster (privfit.scaleout.dask_rows; issue 39): a dataset in the parquet
+store is summed partition by partition by the workers of a real ``LocalCluster`` (two worker processes), and the fit
+equals the in-memory fit for the same noise seed — binary, numeric and categorical labels, plain and momentum steps,
+every batch sampling —; a tampered partition fails the fit; the solvers and datasets it cannot serve are refused. The
+empirical audits through the Dask path are beside the in-memory ones (tests/solvers/baselines/test_dp_gd.py,
 test_dp_sgd_audit.py)."""
 
 from __future__ import annotations
@@ -136,6 +136,31 @@ def test_dp_sgd_batches_drawn_here_and_summed_there_give_the_in_memory_release(d
     reference = solver.fit(X, y, meta, resolved, make_generator(4, data_is_public=True))
     np.testing.assert_allclose(fitted.coefficients, reference.coefficients, rtol=1e-9, atol=1e-12)
     assert fitted.metadata == reference.metadata
+
+
+@pytest.mark.parametrize(
+    ("sampler", "params"), [("float", {}), ("exact", {}), ("float", {"n_learners": 3, "topology": "ring", "passes": 2})]
+)
+def test_dp_distributed_rounds_summed_there_give_the_in_memory_release(dask_client, tmp_path: Path, sampler: str,
+                                                                       params: dict):  # fmt: skip
+    """The learners' batches (one learner, or three on a ring over two passes) are drawn by the fit and summed
+    where they are, each summand clipped to norm ≤ C as in memory: the same release for the same noise, to
+    rounding (float and exact samplers)."""
+    from privfit.privacy.noise import using_sampler
+
+    X, y = rows(6, n=600)
+    meta = PublicMetadata(n=600, d=4, row_norm_bound=1.0)
+    solver = get_solver("dp_distributed")
+    with using_sampler(sampler):
+        resolved = solver.resolve({"model": "logistic", **params}, meta, target_epsilon=2.0, delta=1e-6)
+        partitions = DaskPartitionedRows(dask_client, stored(tmp_path, X, y), meta, fit_intercept=True)
+        seen: list[float] = []
+        fitted = solver.fit_partitioned(partitions, meta, resolved, make_generator(9, data_is_public=True),
+                                        seen.append)  # fmt: skip
+        reference = solver.fit(X, y, meta, resolved, make_generator(9, data_is_public=True))
+    np.testing.assert_allclose(fitted.coefficients, reference.coefficients, rtol=1e-9, atol=1e-12)
+    assert fitted.intercept == pytest.approx(reference.intercept, rel=1e-9, abs=1e-12)
+    assert fitted.metadata == reference.metadata and seen[-1] == 1.0
 
 
 def test_a_cluster_without_workers_fails_the_step_instead_of_hanging(tmp_path: Path):

@@ -2,9 +2,9 @@
 by every worker process (the embedded pool, ``privfit worker``, Celery workers), answers for each fit the
 :class:`~privfit.solvers.partitioned.PartitionedRows` it runs on, or None to read the dataset into memory as before.
 
-A fit runs on the cluster when its dataset is in the parquet store (``PRIVFIT_STORE=parquet``), has no privacy unit,
-and its solver reads rows only through partitions (:attr:`~privfit.solvers.base.Solver.supports_partitions`:
-``dp_gd`` and ``dp_sgd``, whose partition sums the cluster computes; ``dp_otb``, which streams the partitions
+A fit runs on the cluster when its dataset is in the parquet store (``PRIVFIT_STORE=parquet``), has no privacy unit, and
+its solver reads rows only through partitions (:attr:`~privfit.solvers.base.Solver.supports_partitions`: ``dp_gd``,
+``dp_sgd`` and ``dp_distributed``, whose partition sums the cluster computes; ``dp_otb``, which streams the partitions
 through its own process). The choice depends on public things only (the deployment's settings, the solver, the
 schema), never on the rows. The cluster is ``PRIVFIT_DASK_SCHEDULER``: a scheduler's address
 (``tcp://scheduler:8786``, the Dask project's own deployments: docker compose, Kubernetes, HPC) or ``local`` — a

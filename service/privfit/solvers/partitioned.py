@@ -2,13 +2,14 @@
 gradient sums computed there and only the sums brought back (issue 39; Dask: :mod:`privfit.scaleout`).
 
 A solver that supports it (:attr:`privfit.solvers.base.Solver.supports_partitions`: ``dp_gd``, ``dp_sgd``,
-``dp_otb``) is given a :class:`PartitionedRows` instead of the matrix. ``dp_otb`` makes one pass over the rows and
-reads them itself, one partition at a time (:meth:`PartitionedRows.read_rows`; its compiled rounds enforce the
-declared bounds row by row, as in memory): its process holds one partition and the next, never the dataset. The
-gradient-descent solvers' only access to the rows is :meth:`PartitionedRows.clipped_sum`:
-``Σ_{i ∈ B} clip_C(∇ℓ(θ; x_i, y_i))`` over every row (``dp_gd``) or over a batch B the fit drew (``dp_sgd``: the
-indices its sampler drew from its own generator, as in memory), for one or several θ — exactly the quantity the
-in-memory fit computes (:func:`privfit.solvers.baselines.dp_gd.clipped_gradient_sum`), each partition's part
+``dp_distributed``, ``dp_otb``) is given a :class:`PartitionedRows` instead of the matrix. ``dp_otb`` makes one pass
+over the rows and reads them itself, one partition at a time (:meth:`PartitionedRows.read_rows`; its compiled rounds
+enforce the declared bounds row by row, as in memory): its process holds one partition and the next, never the dataset.
+The gradient-descent solvers' only access to the rows is :meth:`PartitionedRows.clipped_sum`: ``Σ_{i ∈ B} clip_C(∇ℓ(θ;
+x_i, y_i))`` over every row (``dp_gd``) or over a batch B the fit drew (``dp_sgd``: the indices its sampler drew from
+its own generator, as in memory; ``dp_distributed``: each learner's batch at its mixed point, each summand scaled to the
+in-memory rounding margin below C), for one or several θ — exactly the quantity the in-memory fit computes
+(:func:`privfit.solvers.baselines.dp_gd.clipped_gradient_sum`), each partition's part
 computed by that same function on that partition's rows (declared bounds enforced, the intercept column appended)
 and the parts added in partition order. A batch goes to the partitions holding its rows, and nowhere else. The
 privacy argument is therefore unchanged: replacing one row changes one

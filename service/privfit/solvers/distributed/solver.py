@@ -148,6 +148,7 @@ from privfit.solvers.base import (
 from privfit.solvers.distributed.mixing import MixingError, MixingSchedule, make_mixing
 from privfit.solvers.geometry import UNIT_ROUNDOFF, clip_rows
 from privfit.solvers.losses import GLMLoss, LossParameterError, make_loss
+from privfit.solvers.partitioned import PartitionedRows
 
 __all__ = [
     "MIN_ROUNDS",
@@ -536,14 +537,52 @@ def local_update(
     batch = X.shape[1]
     slopes = loss.dphi(np.einsum("ihn,in->ih", X, mixed), y)
     norms = np.abs(slopes) * row_norms
-    safe = clip_norm * (1.0 - 2.0 * (X.shape[2] + 2) * UNIT_ROUNDOFF)
+    safe = safe_clip_norm(clip_norm, X.shape[2])
     over = norms > clip_norm
     if np.any(over):
         slopes = np.where(over, slopes * (safe / np.where(over, norms, 1.0)), slopes)
-    gradient = np.einsum("ih,ihn->in", slopes, X) / batch
+    return _step(mixed, np.einsum("ih,ihn->in", slopes, X) / batch, step=step, l2=l2, radius=radius)
+
+
+def safe_clip_norm(clip_norm: float, columns: int) -> float:
+    """The norm a clipped per-example gradient is scaled to: C(1 − 2(n + 2)u), below C by the rounding of forming
+    it, so that its computed norm is at most C (the L1 sensitivities assume it)."""
+    return clip_norm * (1.0 - 2.0 * (columns + 2) * UNIT_ROUNDOFF)
+
+
+def _step(mixed: FloatArray, gradient: FloatArray, *, step: float, l2: float, radius: float) -> FloatArray:
+    """``Π_W(b − α(g + λ b))`` for every learner (rows of ``mixed`` and of the mean clipped gradient ``gradient``)."""
     if l2 > 0.0:
-        gradient += l2 * mixed
+        gradient = gradient + l2 * mixed
     return clip_rows(mixed - step * gradient, radius)
+
+
+def partitioned_update(
+    mixed: FloatArray,
+    partitions: PartitionedRows,
+    rows: NDArray[np.intp],
+    *,
+    loss: GLMLoss,
+    step: float,
+    l2: float,
+    clip_norm: float,
+    radius: float,
+) -> FloatArray:
+    r""":func:`local_update` on rows held elsewhere by ``partitions`` (issue 39): learner i's batch (row i of
+    ``rows``, m × h) summed where it is, ``Σ_z clip(φ'(⟨b_i, x_z⟩, y_z) x_z)`` with each summand scaled to norm at
+    most :func:`safe_clip_norm` (:meth:`~privfit.solvers.partitioned.PartitionedRows.clipped_sum`, the function
+    dp_gd uses), then the same step. Every summand has norm ≤ C as in memory, so the round's sensitivity and its
+    Laplace noise are unchanged; the sums agree with the in-memory ones to rounding (a row whose norm lies within
+    the rounding margin below C is scaled to the margin here, kept there)."""
+    m, batch = rows.shape
+    safe = safe_clip_norm(clip_norm, partitions.features)
+    if m == 1:
+        total = partitions.clipped_sum(loss, mixed, safe, np.sort(rows[0]))
+    else:
+        member = np.zeros((m, partitions.rows), dtype=bool)
+        member[np.arange(m)[:, None], rows] = True
+        total = partitions.clipped_sum(loss, mixed, safe, member)
+    return _step(mixed, np.asarray(total, dtype=np.float64) / batch, step=step, l2=l2, radius=radius)
 
 
 RoundObserver = Callable[[int, FloatArray, FloatArray], None]
@@ -568,8 +607,12 @@ def run_rounds(
     reporter: ProgressReporter | None = None,
     observer: RoundObserver | None = None,
     sensitivities: FloatArray | None = None,
+    partitions: PartitionedRows | None = None,
 ) -> FloatArray:
     r"""Run the rounds of the module docstring over one or more passes; returns the released θ (n,).
+
+    With ``partitions`` (a dataset held elsewhere, :mod:`privfit.solvers.partitioned`; ``X`` and ``y`` then only
+    give the shape) each round's batches are summed where they are (:func:`partitioned_update`).
 
     ``batches`` is one (m, K, h) index array per pass (:func:`assign_batches`); ``steps``, ``noise_scales`` and
     ``sensitivities`` hold α_k, μ_k and S_k for every round k = 1..p·K. ``noise_scales = 0`` is NOT private and
@@ -588,7 +631,7 @@ def run_rounds(
     if exact and (sensitivities is None or sensitivities.shape != (total,)):
         raise SolverParameterError("steps", f"the exact sampler needs one L1 sensitivity per round ({total})")
     n = X.shape[1]
-    norms = np.linalg.norm(X, axis=1)
+    norms = np.linalg.norm(X, axis=1) if partitions is None else None
     broadcasts = np.zeros((m, n))  # w̃_0 = 0: the public start, σ_0 = 0 (spec P7)
     released = np.zeros(n)
     tail_rounds = 0
@@ -600,10 +643,15 @@ def run_rounds(
                 reporter.check_stop(k)
             rows = index[:, r]
             mixed = mixing.mix(k + 1, broadcasts)
-            iterates = local_update(
-                mixed, X[rows], y[rows], norms[rows],
-                loss=loss, step=float(steps[k]), l2=l2, clip_norm=clip_norm, radius=radius,
-            )  # fmt: skip
+            if partitions is not None:
+                iterates = partitioned_update(mixed, partitions, rows, loss=loss, step=float(steps[k]), l2=l2,
+                                              clip_norm=clip_norm, radius=radius)  # fmt: skip
+            else:
+                assert norms is not None
+                iterates = local_update(
+                    mixed, X[rows], y[rows], norms[rows],
+                    loss=loss, step=float(steps[k]), l2=l2, clip_norm=clip_norm, radius=radius,
+                )  # fmt: skip
             if exact:  # one discrete Laplace release per learner on round k's lattice (coordinates within R)
                 assert sensitivities is not None
                 broadcasts = laplace_release(
@@ -645,6 +693,8 @@ class DPDistributed(Solver[DPDistributedParams, DPDistributedResolved]):
         "h = ⌊n/K⌋ rows, C = B/2, λ from the expected noise level, α_k = 1/(λk), tail average."
     )
     explicit_noise: ClassVar[str | None] = "noise_multiplier"
+    #: a dataset held elsewhere: each round's batches summed where they are (:func:`partitioned_update`)
+    supports_partitions: ClassVar[bool] = True
 
     def _resolve(self, p: DPDistributedParams, meta: PublicMetadata, privacy: PrivacyRequest) -> DPDistributedResolved:
         """Defaults, batches and noise from public inputs only (spec §6.1)."""
@@ -768,6 +818,7 @@ class DPDistributed(Solver[DPDistributedParams, DPDistributedResolved]):
             mixing=r.mixing_schedule(), loss=make_loss(r.model, **r.loss_params), steps=alphas,
             noise_scales=mus, l2=r.l2, clip_norm=r.clip_norm, radius=r.radius, rng=run.rng,
             tail_start=r.tail_start, output=r.output, reporter=run.reporter, sensitivities=r.l1_sensitivities(),
+            partitions=run.partitions,
         )  # fmt: skip
 
     def _noise_norm(self, r: DPDistributedResolved, meta: PublicMetadata) -> float:
