@@ -108,6 +108,46 @@ def test_each_partition_is_checked_on_its_own(tmp_path: Path, s3_bucket: str):
             store.read_partition(key, manifest, 3)
 
 
+def test_a_partition_read_again_unchanged_is_not_hashed_again_and_any_change_is(tmp_path: Path, monkeypatch):
+    """VerifiedFiles: a local partition checked once and unchanged since (the same inode, size, mtime and ctime
+    before and after the read) is not hashed again; a partition rewritten in place, replaced by another file, or
+    written within the last STABLE_SECONDS (a coarse clock tick could hide a later write) is hashed at every read."""
+    import privfit.datasets.parquet_store as parquet_store
+
+    hashed: list[int] = []
+    real_hash = parquet_store.partition_hash
+    monkeypatch.setattr(parquet_store, "partition_hash", lambda X, y, u: hashed.append(1) or real_hash(X, y, u))
+    store = stores(tmp_path)[0]
+    key = store.put(encoded(2, n=100))
+    manifest = store.manifest(key)
+    path = f"{store.root}/{key}/part-00001.parquet"
+    other = ParquetDatasetStore(str(tmp_path / "other"), partition_bytes=PARTITION_BYTES)
+    other_key = other.put(encoded(3, n=100))
+    foreign = Path(f"{other.root}/{other_key}/part-00001.parquet").read_bytes()
+    hashed.clear()
+    verified = parquet_store.VerifiedFiles()
+    for _ in range(3):  # just written: within STABLE_SECONDS, checked at every read
+        store.read_partition(key, manifest, 1, verified=verified)
+    assert len(hashed) == 3
+    monkeypatch.setattr(parquet_store.VerifiedFiles, "STABLE_SECONDS", 0.0)
+    first = store.read_partition(key, manifest, 1, verified=verified)
+    again = store.read_partition(key, manifest, 1, verified=verified)
+    assert len(hashed) == 4  # checked once, then read without hashing: the same rows
+    np.testing.assert_array_equal(again.X, first.X)
+    np.testing.assert_array_equal(again.y, first.y)
+    time.sleep(0.05)  # past the kernel's coarse timestamp tick (≤ 10 ms): the write below gets a later ctime
+    with open(path, "r+b") as handle:  # rewritten in place: the same inode, a new ctime
+        handle.write(foreign)
+        handle.truncate()
+    with pytest.raises(DatasetStoreError, match="does not match its content hash"):
+        store.read_partition(key, manifest, 1, verified=verified)
+    store.fs.pipe_file(path, foreign)  # replaced whole
+    with pytest.raises(DatasetStoreError, match="does not match its content hash"):
+        store.read_partition(key, manifest, 1, verified=verified)
+    assert len(hashed) == 6
+    verified.clear()
+
+
 @pytest.mark.parametrize(
     "edit",
     [

@@ -42,7 +42,9 @@ import contextlib
 import hashlib
 import io
 import json
+import os
 import posixpath
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -179,12 +181,63 @@ def _decode_rows(table: pa.Table, d: int, out: np.ndarray | None) -> np.ndarray:
     return X
 
 
+class VerifiedFiles:
+    """Local partition files one process has read and checked against their hash, each with the identity the kernel
+    gave it then: ``(st_dev, st_ino, st_size, st_mtime_ns, st_ctime_ns)`` (thread-safe).
+
+    A partition read again within a fit (a dataset larger than the Dask workers' memory is read at every step) is
+    checked against its hash again unless the file has that same identity both before and after the read. Any write
+    to a file, or a replacement of it, changes its ctime, which no process can set back (``utime`` sets mtime and
+    atime only). The kernel stamps times at a coarse clock tick, so an identity is recorded only for a file whose
+    ctime is more than :data:`STABLE_SECONDS` old when it is checked (git's "racy clean" rule): a later write cannot
+    share its tick. Partitions are written at upload, long before a fit reads them twice, so in practice each is
+    hashed once per fit. Objects on an object store have no such identity and are always checked."""
+
+    STABLE_SECONDS = 2.0
+
+    def __init__(self) -> None:
+        self._ids: dict[str, tuple[int, ...]] = {}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def identity(path: str) -> tuple[int, ...] | None:
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+    def known(self, path: str, identity: tuple[int, ...] | None) -> bool:
+        """Whether ``path`` was checked with this ``identity``."""
+        with self._lock:
+            return identity is not None and self._ids.get(path) == identity
+
+    def record(self, path: str, identity: tuple[int, ...] | None) -> None:
+        """``path`` was read with ``identity`` before and after and its rows matched their hash."""
+        if identity is not None and time.time_ns() - identity[4] > self.STABLE_SECONDS * 1e9:
+            with self._lock:
+                self._ids[path] = identity
+
+    def clear(self) -> None:
+        with self._lock:
+            self._ids.clear()
+
+
 def decode_partition(
-    source: bytes | str, info: PartitionInfo, d: int, units: bool, *, out: np.ndarray | None = None
+    source: bytes | str,
+    info: PartitionInfo,
+    d: int,
+    units: bool,
+    *,
+    out: np.ndarray | None = None,
+    verified: VerifiedFiles | None = None,
 ) -> StoredMatrix:
     """A partition's (X, y, units) from its Parquet bytes or a local file's path (memory-mapped: a partition read
     again at every step of a fit costs no copy of the file), checked against its manifest entry; X is written into
-    ``out[:, :d]`` (and is that view) when ``out`` is given."""
+    ``out[:, :d]`` (and is that view) when ``out`` is given. With ``verified``, a local file already checked with
+    the same identity before and after this read is not hashed again (:class:`VerifiedFiles`)."""
+    local = isinstance(source, str)
+    before = VerifiedFiles.identity(source) if verified is not None and isinstance(source, str) else None
     try:
         if isinstance(source, str):
             table = pq.read_table(source, memory_map=True, use_threads=False)
@@ -201,8 +254,16 @@ def decode_partition(
         raise DatasetStoreError(MISSING) from None
     except Exception:
         raise DatasetStoreError(UNREADABLE) from None
+    if verified is not None and local:
+        assert isinstance(source, str)
+        after = VerifiedFiles.identity(source)
+        if before is not None and before == after and verified.known(source, after):
+            return StoredMatrix(X, y, unit_ids)  # the very file checked before, unchanged during this read
     if partition_hash(X, y, unit_ids) != info.sha256:
         raise DatasetStoreError(MISMATCH)
+    if verified is not None and local and before is not None and before == after:
+        assert isinstance(source, str)
+        verified.record(source, after)
     return StoredMatrix(X, y, unit_ids)
 
 
@@ -286,24 +347,27 @@ class ParquetDatasetStore(DatasetStore):
         return manifest
 
     def read_partition(
-        self, key: str, manifest: Manifest, index: int, *, out: np.ndarray | None = None
+        self,
+        key: str,
+        manifest: Manifest,
+        index: int,
+        *,
+        out: np.ndarray | None = None,
+        verified: VerifiedFiles | None = None,
     ) -> StoredMatrix:
         """Partition ``index`` of ``key`` (whose ``manifest`` the caller checked with :meth:`manifest`), decoded and
         checked against its hash: what one machine reads of a partitioned fit. With ``out`` (rows × ≥ d float64) the
-        rows are decoded into its first d columns."""
+        rows are decoded into its first d columns; with ``verified``, a local file read and checked before by this
+        process, unchanged since, is not hashed again (:class:`VerifiedFiles`)."""
         info = manifest.partitions[index]
-        return self._read_partition_file(self._join(key, info.file), info, manifest.d, manifest.units, out)
-
-    def _read_partition_file(
-        self, path: str, info: PartitionInfo, d: int, units: bool, out: np.ndarray | None = None
-    ) -> StoredMatrix:
+        path = self._join(key, info.file)
         if self.local:  # read in place (memory-mapped), not copied into a bytes object first
-            return decode_partition(path, info, d, units, out=out)
+            return decode_partition(path, info, manifest.d, manifest.units, out=out, verified=verified)
         try:
             data = self.fs.cat_file(path)
         except FileNotFoundError:
             raise DatasetStoreError(MISSING) from None
-        return decode_partition(data, info, d, units, out=out)
+        return decode_partition(data, info, manifest.d, manifest.units, out=out)
 
     def read(self, key: str) -> StoredMatrix:
         """The whole dataset (X, y, units), every partition checked: for the solvers that fit in memory."""

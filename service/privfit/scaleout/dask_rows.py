@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from privfit.datasets.parquet_store import Manifest, ParquetDatasetStore
+from privfit.datasets.parquet_store import Manifest, ParquetDatasetStore, VerifiedFiles
 from privfit.solvers.base import PublicMetadata, enforce_declared_bounds
 from privfit.solvers.baselines.dp_gd import clipped_gradient_sum, parameter_dimension
 from privfit.solvers.baselines.dp_sgd import member_gradient_sums
@@ -90,6 +90,9 @@ class _PartitionCache:
         self.reads = 0  # partitions read from the store by this process (benchmarks, tests)
         self._lock = threading.Lock()
         self._stores: dict[tuple[str, str, int], ParquetDatasetStore] = {}
+        #: local partition files this process checked against their hash during the current fits (not hashed again
+        #: at the next step while unchanged: parquet_store.VerifiedFiles); cleared when a fit ends
+        self.verified = VerifiedFiles()
 
     def store(self, where: StoredPartitions) -> ParquetDatasetStore:
         index = (where.url, repr(sorted(where.options.items())), where.partition_bytes)
@@ -153,6 +156,7 @@ def forget_partitions(key: str) -> None:
     """In a worker process: drop the prepared partitions of the dataset ``key`` and the reused buffers (the end of a
     fit)."""
     _CACHE.forget(key)
+    _CACHE.verified.clear()
     _SCRATCH.clear()
 
 
@@ -164,10 +168,15 @@ def _prepare(where: StoredPartitions, index: int, meta: PublicMetadata, fit_inte
     memory)."""
     d = where.manifest.d
     if fit_intercept:
-        A[:, d] = 1.0
-    part = _CACHE.store(where).read_partition(where.key, where.manifest, index, out=A)
+        A[:, d] = 0.0  # for the bounds below: a zero column adds nothing to a row's norm
+    part = _CACHE.store(where).read_partition(where.key, where.manifest, index, out=A, verified=_CACHE.verified)
     v = np.array(part.y, dtype=np.float64)
-    enforce_declared_bounds(part.X, v, meta, in_place=True)
+    # on the whole contiguous buffer (1.5 × faster than on its first d columns, a strided view): the rows within the
+    # bound are kept bit for bit, as in memory; a row beyond it is scaled to it by clip_rows' factor for d + 1
+    # columns, within 4u of the in-memory one and as safe (geometry.clip_rows)
+    enforce_declared_bounds(A, v, meta, in_place=True)
+    if fit_intercept:
+        A[:, d] = 1.0
     return A, v, row_norms(A)
 
 
