@@ -44,8 +44,8 @@ class Settings(BaseSettings):
         description="Fits on a Dask cluster: a scheduler address (tcp://scheduler:8786), or 'local' for a "
         "LocalCluster of dask_local_workers processes started by each worker process. dp_gd, dp_sgd and "
         "dp_distributed fits of datasets in the parquet store then have their gradient sums computed by the cluster's "
-        "workers, partition by partition, and dp_otb fits stream the partitions; uploads over max_matrix_bytes are "
-        "stored by partitions (max_stored_bytes).",
+        "workers, partition by partition; dp_otb fits of datasets over max_matrix_bytes stream the partitions, and "
+        "such uploads are stored by partitions (max_stored_bytes).",
     )
     dask_local_workers: int = Field(2, ge=1, le=64, description="dask_scheduler 'local': its worker processes.")
     dask_timeout_seconds: float = Field(

@@ -47,9 +47,14 @@ def _grant(client: Any, keys: Any, dataset_id: str) -> None:
 
 
 def test_an_upload_over_the_cap_is_stored_by_partitions_and_fit_by_the_partition_solvers(
-    sqlite_url: str, tmp_path: Path
+    sqlite_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ):
     pytest.importorskip("distributed", reason="dask[distributed] is a test dependency")
+    from privfit.scaleout.dask_rows import DaskPartitionedRows
+
+    streamed: list[int] = []
+    read_rows = DaskPartitionedRows.read_rows
+    monkeypatch.setattr(DaskPartitionedRows, "read_rows", lambda self, i: streamed.append(i) or read_rows(self, i))
     csv = small_csv()
     with make_client(sqlite_url, tmp_path, dask_scheduler="local", dask_local_workers=1, **SERVER) as client:
         keys = make_keys(client)
@@ -89,10 +94,12 @@ def test_an_upload_over_the_cap_is_stored_by_partitions_and_fit_by_the_partition
         detail = refused.json()["detail"]
         assert "dp_distributed, dp_gd, dp_otb, dp_sgd" in detail and "max_matrix_bytes" in detail
         assert client.post("/v1/fits", headers=keys.analyst, json={**fit, "solver": "auto"}).status_code == 422
-        dp_gd = {**fit, "solver": "dp_gd", "params": {"steps": 40}}
-        fit_id = client.post("/v1/fits", headers=keys.analyst, json=dp_gd).json()["id"]
-        done = wait_for(client, fit_id, keys.analyst)
-        assert done["status"] == "succeeded" and done["result"]["coefficients"][0] > 0, done
+        for solver, params in (("dp_gd", {"steps": 40}), ("dp_otb", {})):
+            body = {**fit, "solver": solver, "params": params}
+            fit_id = client.post("/v1/fits", headers=keys.analyst, json=body).json()["id"]
+            done = wait_for(client, fit_id, keys.analyst)
+            assert done["status"] == "succeeded" and done["result"]["coefficients"][0] > 0, done
+        assert sorted(streamed) == list(range(12))  # over the cap, dp_otb streamed each partition once, itself
         assert not [name for name in store._children() if name.startswith(".staging-")]
 
 

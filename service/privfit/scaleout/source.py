@@ -5,11 +5,12 @@ by every worker process (the embedded pool, ``privfit worker``, Celery workers),
 A fit runs on the cluster when its dataset is in the parquet store (``PRIVFIT_STORE=parquet``), has no privacy unit, and
 its solver reads rows only through partitions (:attr:`~privfit.solvers.base.Solver.supports_partitions`: ``dp_gd``,
 ``dp_sgd`` and ``dp_distributed``, whose partition sums the cluster computes; ``dp_otb``, which streams the partitions
-through its own process). The choice depends on public things only (the deployment's settings, the solver, the
-schema), never on the rows. The cluster is ``PRIVFIT_DASK_SCHEDULER``: a scheduler's address
-(``tcp://scheduler:8786``, the Dask project's own deployments: docker compose, Kubernetes, HPC) or ``local`` — a
-``LocalCluster`` of ``PRIVFIT_DASK_LOCAL_WORKERS`` worker processes started by this process on first use (one
-machine; also what the tests use). The client connects on the first fit, not at start-up.
+through its own process, for a dataset over ``PRIVFIT_MAX_MATRIX_BYTES`` only (streamed, its rows come in a shuffle of
+the partitions and of each one's rows; in memory in a uniform shuffle of all rows). The choice depends on public things
+only (the deployment's settings, the solver, the schema), never on the rows. The cluster is ``PRIVFIT_DASK_SCHEDULER``:
+a scheduler's address (``tcp://scheduler:8786``, the Dask project's own deployments: docker compose, Kubernetes, HPC) or
+``local`` — a ``LocalCluster`` of ``PRIVFIT_DASK_LOCAL_WORKERS`` worker processes started by this process on first use
+(one machine; also what the tests use). The client connects on the first fit, not at start-up.
 """
 
 from __future__ import annotations
@@ -32,8 +33,10 @@ class DaskRowSource:
     """The Dask cluster of a worker process (module docstring); thread-safe, connected on first use."""
 
     def __init__(self, scheduler: str, *, local_workers: int = 2, cache_bytes: int = 256 * 1024**2,
-                 connect_timeout_seconds: float = 30.0, step_timeout_seconds: float = 600.0) -> None:  # fmt: skip
+                 connect_timeout_seconds: float = 30.0, step_timeout_seconds: float = 600.0,
+                 max_matrix_bytes: int | None = None) -> None:  # fmt: skip
         self.scheduler, self.local_workers, self.cache_bytes = scheduler, local_workers, cache_bytes
+        self.max_matrix_bytes = max_matrix_bytes
         self.step_timeout_seconds = step_timeout_seconds
         self.connect_timeout_seconds = connect_timeout_seconds
         self._lock = threading.Lock()
@@ -62,6 +65,9 @@ class DaskRowSource:
         """The partitioned rows a fit runs on, or None when it reads its dataset into memory (module docstring)."""
         if not isinstance(store, ParquetDatasetStore) or not solver.supports_partitions or meta.unit_level:
             return None
+        fits_in_memory = self.max_matrix_bytes is None or meta.n * (meta.d + 1) * 8 <= self.max_matrix_bytes
+        if solver.partitioned_order_differs and fits_in_memory:
+            return None  # dp_otb shuffles all rows in memory; by partitions only what memory cannot hold
         from .dask_rows import DaskPartitionedRows, StoredPartitions
 
         intercept = solver.appends_intercept and fits_intercept(resolved)
@@ -83,5 +89,5 @@ def row_source(settings: Settings) -> DaskRowSource | None:
     if settings.dask_scheduler is None:
         return None
     return DaskRowSource(settings.dask_scheduler, local_workers=settings.dask_local_workers,
-                         cache_bytes=settings.dask_cache_bytes,
-                         step_timeout_seconds=settings.dask_timeout_seconds)  # fmt: skip
+                         cache_bytes=settings.dask_cache_bytes, step_timeout_seconds=settings.dask_timeout_seconds,
+                         max_matrix_bytes=settings.max_matrix_bytes)  # fmt: skip

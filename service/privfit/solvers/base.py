@@ -986,6 +986,10 @@ class Solver(ABC, Generic[ParamsT, ResolvedT]):
     #: True: fits a dataset held elsewhere by partitions (:meth:`fit_partitioned`, :mod:`privfit.solvers.partitioned`:
     #: its :meth:`_fit` reads the rows only through ``run.partitions``); False: such a dataset is fitted in memory
     supports_partitions: ClassVar[bool] = False
+    #: True: a fit by partitions sees the rows in a different order than in memory (a partition-level shuffle, not a
+    #: uniform one), which matters for its utility (one pass: ``dp_otb``): such a fit reads a dataset by partitions only
+    #: when it cannot be read into memory (:mod:`privfit.scaleout.source`)
+    partitioned_order_differs: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         """Take :attr:`Params` and :attr:`Resolved` from the type arguments (``class MySolver(Solver[MyParams,

@@ -451,6 +451,9 @@ class DPOnlineToBatch(Solver[DPOTBParams, DPOTBResolved]):
     enforces_declared_bounds: ClassVar[bool] = True
     #: a dataset held elsewhere is streamed partition by partition in one pass (:func:`partition_order`)
     supports_partitions: ClassVar[bool] = True
+    #: streamed, its order is a shuffle of the partitions and within each, not of all rows: used only for datasets
+    #: that cannot be read into memory (a sorted upload of several partitions reaches it in runs of similar rows)
+    partitioned_order_differs: ClassVar[bool] = True
 
     def _resolve(self, p: DPOTBParams, meta: PublicMetadata, privacy: PrivacyRequest) -> DPOTBResolved:
         """Constants from the public bounds; ρ calibrated to (target ε, δ) or explicit; σ_1 from eq. (6)."""
