@@ -7,8 +7,10 @@ uploaded, and the VmHWM growth is printed with the encoded matrix's size n·(d +
 
 With ``--partitioned`` the server has the parquet store, a Dask scheduler setting and ``max_matrix_bytes`` of
 64 MiB, so every upload over it is encoded batch by batch into 64 MiB partitions (issue 39,
-``privfit.datasets.partitioned_upload``, private preprocessing on: two reads of the file): the goal is then growth
-≤ one partition + 256 MiB whatever the size (e.g. ``--partitioned --sizes 256 1024``).
+``privfit.datasets.partitioned_upload``, private preprocessing on: two reads of the file): the goal is then the
+same rule with one partition in place of the whole matrix, growth ≤ 3 × partition + 256 MiB whatever the size
+(e.g. ``--partitioned --sizes 256 1024``; run one size per fresh server to see the first upload's growth: later
+uploads reuse what the allocators kept).
 
 Run: ``.venv/bin/python benchmarks/upload_memory.py [--sizes 8 64 256] [--partitioned]`` (SQLite, a temporary
 directory).
@@ -68,7 +70,8 @@ def main() -> None:
                 seconds = time.perf_counter() - started
                 response.raise_for_status()
                 growth = status_kib(pid, "VmHWM") * 1024 - before
-                goal = partition + 256 * MiB if args.partitioned and encoded > partition else 3 * encoded + 256 * MiB
+                unit = partition if args.partitioned and encoded > partition else encoded  # the rows held at once
+                goal = 3 * unit + 256 * MiB
                 print(f"{len(content) / MiB:8.1f} {rows:10d} {encoded / MiB:12.1f} {growth / MiB:16.1f} "
                       f"{growth / encoded:7.2f} {goal / MiB:9.0f} {seconds:8.2f}")  # fmt: skip
                 del content

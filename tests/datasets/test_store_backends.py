@@ -107,7 +107,7 @@ def overwrite(store: DatasetStore, key: str, blob: bytes) -> None:
         try:
             with np.load(io.BytesIO(blob)) as arrays:
                 rows = slice(0, first.rows)
-                table = _partition_table(arrays["X"][rows], arrays["y"][rows], None)
+                table = _partition_table([(arrays["X"][rows], arrays["y"][rows], None)])
             buffer = io.BytesIO()
             pq.write_table(table, buffer)
             blob = buffer.getvalue()

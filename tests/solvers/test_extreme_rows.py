@@ -79,8 +79,10 @@ def test_rows_outside_the_bounds_are_brought_to_them_and_rows_inside_are_untouch
 
 
 @pytest.mark.parametrize("case", [case for case in SOLVER_CASES if case.solver == "dp_gd"][:1], ids=lambda c: c.id)
-def test_enforcing_the_bounds_in_place_gives_the_copy_s_values_bit_for_bit(case: SolverCase) -> None:
-    """The in-place form (a partition decoded into its design buffer, privfit.scaleout) on a view of a wider buffer."""
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_enforcing_the_bounds_in_place_gives_the_copy_s_values_bit_for_bit(case: SolverCase, order: str) -> None:
+    """The in-place form (a partition decoded into its design buffer, privfit.scaleout) on a view of a wider buffer,
+    stored row by row or column by column (the Dask workers' layout)."""
     meta = case.meta()
 
     @settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
@@ -88,7 +90,7 @@ def test_enforcing_the_bounds_in_place_gives_the_copy_s_values_bit_for_bit(case:
     def check(data: tuple[np.ndarray, np.ndarray]) -> None:
         X, y = data
         expected_A, expected_v = enforce_declared_bounds(X, y, meta)
-        buffer = np.full((X.shape[0], X.shape[1] + 1), 7.0)
+        buffer = np.full((X.shape[0], X.shape[1] + 1), 7.0, order=order)
         buffer[:, : X.shape[1]] = X
         v = y.copy()
         A, w = enforce_declared_bounds(buffer[:, : X.shape[1]], v, meta, in_place=True)

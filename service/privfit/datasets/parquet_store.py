@@ -47,7 +47,7 @@ import posixpath
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -136,28 +136,48 @@ def _is_partition_name(name: str) -> bool:
 
 def partition_hash(X: np.ndarray, y: np.ndarray, units: np.ndarray | None) -> str:
     """h_i of the module docstring: sha256 over a partition's encoded rows, labels and unit ids."""
+    return _blocks_hash([(X, y, units)])
+
+
+Block = tuple[np.ndarray, np.ndarray, "np.ndarray | None"]
+
+
+def _blocks_hash(blocks: list[Block]) -> str:
+    """:func:`partition_hash` of the rows given in consecutive blocks (X, y, units): the same bytes in the same order
+    as their concatenation, without it."""
     hasher = hashlib.sha256(b"privfit-partition-v1")
-    hasher.update(json.dumps([int(X.shape[0]), int(X.shape[1]), units is not None]).encode())
-    if X.flags.c_contiguous and X.dtype == np.dtype("<f8"):
-        hasher.update(X.data)
-    else:  # a view (e.g. the first d columns of a wider buffer): its row-major bytes, a block at a time
-        block = max(1, _HASH_BLOCK_BYTES // (8 * max(1, X.shape[1])))
-        for start in range(0, X.shape[0], block):
-            hasher.update(np.ascontiguousarray(X[start : start + block], dtype="<f8").data)
-    hasher.update(np.ascontiguousarray(y, dtype="<f8").data)
-    if units is not None:
-        hasher.update(np.ascontiguousarray(units, dtype="<i8").data)
+    rows, d, units = sum(X.shape[0] for X, _, _ in blocks), blocks[0][0].shape[1], blocks[0][2] is not None
+    hasher.update(json.dumps([int(rows), int(d), units]).encode())
+    for X, _, _ in blocks:
+        if X.flags.c_contiguous and X.dtype == np.dtype("<f8"):
+            hasher.update(X.data)
+        else:  # a view (e.g. the first d columns of a wider buffer): its row-major bytes, a block at a time
+            block = max(1, _HASH_BLOCK_BYTES // (8 * max(1, X.shape[1])))
+            for start in range(0, X.shape[0], block):
+                hasher.update(np.ascontiguousarray(X[start : start + block], dtype="<f8").data)
+    for _, y, _ in blocks:
+        hasher.update(np.ascontiguousarray(y, dtype="<f8").data)
+    for _, _, unit_ids in blocks:
+        if unit_ids is not None:
+            hasher.update(np.ascontiguousarray(unit_ids, dtype="<i8").data)
     return hasher.hexdigest()
 
 
-def _partition_table(X: np.ndarray, y: np.ndarray, units: np.ndarray | None) -> pa.Table:
-    fields = [pa.field(f"x{j}", pa.float64(), nullable=False) for j in range(X.shape[1])]
-    columns = [pa.array(np.asarray(X[:, j], dtype=np.float64)) for j in range(X.shape[1])]
+def _partition_table(blocks: list[Block]) -> pa.Table:
+    """A partition's Parquet columns from its rows given in consecutive blocks (each column copied once, chunk by
+    chunk: the blocks are never concatenated)."""
+    d, units = blocks[0][0].shape[1], blocks[0][2] is not None
+
+    def column(values: list[np.ndarray], dtype: type) -> pa.ChunkedArray:
+        return pa.chunked_array([pa.array(np.asarray(v, dtype=dtype)) for v in values])
+
+    fields = [pa.field(f"x{j}", pa.float64(), nullable=False) for j in range(d)]
+    columns = [column([X[:, j] for X, _, _ in blocks], np.float64) for j in range(d)]
     fields.append(pa.field("y", pa.float64(), nullable=False))
-    columns.append(pa.array(np.asarray(y, dtype=np.float64)))
-    if units is not None:
+    columns.append(column([y for _, y, _ in blocks], np.float64))
+    if units:
         fields.append(pa.field("unit", pa.int64(), nullable=False))
-        columns.append(pa.array(np.asarray(units, dtype=np.int64)))
+        columns.append(column([u for _, _, u in blocks if u is not None], np.int64))
     return pa.table(columns, schema=pa.schema(fields))
 
 
@@ -401,27 +421,41 @@ class ParquetDatasetStore(DatasetStore):
             self.fs.makedirs(self._join(key), exist_ok=True)
         for info, rows in self._partitions(dataset):
             units = None if dataset.units is None else dataset.units[rows]
-            self._write_partition(self._join(key, info.file), dataset.X[rows], dataset.y[rows], units)
+            self._write_partition(self._join(key, info.file), [(dataset.X[rows], dataset.y[rows], units)])
         self._write_file(self._join(key, MANIFEST), manifest.to_json().encode())  # the commit point
 
-    def _write_partition(self, path: str, X: np.ndarray, y: np.ndarray, units: np.ndarray | None) -> None:
+    def _write_partition(self, path: str, blocks: list[Block]) -> None:
+        """One partition file of the rows given in consecutive blocks, one row group: on a local directory written
+        straight into its temporary file (no copy of its bytes in memory), on an object store in one PUT."""
+        table = _partition_table(blocks)
+
+        def write(sink: Any) -> None:
+            pq.write_table(table, sink, row_group_size=max(1, len(table)), compression="snappy", use_dictionary=False)
+
+        if self.local:
+            self._write_file(path, write)
+            return
         buffer = io.BytesIO()
-        pq.write_table(_partition_table(X, y, units), buffer, row_group_size=max(1, X.shape[0]),
-                       compression="snappy", use_dictionary=False)  # fmt: skip
+        write(buffer)
         self._write_file(path, buffer.getbuffer())
 
     def writer(self, d: int, *, units: bool = False) -> PartitionWriter:
         """A :class:`PartitionWriter` for a dataset of d columns (with a unit index if ``units``), given in blocks."""
         return PartitionWriter(self, d, units)
 
-    def _write_file(self, path: str, data: bytes | memoryview) -> None:
-        """Write ``path`` whole: a temporary name renamed on a local directory, one PUT on an object store."""
+    def _write_file(self, path: str, data: bytes | memoryview | Callable[[Any], None]) -> None:
+        """Write ``path`` whole: a temporary name renamed on a local directory, one PUT on an object store. ``data``:
+        the bytes, or (local only) a function writing them to an open binary file."""
         if not self.local:
+            assert not callable(data)
             self.fs.pipe_file(path, bytes(data))
             return
         partial = posixpath.join(posixpath.dirname(path), f"{_PARTIAL_PREFIX}{uuid.uuid4().hex}")
         with self.fs.open(partial, "wb") as handle:
-            handle.write(data)
+            if callable(data):
+                data(handle)
+            else:
+                handle.write(data)
         self.fs.mv(partial, path)
 
     # --- the DatasetStore primitives --------------------------------------------------------------------------------
@@ -529,14 +563,8 @@ class PartitionWriter:
                 taken.append((X[:need], y[:need], None if units is None else units[:need]))
                 self._blocks[0] = (X[need:], y[need:], None if units is None else units[need:])
                 need = 0
-        X = taken[0][0] if len(taken) == 1 else np.concatenate([t[0] for t in taken])
-        y = taken[0][1] if len(taken) == 1 else np.concatenate([t[1] for t in taken])
-        units = None
-        if self.units:
-            parts = [t[2] for t in taken if t[2] is not None]
-            units = parts[0] if len(parts) == 1 else np.concatenate(parts)
-        info = PartitionInfo(f"part-{len(self._partitions):05d}.parquet", rows, partition_hash(X, y, units))
-        self.store._write_partition(posixpath.join(self.staging, info.file), X, y, units)
+        info = PartitionInfo(f"part-{len(self._partitions):05d}.parquet", rows, _blocks_hash(taken))
+        self.store._write_partition(posixpath.join(self.staging, info.file), taken)
         self._partitions.append(info)
         self._buffered -= rows
 

@@ -1,22 +1,23 @@
 """A stored dataset's rows on a Dask cluster (``dask.distributed``): :class:`DaskPartitionedRows` is the
 :class:`~privfit.solvers.partitioned.PartitionedRows` of a dataset in the parquet store
-(:mod:`privfit.datasets.parquet_store`), whose clipped gradient sums are computed by the workers, one task per
-partition, and added in partition order by the fit (issue 39).
+(:mod:`privfit.datasets.parquet_store`), whose clipped gradient sums are computed by the workers, partition by
+partition, and added in partition order (issue 39).
 
 **What runs where.** The fit's process (a privfit worker) runs the solver: its iterates, its noise (drawn once per
 step through :func:`privfit.privacy.noise.gaussian_stream`, the exact sampler included) and its progress. For each
-step it sends θ and the public settings to one task per partition; the task (:func:`partition_clipped_sum`) reads the
-partition from the store — checking it against the dataset's hash tree —, enforces the declared bounds
-(:func:`~privfit.solvers.base.enforce_declared_bounds`), appends the intercept column and returns
-:func:`~privfit.solvers.baselines.dp_gd.clipped_gradient_sum` of its rows in float64: only a p-vector per θ leaves a
-worker, never a row. Partition i is sent to worker i mod W (W workers, sorted by address) so that its decoded rows,
-cached in that worker's memory up to ``cache_bytes``, are read from the store once per fit when they fit in the
-workers' memory, and again at each step when they do not (data larger than the cluster's memory). A step visits every
-partition in the same order, a cyclic scan for which a least-recently-used cache smaller than the data hits nothing
-(each partition is evicted just before it is needed again): the cache keeps the partitions it admitted while they fit
-and reads the others into one reused buffer per thread, so a step reads only the partitions beyond the cache. When
-the fit ends, whatever its outcome, every worker drops the dataset's partitions
-(:meth:`DaskPartitionedRows.release`): no row stays in a worker's memory past its fit.
+step it sends θ and the public settings to one task per group of :data:`PARTITIONS_PER_TASK` consecutive
+partitions (:func:`partitions_clipped_sum`); for each of its partitions the task reads the partition from the store —
+checking it against the dataset's hash tree —, enforces the declared bounds
+(:func:`~privfit.solvers.base.enforce_declared_bounds`), appends the intercept column and computes
+:func:`~privfit.solvers.baselines.dp_gd.clipped_gradient_sum` of its rows in float64 (:func:`partition_clipped_sum`),
+and returns their sum: only a p-vector per θ leaves a worker, never a row. Group g is sent to worker g mod W (W
+workers, sorted by address) so that its decoded rows, cached in that worker's memory up to ``cache_bytes``, are read
+from the store once per fit when they fit in the workers' memory, and again at each step when they do not (data
+larger than the cluster's memory). A step visits every partition in the same order, a cyclic scan for which a
+least-recently-used cache smaller than the data hits nothing (each partition is evicted just before it is needed
+again): the cache keeps the partitions it admitted while they fit and reads the others into one reused buffer per
+thread, so a step reads only the partitions beyond the cache. When the fit ends, whatever its outcome, every worker
+drops the dataset's partitions (:meth:`DaskPartitionedRows.release`): no row stays in a worker's memory past its fit.
 
 **Privacy.** The sum returned is the in-memory fit's sum of the same clipped terms
 (:mod:`privfit.solvers.partitioned`); the tasks, their number and their sizes are functions of the public manifest
@@ -42,7 +43,14 @@ from privfit.solvers.baselines.dp_sgd import member_gradient_sums
 from privfit.solvers.geometry import row_norms
 from privfit.solvers.losses import GLMLoss, MultinomialLogisticLoss
 
-__all__ = ["DaskPartitionedRows", "DaskStepTimeout", "StoredPartitions", "forget_partitions", "partition_clipped_sum"]
+__all__ = [
+    "DaskPartitionedRows",
+    "DaskStepTimeout",
+    "StoredPartitions",
+    "forget_partitions",
+    "partition_clipped_sum",
+    "partitions_clipped_sum",
+]
 
 log = logging.getLogger("privfit.scaleout")
 
@@ -51,6 +59,9 @@ FloatArray = np.ndarray
 DEFAULT_CACHE_BYTES = 256 * 1024**2
 #: The longest one step's partition sums may take before the fit fails (a cluster without live workers).
 DEFAULT_TIMEOUT_SECONDS = 600.0
+#: Consecutive partitions summed by one task: a task costs the scheduler and the fit's client about as much CPU as a
+#: 16 MiB partition's sum, so one task a partition left a worker's core idle half the time (docs/benchmarks.md)
+PARTITIONS_PER_TASK = 8
 
 
 class DaskStepTimeout(RuntimeError):
@@ -141,7 +152,7 @@ class _Scratch:
             buffer = self._buffers.get(thread)
             if buffer is None or buffer.size < rows * columns:
                 buffer = self._buffers[thread] = np.empty(rows * columns, dtype=np.float64)
-        return buffer[: rows * columns].reshape(rows, columns)
+        return column_major(buffer[: rows * columns], rows, columns)
 
     def clear(self) -> None:
         with self._lock:
@@ -150,6 +161,13 @@ class _Scratch:
 
 _CACHE = _PartitionCache()
 _SCRATCH = _Scratch()
+
+
+def column_major(buffer: np.ndarray, rows: int, columns: int) -> FloatArray:
+    """The flat float64 ``buffer`` (rows · columns entries) as a rows × columns matrix stored column by column
+    (Fortran order). A partition's Parquet columns are copied into it contiguously — into a row-major matrix each
+    column is a strided scatter, 2–3 × the whole decoding — and BLAS's products read it as fast either way."""
+    return buffer.reshape(columns, rows).T
 
 
 def forget_partitions(key: str) -> None:
@@ -163,15 +181,15 @@ def forget_partitions(key: str) -> None:
 def _prepare(where: StoredPartitions, index: int, meta: PublicMetadata, fit_intercept: bool, A: FloatArray) -> Prepared:
     """Partition ``index`` as the in-memory fit prepares its matrix (:meth:`privfit.solvers.base.Solver.fit`: the
     declared bounds enforced, the intercept column appended — :func:`~privfit.solvers.base.design_matrix` — and the
-    row norms computed once), decoded straight into the design matrix's buffer ``A`` (rows × (d + intercept)) and
-    bounded there: no copies (a partition is read again at each step when the data is larger than the workers'
-    memory)."""
+    row norms computed once), decoded straight into the design matrix's buffer ``A`` (rows × (d + intercept), column
+    major: :func:`column_major`) and bounded there: no copies (a partition is read again at each step when the data
+    is larger than the workers' memory)."""
     d = where.manifest.d
     if fit_intercept:
         A[:, d] = 0.0  # for the bounds below: a zero column adds nothing to a row's norm
     part = _CACHE.store(where).read_partition(where.key, where.manifest, index, out=A, verified=_CACHE.verified)
     v = np.array(part.y, dtype=np.float64)
-    # on the whole contiguous buffer (1.5 × faster than on its first d columns, a strided view): the rows within the
+    # on the whole contiguous buffer (faster than on its first d columns, a strided view): the rows within the
     # bound are kept bit for bit, as in memory; a row beyond it is scaled to it by clip_rows' factor for d + 1
     # columns, within 4u of the in-memory one and as safe (geometry.clip_rows)
     enforce_declared_bounds(A, v, meta, in_place=True)
@@ -191,16 +209,16 @@ def partition_clipped_sum(
     cache_bytes: int = DEFAULT_CACHE_BYTES,
     batch: np.ndarray | None = None,
 ) -> FloatArray:
-    """A task: partition ``index``'s part of the clipped gradient sum, ``Σ_{i ∈ partition ∩ B} clip_C(∇ℓ(θ_j; x_i,
-    y_i))`` for each row θ_j of ``theta``, on its rows with the declared bounds enforced and the intercept column
-    appended — as the in-memory fit prepares its matrix (:meth:`privfit.solvers.base.Solver.fit`). ``batch``: None
-    (every row), the partition's selected rows (indices within it) or its columns of a (k, rows) membership matrix."""
+    """Partition ``index``'s part of the clipped gradient sum, ``Σ_{i ∈ partition ∩ B} clip_C(∇ℓ(θ_j; x_i, y_i))``
+    for each row θ_j of ``theta``, on its rows with the declared bounds enforced and the intercept column appended —
+    as the in-memory fit prepares its matrix (:meth:`privfit.solvers.base.Solver.fit`). ``batch``: None (every row),
+    the partition's selected rows (indices within it) or its columns of a (k, rows) membership matrix."""
     entry = (where.url, where.key, index, meta.row_norm_bound, meta.label_bound, fit_intercept)
     prepared = _CACHE.get(entry)
     if prepared is None:
         rows, columns = where.manifest.partitions[index].rows, where.manifest.d + (1 if fit_intercept else 0)
         keep = _CACHE.admits(rows * (columns + 2) * 8, cache_bytes)  # the matrix, the labels and the row norms
-        A = np.empty((rows, columns), dtype=np.float64) if keep else _SCRATCH.matrix(rows, columns)
+        A = column_major(np.empty(rows * columns), rows, columns) if keep else _SCRATCH.matrix(rows, columns)
         prepared = _prepare(where, index, meta, fit_intercept, A)
         _CACHE.reads += 1
         if keep:
@@ -211,6 +229,28 @@ def partition_clipped_sum(
     if batch is not None:
         A, v, norms = A[batch], v[batch], norms[batch]
     return np.asarray(clipped_gradient_sum(loss, theta, A, v, clip_norm, norms=norms), dtype=np.float64)
+
+
+def partitions_clipped_sum(
+    where: StoredPartitions,
+    indices: tuple[int, ...],
+    meta: PublicMetadata,
+    fit_intercept: bool,
+    loss: GLMLoss | MultinomialLogisticLoss,
+    theta: FloatArray,
+    clip_norm: float,
+    cache_bytes: int = DEFAULT_CACHE_BYTES,
+    batches: tuple[np.ndarray | None, ...] | None = None,
+) -> FloatArray:
+    """A task: the parts of the partitions ``indices`` (:func:`partition_clipped_sum`, with ``batches[i]`` the batch
+    of ``indices[i]``) added in that order."""
+    total: FloatArray | None = None
+    for i, index in enumerate(indices):
+        part = partition_clipped_sum(where, index, meta, fit_intercept, loss, theta, clip_norm, cache_bytes,
+                                     None if batches is None else batches[i])  # fmt: skip
+        total = part if total is None else total + part
+    assert total is not None
+    return total
 
 
 def _batch_of(batch: np.ndarray, start: int, stop: int) -> np.ndarray:
@@ -267,20 +307,27 @@ class DaskPartitionedRows:
         clip_norm: float,
         batch: np.ndarray | None = None,
     ) -> FloatArray:
-        """One task per partition (holding a row of ``batch``, if given) on worker i mod W; their parts added in
-        partition order."""
+        """One task per group of :data:`PARTITIONS_PER_TASK` consecutive partitions (those holding a row of
+        ``batch``, if given), group g on worker g mod W; their parts added in partition order."""
         single = np.ndim(theta) == 1
         Theta = np.atleast_2d(np.asarray(theta, dtype=np.float64))
         scattered = self._client.scatter(Theta, broadcast=True) if Theta.nbytes > 1024**2 else Theta
         futures = []
-        for index, (start, stop) in enumerate(self._bounds):
-            part = None if batch is None else _batch_of(batch, start, stop)
-            if part is not None and not (part.any() if part.ndim == 2 else part.size):
-                continue  # no row of this partition is in the batch
+        for group, first in enumerate(range(0, len(self._bounds), PARTITIONS_PER_TASK)):
+            indices, parts = [], []
+            for index in range(first, min(first + PARTITIONS_PER_TASK, len(self._bounds))):
+                start, stop = self._bounds[index]
+                part = None if batch is None else _batch_of(batch, start, stop)
+                if part is not None and not (part.any() if part.ndim == 2 else part.size):
+                    continue  # no row of this partition is in the batch
+                indices.append(index)
+                parts.append(part)
+            if not indices:
+                continue
             futures.append(self._client.submit(
-                partition_clipped_sum, self._where, index, self._meta, self._fit_intercept, loss, scattered,
-                clip_norm, self._cache_bytes, part, workers=[self._workers[index % len(self._workers)]],
-                allow_other_workers=True, pure=False,
+                partitions_clipped_sum, self._where, tuple(indices), self._meta, self._fit_intercept, loss, scattered,
+                clip_norm, self._cache_bytes, None if batch is None else tuple(parts),
+                workers=[self._workers[group % len(self._workers)]], allow_other_workers=True, pure=False,
             ))  # fmt: skip
         total = np.zeros((Theta.shape[0], parameter_dimension(loss, self.features)), dtype=np.float64)
         deadline = time.monotonic() + self._timeout

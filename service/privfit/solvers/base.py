@@ -70,7 +70,7 @@ from privfit.errors import ParameterError
 from privfit.privacy import DEFAULT_GRID, DeltaAllowance, OrderGrid, PrivacyCost
 from privfit.privacy.noise import SamplerName, current_sampler, describe_sampler, using_sampler
 
-from .geometry import augment_intercept, augmented_bound, clip_rows, clip_rows_in_place
+from .geometry import augment_intercept, augmented_bound, clip_rows, clip_rows_in_place, row_norms
 from .losses import GLMLoss, MultinomialLogisticLoss, available_models, make_loss
 from .partitioned import PartitionedRows
 from .units import UnitIndex
@@ -1589,15 +1589,25 @@ def enforce_declared_bounds(
     solver's sensitivity bound and numerics hold on ANY input, so that no exception and no unaccounted change can
     come from row values (issue 18). The work is the same for every input (a fixed number of vectorised passes).
     With ``in_place`` the caller's float64 ``X`` and ``y`` (views included) are overwritten and returned: the same
-    values without the copies (a partition just decoded into its fit's buffer, :mod:`privfit.scaleout.dask_rows`).
+    values without the copies (a partition just decoded into its fit's buffer, :mod:`privfit.scaleout.dask_rows`),
+    in two passes over ``X`` instead of five: the row norms, which also find the rows holding a non-finite entry (their
+    norm is not finite), and the clipping factors. Only those rows are repaired entry by entry (their norms then
+    computed again): work that grows with their number, which is zero for every dataset privfit stores (an upload
+    with a non-finite value is refused), so the work stays the same whatever the stored rows hold.
     """
-    with np.errstate(invalid="ignore"):
+    with np.errstate(invalid="ignore", over="ignore"):
         if not in_place:
             A = clip_rows(np.where(np.isfinite(X), X, 0.0), meta.row_norm_bound)
             v = np.clip(np.where(np.isfinite(y), y, 0.0), -meta.label_bound, meta.label_bound)
             return A, v
-        np.copyto(X, 0.0, where=~np.isfinite(X))
-        clip_rows_in_place(X, meta.row_norm_bound)
+        norms = row_norms(X)
+        broken = np.flatnonzero(~np.isfinite(norms))
+        if broken.size:
+            rows = X[broken]
+            np.copyto(rows, 0.0, where=~np.isfinite(rows))
+            X[broken] = rows
+            norms[broken] = row_norms(rows)
+        clip_rows_in_place(X, meta.row_norm_bound, norms=norms)
         np.copyto(y, 0.0, where=~np.isfinite(y))
         np.clip(y, -meta.label_bound, meta.label_bound, out=y)
     return X, y

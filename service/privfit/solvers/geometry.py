@@ -104,14 +104,15 @@ def clip_rows(G: ArrayLike, C: float) -> FloatArray:
     return A
 
 
-def clip_rows_in_place(A: FloatArray, C: float) -> None:
-    """:func:`clip_rows` on the float64 array ``A`` itself (a view included): the same passes and result, no copy."""
+def clip_rows_in_place(A: FloatArray, C: float, *, norms: FloatArray | None = None) -> None:
+    """:func:`clip_rows` on the float64 array ``A`` itself (a view included): the same passes and result, no copy.
+    ``norms``: the rows' norms as :func:`row_norms` computes them, when the caller has them (one pass fewer)."""
     C = _positive("C", C)
     if A.ndim != 2:
         raise GeometryParameterError("G", f"must be a 2-D array (n, d), got ndim={A.ndim}")
     if A.size == 0:
         return
-    norms = _row_norms(A)
+    norms = _row_norms(A) if norms is None else norms
     over = norms > C
     A *= np.where(over, C * _clip_factor(A.shape[1]) / np.where(over, norms, 1.0), 1.0)[:, None]
 

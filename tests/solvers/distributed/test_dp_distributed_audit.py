@@ -207,3 +207,51 @@ def test_the_audit_holds_with_the_exact_sampler() -> None:
         delta=0.0,
     )
     assert broken.epsilon_lower_bound > 2.0 * claim, broken
+
+
+# --- through the Dask path (issue 39) --------------------------------------------------------------------------
+DASK_RUNS = 20_000
+
+
+def dask_first_broadcasts(first_label: float, seed: int, on_dask) -> FloatArray:
+    """The first broadcast of ``DASK_RUNS`` runs with the records in the parquet store, a record a partition, and each
+    round's batch summed by the workers of a Dask cluster (``run_rounds(partitions=...)``). The records are x = 2
+    (declared bound 2), so the hinge gradient ∓2 at b = 0 is clipped to C = 1 on the workers: the audit sees whether
+    they clip."""
+    X = np.full((ROUNDS, 1), 2.0)
+    y = np.ones(ROUNDS)
+    y[0] = first_label
+    partitions = on_dask(X, y, PublicMetadata(n=ROUNDS, d=1, row_norm_bound=2.0), False, 16)
+    order = np.broadcast_to(np.arange(ROUNDS).reshape(1, ROUNDS, 1), (DASK_RUNS, ROUNDS, 1))
+    steps, scales = schedule()
+    out = np.empty(DASK_RUNS)
+
+    def record(k: int, iterates: FloatArray, broadcasts: FloatArray) -> None:
+        if k == 1:
+            out[:] = broadcasts[:, 0]
+
+    run_rounds(
+        np.empty((0, 1)), np.empty(0), order, mixing=Independent(), loss=LOSS, steps=steps, noise_scales=scales,
+        l2=1.0, clip_norm=1.0, radius=1e6, rng=np.random.default_rng(seed), tail_start=1, observer=record,  # type: ignore[arg-type]
+        partitions=partitions,
+    )  # fmt: skip
+    return out
+
+
+@pytest.mark.parametrize("variant", ["clipped to C", "clipped to 2C"])
+def test_the_audit_holds_through_the_dask_path(variant: str, on_dask, monkeypatch) -> None:
+    """The first broadcast's audit with the batches summed by Dask workers (privfit.scaleout; 2·10⁴ runs per world, a
+    round's batch of all runs in one task): with the summands clipped to C there, w̃_1 = ±1 + Lap(2) stays below the
+    claimed ε = 1 (measured ε_lb 0.93); workers clipping to 2C instead (a broken clip norm sent to them) give
+    ε_lb > 1.5 (measured 1.89) — detected."""
+    import privfit.solvers.distributed.solver as solver_module
+
+    if variant == "clipped to 2C":
+        clip = solver_module.safe_clip_norm
+        monkeypatch.setattr(solver_module, "safe_clip_norm", lambda c, features: clip(2.0 * c, features))
+    result = epsilon_lower_bound(dask_first_broadcasts(+1.0, 21, on_dask), dask_first_broadcasts(-1.0, 22, on_dask),
+                                 delta=0.0)  # fmt: skip
+    if variant == "clipped to C":
+        assert 0.7 <= result.epsilon_lower_bound <= EPSILON, result
+    else:
+        assert result.epsilon_lower_bound > 1.5 * EPSILON, result
