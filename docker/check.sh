@@ -40,8 +40,10 @@ done <.dockerignore
 mkdir "$work/src" "$work/run" "$work/data"
 tar -C "$repo" "${excludes[@]}" -cf - "${includes[@]}" | tar -C "$work/src" -xf -
 step "build context: ${includes[*]}"
-sh "$work/src/docker/install.sh" "$work/venv" "$work/src" >"$work/install.log" 2>&1 || { cat "$work/install.log"; exit 1; }
-step "installed: $("$work/venv/bin/pip" show privfit | awk '/^Version/{print $2}') into a fresh venv, not editable"
+NUMBA_CACHE_DIR="$work/numba-cache" sh "$work/src/docker/install.sh" "$work/venv" "$work/src" >"$work/install.log" 2>&1 \
+  || { cat "$work/install.log"; exit 1; }
+step "installed: $("$work/venv/bin/pip" show privfit | awk '/^Version/{print $2}') into a fresh venv, not editable;" \
+  "$(find "$work/numba-cache" -name '*.nbc' | wc -l) compiled kernels cached"
 python="$work/venv/bin/python"
 
 # 2. Compose file.

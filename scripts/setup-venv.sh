@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Creates ./.venv if needed and installs privfit (editable) with the given extras, quietly. Skips pip entirely when
-# .venv already holds an install made from the same pyproject.toml (and Python) with these extras: a restart of
-# scripts/serve.sh then takes a second, not the 25 s of pip resolving an unchanged environment.
+# Creates ./.venv if needed and installs privfit (editable) with the given extras, quietly, then compiles the
+# solvers' kernels (`privfit compile`: a fresh server's first fit does not). Skips both when .venv already holds an
+# install made from the same pyproject.toml (and Python) with these extras: a restart of scripts/serve.sh then takes
+# a second, not the 25 s of pip resolving an unchanged environment.
 # Usage: source scripts/setup-venv.sh [extras]   e.g. `source scripts/setup-venv.sh test`
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -24,6 +25,8 @@ if [ -n "$extras" ]; then
 else
   .venv/bin/python -m pip install --quiet -e .
 fi
+# the solvers' numba kernels compiled and cached now, not by the first fit (privfit.solvers.warmup)
+.venv/bin/privfit compile > /dev/null
 if [ -f "$stamp" ] && [ "$(cut -d' ' -f1 "$stamp")" = "$fingerprint" ]; then
   installed=$(cut -s -d' ' -f2 "$stamp")
 else

@@ -28,6 +28,9 @@ from privfit.db.migrate import upgrade
 # The service's default noise sampler is "exact" (OpenDP); the suite runs on "float", whose draws a seed
 # reproduces, and the exact sampler has its own tests (tests/privacy/test_noise*.py, tests/api/test_exact_noise.py).
 os.environ.setdefault("PRIVFIT_NOISE_SAMPLER", "float")
+# Every app and worker the suite starts would load the solvers' kernels in the background (PRIVFIT_PRELOAD_KERNELS, on
+# by default): CPU the tests do not use. tests/solvers/test_warmup.py turns it on where it is tested.
+os.environ.setdefault("PRIVFIT_PRELOAD_KERNELS", "false")
 
 POSTGRES_URL = os.environ.get("PRIVFIT_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres")
 SHARED_DATA = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"

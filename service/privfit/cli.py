@@ -1,6 +1,7 @@
-"""The ``privfit`` command: the server side (``serve``, ``worker``, ``migrate``, ``keys create``) and the client
-commands of :mod:`privfit.client.cli` (``datasets``, ``fit``, ``estimate``, ``fits``, ``predict``, ``budget``,
-``ledger``, ``solvers``, ``whoami``), and ``schema draft``, which runs locally (:mod:`privfit.client.schema_cli`).
+"""The ``privfit`` command: the server side (``serve``, ``worker``, ``migrate``, ``compile``, ``keys create``) and
+the client commands of :mod:`privfit.client.cli` (``datasets``, ``fit``, ``estimate``, ``fits``, ``predict``,
+``budget``, ``ledger``, ``solvers``, ``whoami``), and ``schema draft``, which runs locally
+(:mod:`privfit.client.schema_cli`).
 
 Start-up cost: ``privfit --help`` and the client commands import only what they use. This module imports nothing
 but :mod:`argparse` and the client's command table (:mod:`privfit.client.cli`, which needs httpx and rich only
@@ -104,6 +105,10 @@ def _worker(args: argparse.Namespace) -> int:
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
     pool.start()
+    if settings.preload_kernels:
+        from privfit.solvers.warmup import preload_in_background
+
+        preload_in_background()
     print(f"privfit worker {pool.name}: {pool.size} threads on {db.engine.url.render_as_string()}", flush=True)
     stop.wait()
     pool.stop(settings.stop_grace_seconds)  # running fits go back to the queue (daemon threads past the grace)
@@ -117,6 +122,23 @@ def _migrate(_: argparse.Namespace) -> int:
 
     upgrade(get_settings().database_url)
     print("database migrated to the latest revision")
+    return 0
+
+
+def _compile(_: argparse.Namespace) -> int:
+    """Compile and cache the solvers' numba kernels (:mod:`privfit.solvers.warmup`), one line per warm-up fit."""
+    import time
+
+    from privfit.solvers.warmup import Warmed, compile_kernels
+
+    def show(step: Warmed) -> None:
+        outcome = f"{step.seconds:.2f} s" if step.seconds is not None else f"not run here: {step.refused}"
+        print(f"{step.solver} {step.model} ({step.sampler} noise): {outcome}")
+
+    began = time.perf_counter()
+    steps = compile_kernels(show)
+    print(f"{sum(s.seconds is not None for s in steps)} warm-up fits in {time.perf_counter() - began:.1f} s; the "
+          "compiled kernels are cached for every later process")  # fmt: skip
     return 0
 
 
@@ -179,8 +201,8 @@ def build_parser() -> argparse.ArgumentParser:
     nothing beyond the client's command table)."""
     parser = argparse.ArgumentParser(
         prog="privfit",
-        description="Differentially private model fitting service: the server (serve, worker, migrate, keys create) "
-        "and its client. `privfit COMMAND --help` shows a command's arguments.",
+        description="Differentially private model fitting service: the server (serve, worker, migrate, compile, keys "
+        "create) and its client. `privfit COMMAND --help` shows a command's arguments.",
     )
     add_global_options(parser)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -200,6 +222,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="fits run at once (default: $PRIVFIT_WORKERS)")  # fmt: skip
     worker.set_defaults(handler=_worker)
     commands.add_parser("migrate", help="apply database migrations").set_defaults(handler=_migrate)
+    compile_help = ("compile the solvers' kernels ahead of the first fit and cache them (the install scripts run it): "
+                    "warm-up fits on public synthetic rows")  # fmt: skip
+    commands.add_parser("compile", help=compile_help, description=compile_help).set_defaults(handler=_compile)
     store_parser = commands.add_parser("store", help="manage the dataset store", description="manage the dataset store")
     store = store_parser.add_subparsers(dest="store_command", required=True)
     move_help = ("move every live dataset from another store into the one PRIVFIT_STORE (and PRIVFIT_DATA_DIR / "

@@ -94,6 +94,12 @@ class Settings(BaseSettings):
         "once at start-up).",
     )
     workers: int = Field(2, ge=1, le=64, description="Worker threads of the embedded pool / `privfit worker`.")
+    preload_kernels: bool = Field(
+        True,
+        description="A process that runs fits (the embedded pool, `privfit worker`, Celery workers) loads the solvers' "
+        "numba kernels from numba's cache in a background thread as it starts, so that its first dp_otb, dp_lazy_oco "
+        "or perturbation fit does not (it compiles them where `privfit compile` has not cached them).",
+    )
     max_upload_bytes: int = Field(
         2 * 1024**3,
         ge=1024,

@@ -79,6 +79,10 @@ def create_app(settings: Settings | None = None, *, run_workers: bool | None = N
             )  # fmt: skip
             app.state.workers.start()
             app.state.dispatcher = PollingDispatcher(app.state.workers)
+            if settings.preload_kernels:
+                from privfit.solvers.warmup import preload_in_background
+
+                preload_in_background()
         try:
             yield
         finally:

@@ -177,6 +177,10 @@ def run_worker(settings: Settings, concurrency: int) -> None:
     worker_shutting_down.connect(lambda **_: _on_shutdown(settings.stop_grace_seconds), weak=False)
     sweeper = Sweeper(db, settings, CeleryDispatcher(app))
     sweeper.start()
+    if settings.preload_kernels:
+        from privfit.solvers.warmup import preload_in_background
+
+        preload_in_background()
     try:
         app.worker_main([
             "worker", "--pool=threads", f"--concurrency={concurrency}", f"--queues={settings.celery_queue}",
