@@ -9,15 +9,15 @@ step it sends θ and the public settings to one task per group of :data:`PARTITI
 partitions (:func:`partitions_clipped_sum`); for each of its partitions the task reads the partition from the store —
 checking it against the dataset's hash tree —, enforces the declared bounds
 (:func:`~privfit.solvers.base.enforce_declared_bounds`), appends the intercept column and computes
-:func:`~privfit.solvers.baselines.dp_gd.clipped_gradient_sum` of its rows in float64 (:func:`partition_clipped_sum`),
-and returns their sum: only a p-vector per θ leaves a worker, never a row. Group g is sent to worker g mod W (W
-workers, sorted by address) so that its decoded rows, cached in that worker's memory up to ``cache_bytes``, are read
-from the store once per fit when they fit in the workers' memory, and again at each step when they do not (data
-larger than the cluster's memory). A step visits every partition in the same order, a cyclic scan for which a
-least-recently-used cache smaller than the data hits nothing (each partition is evicted just before it is needed
-again): the cache keeps the partitions it admitted while they fit and reads the others into one reused buffer per
-thread, so a step reads only the partitions beyond the cache. When the fit ends, whatever its outcome, every worker
-drops the dataset's partitions (:meth:`DaskPartitionedRows.release`): no row stays in a worker's memory past its fit.
+:func:`~privfit.solvers.baselines.dp_gd.clipped_gradient_sum` of its rows in float64, and returns their sum: only a
+p-vector per θ leaves a worker, never a row. Group g is sent to worker g mod W (W workers, sorted by address) so that
+its decoded rows, cached in that worker's memory up to ``cache_bytes``, are read from the store once per fit when they
+fit in the workers' memory, and again at each step when they do not (data larger than the cluster's memory). A step
+visits every partition in the same order, a cyclic scan for which a least-recently-used cache smaller than the data
+hits nothing (each partition is evicted just before it is needed again): the cache keeps the partitions it admitted
+while they fit and reads the others into one reused buffer per thread, so a step reads only the partitions beyond the
+cache. When the fit ends, whatever its outcome, every worker drops the dataset's partitions
+(:meth:`DaskPartitionedRows.release`): no row stays in a worker's memory past its fit.
 
 **Privacy.** The sum returned is the in-memory fit's sum of the same clipped terms
 (:mod:`privfit.solvers.partitioned`); the tasks, their number and their sizes are functions of the public manifest
@@ -48,7 +48,6 @@ __all__ = [
     "DaskStepTimeout",
     "StoredPartitions",
     "forget_partitions",
-    "partition_clipped_sum",
     "partitions_clipped_sum",
 ]
 
@@ -198,21 +197,11 @@ def _prepare(where: StoredPartitions, index: int, meta: PublicMetadata, fit_inte
     return A, v, row_norms(A)
 
 
-def partition_clipped_sum(
-    where: StoredPartitions,
-    index: int,
-    meta: PublicMetadata,
-    fit_intercept: bool,
-    loss: GLMLoss | MultinomialLogisticLoss,
-    theta: FloatArray,
-    clip_norm: float,
-    cache_bytes: int = DEFAULT_CACHE_BYTES,
-    batch: np.ndarray | None = None,
-) -> FloatArray:
-    """Partition ``index``'s part of the clipped gradient sum, ``Σ_{i ∈ partition ∩ B} clip_C(∇ℓ(θ_j; x_i, y_i))``
-    for each row θ_j of ``theta``, on its rows with the declared bounds enforced and the intercept column appended —
-    as the in-memory fit prepares its matrix (:meth:`privfit.solvers.base.Solver.fit`). ``batch``: None (every row),
-    the partition's selected rows (indices within it) or its columns of a (k, rows) membership matrix."""
+def _prepared(
+    where: StoredPartitions, index: int, meta: PublicMetadata, fit_intercept: bool, cache_bytes: int
+) -> Prepared:
+    """Partition ``index`` prepared (:func:`_prepare`): from this worker's cache, or read from the store — into a
+    buffer the cache keeps while it admits it (``cache_bytes``), else into the thread's reused one."""
     entry = (where.url, where.key, index, meta.row_norm_bound, meta.label_bound, fit_intercept)
     prepared = _CACHE.get(entry)
     if prepared is None:
@@ -223,12 +212,7 @@ def partition_clipped_sum(
         _CACHE.reads += 1
         if keep:
             _CACHE.put(entry, prepared, cache_bytes)
-    A, v, norms = prepared
-    if batch is not None and batch.ndim == 2:
-        return np.asarray(member_gradient_sums(loss, theta, A, v, batch, clip_norm), dtype=np.float64)
-    if batch is not None:
-        A, v, norms = A[batch], v[batch], norms[batch]
-    return np.asarray(clipped_gradient_sum(loss, theta, A, v, clip_norm, norms=norms), dtype=np.float64)
+    return prepared
 
 
 def partitions_clipped_sum(
@@ -242,12 +226,21 @@ def partitions_clipped_sum(
     cache_bytes: int = DEFAULT_CACHE_BYTES,
     batches: tuple[np.ndarray | None, ...] | None = None,
 ) -> FloatArray:
-    """A task: the parts of the partitions ``indices`` (:func:`partition_clipped_sum`, with ``batches[i]`` the batch
-    of ``indices[i]``) added in that order."""
+    """A task: the partitions ``indices``' parts of the clipped gradient sum, ``Σ_{i ∈ partition ∩ B}
+    clip_C(∇ℓ(θ_j; x_i, y_i))`` for each row θ_j of ``theta``, added in that order, each on its rows with the
+    declared bounds enforced and the intercept column appended — as the in-memory fit prepares its matrix
+    (:meth:`privfit.solvers.base.Solver.fit`). ``batches[i]`` is partition ``indices[i]``'s batch: None (every row),
+    its selected rows (indices within it) or its columns of a (k, rows) membership matrix."""
     total: FloatArray | None = None
     for i, index in enumerate(indices):
-        part = partition_clipped_sum(where, index, meta, fit_intercept, loss, theta, clip_norm, cache_bytes,
-                                     None if batches is None else batches[i])  # fmt: skip
+        A, v, norms = _prepared(where, index, meta, fit_intercept, cache_bytes)
+        batch = None if batches is None else batches[i]
+        if batch is not None and batch.ndim == 2:
+            part = np.asarray(member_gradient_sums(loss, theta, A, v, batch, clip_norm), dtype=np.float64)
+        else:
+            if batch is not None:
+                A, v, norms = A[batch], v[batch], norms[batch]
+            part = np.asarray(clipped_gradient_sum(loss, theta, A, v, clip_norm, norms=norms), dtype=np.float64)
         total = part if total is None else total + part
     assert total is not None
     return total

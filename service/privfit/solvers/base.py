@@ -1587,13 +1587,14 @@ def enforce_declared_bounds(
 
     Data encoded at upload already satisfies the bounds, so this is a no-op there; it is the guard that makes every
     solver's sensitivity bound and numerics hold on ANY input, so that no exception and no unaccounted change can
-    come from row values (issue 18). The work is the same for every input (a fixed number of vectorised passes).
-    With ``in_place`` the caller's float64 ``X`` and ``y`` (views included) are overwritten and returned: the same
-    values without the copies (a partition just decoded into its fit's buffer, :mod:`privfit.scaleout.dask_rows`),
-    in two passes over ``X`` instead of five: the row norms, which also find the rows holding a non-finite entry (their
-    norm is not finite), and the clipping factors. Only those rows are repaired entry by entry (their norms then
-    computed again): work that grows with their number, which is zero for every dataset privfit stores (an upload
-    with a non-finite value is refused), so the work stays the same whatever the stored rows hold.
+    come from row values (issue 18). Without ``in_place`` the work is the same for every input (a fixed number of
+    vectorised passes). With ``in_place`` the caller's float64 ``X`` and ``y`` (views included) are overwritten and
+    returned: the same values without the copies (a partition just decoded into its fit's buffer,
+    :mod:`privfit.scaleout.dask_rows`), in two passes over ``X`` instead of five: the row norms, which also find the
+    rows holding a non-finite entry (their norm is not finite), and the clipping factors. Only those rows are repaired
+    entry by entry (their norms then computed again): work that grows with their number, which is zero for every
+    partition read from the store (its rows matched the hash of what their upload wrote, and an upload with a
+    non-finite value is refused), so there the work stays the same whatever the rows hold.
     """
     with np.errstate(invalid="ignore", over="ignore"):
         if not in_place:
