@@ -80,9 +80,11 @@ def _worker(args: argparse.Namespace) -> int:
     from privfit.privacy.noise import configure_sampler
     from privfit.scaleout.source import row_source
     from privfit.settings import get_settings
+    from privfit.solvers.design_cache import configure_design_cache
 
     settings = get_settings()
     configure_sampler(settings.noise_sampler)
+    configure_design_cache(settings.design_cache_bytes)
     if settings.queue == "celery":
         from privfit.jobs.celery_app import run_worker
 
@@ -129,13 +131,16 @@ def _compile(_: argparse.Namespace) -> int:
     """Compile and cache the solvers' numba kernels (:mod:`privfit.solvers.warmup`), one line per warm-up fit."""
     import time
 
-    from privfit.solvers.warmup import Warmed, compile_kernels
+    from privfit.solvers.warmup import Warmed, clear_stale_kernel_cache, compile_kernels
 
     def show(step: Warmed) -> None:
         outcome = f"{step.seconds:.2f} s" if step.seconds is not None else f"not run here: {step.refused}"
         print(f"{step.solver} {step.model} ({step.sampler} noise): {outcome}")
 
     began = time.perf_counter()
+    removed = clear_stale_kernel_cache()
+    if removed:
+        print(f"removed {removed} cached kernel files older than the package's sources (recompiling them)")
     steps = compile_kernels(show)
     print(f"{sum(s.seconds is not None for s in steps)} warm-up fits in {time.perf_counter() - began:.1f} s; the "
           "compiled kernels are cached for every later process")  # fmt: skip

@@ -100,6 +100,13 @@ class Settings(BaseSettings):
         "numba kernels from numba's cache in a background thread as it starts, so that its first dp_otb, dp_lazy_oco "
         "or perturbation fit does not (it compiles them where `privfit compile` has not cached them).",
     )
+    design_cache_bytes: int = Field(
+        1024**3,
+        ge=0,
+        description="A process that runs fits keeps the float32 design of the datasets it fitted with dp_gd, up to "
+        "this many bytes (4·n·d each; least recently used first out), so that the next dp_gd fit of a dataset "
+        "reuses it instead of preparing it again (privfit.solvers.design_cache). 0: nothing is kept.",
+    )
     max_upload_bytes: int = Field(
         2 * 1024**3,
         ge=1024,

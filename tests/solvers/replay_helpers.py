@@ -117,14 +117,19 @@ class SolverCase:
     d: int = 3
     epsilon: float = 1.0
     delta: float = 1e-6
+    #: the columns of one-hot blocks declared in the metadata (the rows of ``neighbours`` are not one-hot: the
+    #: solvers that store rows by blocks then map them, privfit.solvers.baselines.glm_design (1))
+    one_hot_blocks: tuple[tuple[int, int], ...] = ()
 
     @property
     def id(self) -> str:
         extra = ",".join(f"{k}={v}" for k, v in self.params.items() if k != "model")
-        return f"{self.solver}[{self.params.get('model', '')}{',' + extra if extra else ''}]"
+        blocks = f",blocks={list(self.one_hot_blocks)}" if self.one_hot_blocks else ""
+        return f"{self.solver}[{self.params.get('model', '')}{',' + extra if extra else ''}{blocks}]"
 
     def meta(self) -> PublicMetadata:
-        return PublicMetadata(n=self.n, d=self.d, row_norm_bound=1.0, label_bound=1.0)
+        return PublicMetadata(n=self.n, d=self.d, row_norm_bound=1.0, label_bound=1.0,
+                              one_hot_blocks=self.one_hot_blocks)  # fmt: skip
 
     def resolve(self) -> Any:
         return get_solver(self.solver).resolve(self.params, self.meta(), target_epsilon=self.epsilon,
@@ -152,6 +157,8 @@ SOLVER_CASES: tuple[SolverCase, ...] = (
     SolverCase("output_perturbation", {"model": "linear", "noise": "laplace"}),
     SolverCase("objective_perturbation", {"model": "logistic"}),
     SolverCase("objective_perturbation", {"model": "svm", "noise": "laplace"}),
+    SolverCase("objective_perturbation", {"model": "logistic"}, one_hot_blocks=((1, 3),)),
+    SolverCase("output_perturbation", {"model": "huber"}, one_hot_blocks=((0, 2),)),
     SolverCase("resque_dpsgd", {"model": "svm", "epochs": 1, "batch_size": 32}),
     SolverCase("resque_dpsgd", {"model": "quantile", "epochs": 1, "batch_size": 32, "sampling": "shuffle"}),
     SolverCase("resque_localized", _RESQUE_LOCALIZED_TINY, n=2_000, d=2),

@@ -89,7 +89,7 @@ def early_stopping_minimiser(X, y, problem, tolerance, *, linear_term=None, repo
 
 
 def test_the_harness_detects_a_data_dependent_iteration_count(monkeypatch) -> None:
-    def solve_until_small(design, labels, problem, resolved, reporter, linear_term=None):  # type: ignore[no-untyped-def]
+    def solve_until_small(design, labels, problem, resolved, reporter, linear_term=None, one_hot_blocks=()):  # type: ignore[no-untyped-def]
         return early_stopping_minimiser(design, labels, problem, resolved.gradient_tolerance, linear_term=linear_term,
                                         reporter=reporter)  # fmt: skip
 

@@ -18,7 +18,7 @@ from privfit.solvers import PublicMetadata, get_solver
 #: the numba functions a fit calls from Python (the others are called from these and compiled into them)
 ENTRY_POINTS = {
     "privfit.solvers.online_to_batch.kernel.online_to_batch_block",
-    "privfit.solvers.baselines.erm._gradient_sum_kernel",
+    "privfit.solvers.baselines.glm_design.gradient_sum_kernel",
     "privfit.solvers.lazy_oco.sampling._sample_log_concave",
 }
 
@@ -57,6 +57,13 @@ def test_after_the_warm_up_a_fit_on_other_data_compiles_nothing(capsys: pytest.C
         with using_sampler(sampler):
             resolved = solver.resolve(params, meta, target_epsilon=1.0, delta=1e-6)
             solver.fit(X, y, meta, resolved, make_generator(1, data_is_public=True))
+    # a categorical label (the multinomial kernels) of another number of classes and shape
+    classes = rng.integers(0, 4, size=400).astype(np.float64)
+    meta_k = PublicMetadata(n=400, d=6, row_norm_bound=1.0, label_bound=3.0, classes=("a", "b", "c", "d"))
+    for name in ("dp_gd", "dp_sgd"):
+        solver = get_solver(name)
+        resolved = solver.resolve({"model": "logistic"}, meta_k, target_epsilon=1.0, delta=1e-6)
+        solver.fit(X, classes, meta_k, resolved, make_generator(1, data_is_public=True))
     assert specialisations() == warmed  # no new specialisation: nothing was compiled by these fits
 
 
@@ -81,3 +88,29 @@ def test_the_settings_turn_the_preload_on_by_default() -> None:
     from privfit.settings import Settings
 
     assert Settings.model_fields["preload_kernels"].default is True
+
+
+def test_compile_removes_a_cache_older_than_any_source_file(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """numba checks a cached kernel against its own file only: `privfit compile` drops the whole cache when any entry
+    is older than the newest source (a callee inlined into a cached kernel may have changed), and keeps a current one
+    — beside the sources and under NUMBA_CACHE_DIR."""
+    import os
+
+    from privfit.solvers.warmup import clear_stale_kernel_cache
+
+    package = tmp_path / "privfit"
+    (package / "solvers" / "__pycache__").mkdir(parents=True)
+    kernel, callee = package / "solvers" / "kernel.py", package / "solvers" / "callee.py"
+    kernel.write_text("")
+    callee.write_text("")
+    beside = package / "solvers" / "__pycache__" / "kernel.f-1.py311.nbi"
+    mirrored = tmp_path / "cache" / "x" / "privfit" / "solvers" / "kernel.f-1.py311.nbc"
+    mirrored.parent.mkdir(parents=True)
+    for entry in (beside, mirrored):
+        entry.write_bytes(b"cached")
+    for path, when in ((kernel, 100), (callee, 100), (beside, 200), (mirrored, 200)):
+        os.utime(path, (when, when))
+    assert clear_stale_kernel_cache(package, str(tmp_path / "cache")) == 0 and beside.exists() and mirrored.exists()
+    os.utime(callee, (300, 300))  # the callee changed after the kernel was cached
+    assert clear_stale_kernel_cache(package, str(tmp_path / "cache")) == 2
+    assert not beside.exists() and not mirrored.exists()

@@ -21,6 +21,7 @@ from privfit.jobs.sweeper import OrphanSweeper
 from privfit.privacy.noise import configure_sampler
 from privfit.scaleout.source import row_source
 from privfit.settings import Settings, get_settings
+from privfit.solvers.design_cache import configure_design_cache
 from privfit.ui import mount_ui
 
 from .admission import AdmissionGroups
@@ -48,6 +49,7 @@ def create_app(settings: Settings | None = None, *, run_workers: bool | None = N
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         anyio.to_thread.current_default_thread_limiter().total_tokens = settings.api_threads
         previous_sampler = configure_sampler(settings.noise_sampler)  # the process's noise (privacy/noise.py)
+        previous_designs = configure_design_cache(settings.design_cache_bytes)  # dp_gd's shared designs
         db = make_database(
             settings.database_url,
             retry_attempts=settings.db_retry_attempts,
@@ -91,6 +93,7 @@ def create_app(settings: Settings | None = None, *, run_workers: bool | None = N
                 await run_in_threadpool(app.state.workers.stop, settings.stop_grace_seconds)
             db.dispose()
             configure_sampler(previous_sampler)
+            configure_design_cache(previous_designs)
 
     app = FastAPI(
         title="privfit",

@@ -67,7 +67,7 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from fractions import Fraction
@@ -97,6 +97,7 @@ __all__ = [
     "PrivacyUnit",
     "Standardize",
     "label_classes",
+    "one_hot_blocks",
 ]
 
 _CONFIG = ConfigDict(extra="forbid", strict=True, frozen=True, allow_inf_nan=False)
@@ -542,6 +543,20 @@ class PrivacyUnit(_Model):
     max_rows: int = Field(ge=1, le=MAX_ROWS_PER_UNIT, description="The public maximum of rows kept per unit.")
 
 
+def one_hot_blocks(features: Sequence[Mapping[str, Any]]) -> list[tuple[int, int]]:
+    """The column ranges [start, stop) of the one-hot blocks of ≥ 2 levels in the encoded matrix of the declared
+    ``features`` (their JSON form, as stored: a numeric takes one column, a categorical one per level, an ignored
+    none — the order of :attr:`DatasetSchema.feature_names`). A function of the schema alone."""
+    blocks: list[tuple[int, int]] = []
+    column = 0
+    for feature in features:
+        width = len(feature["levels"]) if feature["type"] == "categorical" else int(feature["type"] == "numeric")
+        if feature["type"] == "categorical" and width >= 2:
+            blocks.append((column, column + width))
+        column += width
+    return blocks
+
+
 class DatasetSchema(_Model):
     """The public declaration of a dataset: label, ordered features, missing policy, budget, CSV layout, and an
     optional validation fraction (:mod:`privfit.datasets.split`).
@@ -659,6 +674,12 @@ class DatasetSchema(_Model):
             elif isinstance(f, CategoricalFeature):
                 out.extend(f"{f.name}={lv}" for lv in f.levels)
         return out
+
+    @property
+    def one_hot_blocks(self) -> list[tuple[int, int]]:
+        """The column ranges [start, stop) of the categorical features' one-hot blocks of ≥ 2 levels, in the
+        encoded matrix's order (:func:`one_hot_blocks`)."""
+        return one_hot_blocks(self.model_dump(mode="json", include={"features"})["features"])
 
     @property
     def dimension(self) -> int:

@@ -75,9 +75,11 @@ def _worker_context(settings_json: str) -> tuple[Any, Any, Settings, Any]:
     from privfit.datasets.store import make_store
     from privfit.db import make_database
     from privfit.scaleout.source import row_source
+    from privfit.solvers.design_cache import configure_design_cache
 
     settings = Settings.model_validate_json(settings_json)
     configure_sampler(settings.noise_sampler)
+    configure_design_cache(settings.design_cache_bytes)
     db = make_database(
         settings.database_url,
         retry_attempts=settings.db_retry_attempts,

@@ -46,6 +46,7 @@ from privfit.db import Database, Dataset, Job
 from privfit.db.engine import is_transient
 from privfit.privacy import secure_generator
 from privfit.solvers.base import FitCancelled, PublicMetadata
+from privfit.solvers.design_cache import design_cache
 from privfit.solvers.registry import get_solver
 
 from .cancellation import StopCheck, watching
@@ -166,6 +167,20 @@ def _refused_for_store(db: Database, store: DatasetStore, job_id: str) -> bool:
     return True
 
 
+def forget_deleted_designs(db: Database) -> int:
+    """Drop this process's shared designs (:mod:`privfit.solvers.design_cache`) of datasets deleted since: an entry's
+    dataset key is (dataset id, storage key), and a deleted dataset's row no longer holds that storage key. One query
+    over the cached ids; returns how many entries were dropped."""
+    cache = design_cache()
+    cached = cache.dataset_keys()
+    if not cached:
+        return 0
+    ids = {key[0] for key in cached if isinstance(key, tuple)}
+    with db.read() as session:
+        live = set(session.execute(select(Dataset.id, Dataset.storage_key).where(Dataset.id.in_(ids))).tuples())
+    return cache.forget({key for key in cached if key not in live})
+
+
 def _dataset_of(db: Database, dataset_id: str) -> tuple[str | None, PublicMetadata | None]:
     """The dataset's storage key (None once deleted) and public metadata (None if the row is gone)."""
     with db.read() as session:
@@ -228,6 +243,7 @@ def _execute(
     try:
         solver = get_solver(job.solver)
         resolved = solver.load_resolved(job.params)
+        db.retrying(lambda: forget_deleted_designs(db), what="datasets of the shared designs")
         storage_key, meta = db.retrying(lambda: _dataset_of(db, job.dataset_id), what="dataset of a job")
         if storage_key is None or meta is None:
             fail(db, job.id, worker, {"type": "dataset_deleted", "detail": "the dataset was deleted before the fit "
@@ -250,7 +266,12 @@ def _execute(
             monitor.progress = float(fraction)
 
         if partitions is None:
-            result = solver.fit(X, y, meta, resolved, secure_generator(), progress, stop, units=units)
+            # the dataset's id and storage key (the content hash store.read checked X and y against) name the rows:
+            # a solver may share what it derives from them with this process's next fit of the dataset
+            # (privfit.solvers.design_cache; the id keeps two datasets with equal rows apart)
+            dataset_key = (job.dataset_id, key)
+            result = solver.fit(X, y, meta, resolved, secure_generator(), progress, stop, units=units,
+                                dataset_key=dataset_key)  # fmt: skip
         else:
             try:
                 result = solver.fit_partitioned(partitions, meta, resolved, secure_generator(), progress, stop)

@@ -56,9 +56,10 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any, ClassVar, Generic, Literal, NamedTuple, TypeVar, get_args, get_origin
 
 import numpy as np
@@ -70,7 +71,7 @@ from privfit.errors import ParameterError
 from privfit.privacy import DEFAULT_GRID, DeltaAllowance, OrderGrid, PrivacyCost
 from privfit.privacy.noise import SamplerName, current_sampler, describe_sampler, using_sampler
 
-from .geometry import augment_intercept, augmented_bound, clip_rows, clip_rows_in_place, row_norms
+from .geometry import augment_intercept, augmented_bound, clip_rows_in_place, row_norms
 from .losses import GLMLoss, MultinomialLogisticLoss, available_models, make_loss
 from .partitioned import PartitionedRows
 from .units import UnitIndex
@@ -110,6 +111,7 @@ __all__ = [
     "Target",
     "UnitLevelGLMResolved",
     "ball_capped",
+    "bounded_labels",
     "check_finite_cost",
     "check_fit_inputs",
     "check_privacy_source",
@@ -231,6 +233,22 @@ def validation_error_to_parameter_error(error: ValidationError, prefix: str = "p
 # ---------------------------------------------------------------------------------------------------------
 
 
+def _checked_blocks(blocks: Any, d: int) -> tuple[tuple[int, int], ...]:
+    """``blocks`` as a tuple of (start, stop) integer pairs, increasing and disjoint within [0, d), each of ≥ 2
+    columns (:attr:`PublicMetadata.one_hot_blocks`)."""
+    checked: list[tuple[int, int]] = []
+    end = 0
+    for block in blocks:
+        start, stop = (int(bound) for bound in block)
+        if not end <= start < stop - 1 < d:
+            raise SolverParameterError(
+                "one_hot_blocks", f"must be increasing, disjoint ranges of ≥ 2 of the d = {d} columns, got {blocks!r}"
+            )
+        checked.append((start, stop))
+        end = stop
+    return tuple(checked)
+
+
 @dataclass(frozen=True)
 class PublicMetadata:
     """The public facts about a dataset a solver may use before (and while) reading rows (DESIGN §1.2).
@@ -252,6 +270,10 @@ class PublicMetadata:
             with all its rows, each unit has at most k rows (bounded at upload), ``n`` is the number of units U, and
             a fit takes each row's unit (``units``, :meth:`unit_index`). Only solvers with
             :attr:`Solver.privacy_units` accept it (:func:`unit_level_solvers`).
+        one_hot_blocks: the half-open column ranges [start, stop) of the one-hot blocks of the d columns, from the
+            schema (:attr:`privfit.datasets.schema.DatasetSchema.one_hot_blocks`: a categorical feature's levels;
+            at most one non-zero per row in the encoded rows); () when none or unknown. Solvers may store the rows
+            by this layout (:mod:`privfit.solvers.baselines.glm_design`); it changes work, not results.
     """
 
     n: int
@@ -261,6 +283,7 @@ class PublicMetadata:
     feature_names: tuple[str, ...] | None = None
     classes: tuple[str, ...] | None = None
     max_rows_per_unit: int | None = None
+    one_hot_blocks: tuple[tuple[int, int], ...] = ()
 
     def __post_init__(self) -> None:
         for name in ("n", "d"):
@@ -291,6 +314,7 @@ class PublicMetadata:
             if isinstance(rows, bool) or not isinstance(rows, int | np.integer) or rows < 1:
                 raise SolverParameterError("max_rows_per_unit", f"must be an integer ≥ 1 or None, got {rows!r}")
             object.__setattr__(self, "max_rows_per_unit", int(rows))
+        object.__setattr__(self, "one_hot_blocks", _checked_blocks(self.one_hot_blocks, self.d))
 
     @property
     def unit_level(self) -> bool:
@@ -319,6 +343,7 @@ class PublicMetadata:
             feature_names=tuple(dataset.feature_names),
             classes=None if schema is None else schema.label_classes,
             max_rows_per_unit=None if unit is None else unit.max_rows,
+            one_hot_blocks=tuple(getattr(schema, "one_hot_blocks", ())),
         )
 
     def check_data(self, X: Any, y: Any, units: Any = None) -> tuple[np.ndarray, np.ndarray]:
@@ -866,10 +891,13 @@ class FitRun:
     """What :meth:`Solver._fit` runs with, prepared and checked by :meth:`Solver.fit`.
 
     Attributes:
-        X: the private rows, of the metadata's shape, with the declared bounds enforced
+        X: (a property) the private rows, of the metadata's shape, with the declared bounds enforced
             (:func:`enforce_declared_bounds`; as given for a solver with :attr:`Solver.enforces_declared_bounds`,
             which enforces them itself): the design matrix (a trailing column of ones when the resolved
             settings fit an intercept), or the rows themselves for a solver without :attr:`Solver.appends_intercept`.
+            Prepared from ``rows`` when first read, once: a fit that takes a shared form of them instead (under
+            ``dataset_key``) never prepares them.
+        rows: ``X``, or the function that prepares it (called at the first read of ``X``).
         y: the labels, within the declared bound (same exception).
         meta: the public metadata (the resolved settings were resolved for it).
         rng: the fit's only source of randomness (OS-seeded for private data).
@@ -881,15 +909,23 @@ class FitRun:
         partitions: for a dataset held elsewhere (:meth:`Solver.fit_partitioned`; solvers with
             :attr:`Solver.supports_partitions` only), its rows' only access (:mod:`privfit.solvers.partitioned`);
             ``X`` and ``y`` are then empty. None otherwise.
+        dataset_key: an identity of the rows as stored, from the caller that read them (:meth:`Solver.fit`'s
+            ``dataset_key``), under which what a fit derives from ``X`` and public constants alone may be shared by
+            the fits of that dataset in this process (:mod:`privfit.solvers.design_cache`); None otherwise.
     """
 
-    X: FloatArray
+    rows: FloatArray | Callable[[], FloatArray]
     y: FloatArray
     meta: PublicMetadata
     rng: np.random.Generator
     reporter: ProgressReporter
     units: UnitIndex | None = None
     partitions: PartitionedRows | None = None
+    dataset_key: Hashable | None = None
+
+    @cached_property
+    def X(self) -> FloatArray:  # noqa: N802 - the matrix's conventional name
+        return self.rows() if callable(self.rows) else self.rows
 
 
 @dataclass(frozen=True)
@@ -1231,11 +1267,13 @@ class Solver(ABC, Generic[ParamsT, ResolvedT]):
         should_stop: StopCallback | None = None,
         *,
         units: np.ndarray | None = None,
+        dataset_key: Hashable | None = None,
     ) -> FitResult:
         """Fit on the private rows with the resolved settings; noise from ``rng`` only.
 
         Loads and checks the settings for ``meta``, checks the generator and the shapes and enforces the declared
-        bounds (:func:`check_fit_inputs`), runs :meth:`_fit` on a :class:`FitRun` whose :class:`ProgressReporter`
+        bounds (:func:`check_fit_inputs`; on the rows when :meth:`_fit` first reads ``run.X``: the same arrays, the
+        same work), runs :meth:`_fit` on a :class:`FitRun` whose :class:`ProgressReporter`
         counts :meth:`_progress_steps`, reports 1.0 and returns θ with the resolved settings as metadata
         (:func:`glm_fit_result`).
 
@@ -1245,24 +1283,30 @@ class Solver(ABC, Generic[ParamsT, ResolvedT]):
         (:meth:`PublicMetadata.unit_codes`); the fit gets its :class:`~privfit.solvers.units.UnitIndex` in
         ``run.units``. None for a row-level dataset.
 
+        ``dataset_key``: an identity of the stored rows ``X`` and ``y`` are (the job runner passes the dataset's id
+        and the storage key, the content hash their bytes were checked against; equal keys must mean equal rows), so
+        that a solver may share what it derives from them with the next fit of the same dataset in this process
+        (:mod:`privfit.solvers.design_cache`); ``run.X`` (the bounded design matrix) is prepared only if the fit
+        reads it. None: nothing is shared.
+
         Raises:
             FitCancelled: ``should_stop()`` returned True.
             SolverParameterError: ``X``/``y``/``units`` do not have the shapes of ``meta`` (public facts only), or a
                 row-level solver was given a dataset with a privacy unit (on ``solver``).
         """
         r = check_resolved_metadata(self, resolved, meta)
-        A, v = check_fit_inputs(
-            X,
-            y,
-            meta,
-            rng,
-            fits_intercept(r) if self.appends_intercept else None,
-            enforce=not (self.enforces_declared_bounds and not self.appends_intercept),
-            units=units,
-        )
+        A, v = check_fit_inputs(X, y, meta, rng, units=units, enforce=False)  # the generator and the shapes
+        enforce = not (self.enforces_declared_bounds and not self.appends_intercept)
+        intercept = fits_intercept(r) if self.appends_intercept else None
+
+        def rows() -> np.ndarray:  # check_fit_inputs's design matrix, prepared at the fit's first read of run.X
+            bounded = enforce_declared_bounds(A, v, meta)[0] if enforce else A
+            return bounded if intercept is None else design_matrix(bounded, intercept)
+
+        labels = bounded_labels(v, meta) if enforce else v
         index = meta.unit_index(units, A.shape[0]) if meta.unit_level else None
-        return self._run(FitRun(A, v, meta, rng, ProgressReporter(self._progress_steps(r), progress, should_stop),
-                                units=index), r)  # fmt: skip
+        reporter = ProgressReporter(self._progress_steps(r), progress, should_stop)
+        return self._run(FitRun(rows, labels, meta, rng, reporter, units=index, dataset_key=dataset_key), r)
 
     def fit_partitioned(
         self,
@@ -1597,10 +1641,10 @@ def enforce_declared_bounds(
     non-finite value is refused), so there the work stays the same whatever the rows hold.
     """
     with np.errstate(invalid="ignore", over="ignore"):
-        if not in_place:
-            A = clip_rows(np.where(np.isfinite(X), X, 0.0), meta.row_norm_bound)
-            v = np.clip(np.where(np.isfinite(y), y, 0.0), -meta.label_bound, meta.label_bound)
-            return A, v
+        if not in_place:  # clip_rows on the new array np.where made, in place (clip_rows would copy it again)
+            A = np.where(np.isfinite(X), X, 0.0)
+            clip_rows_in_place(A, meta.row_norm_bound)
+            return A, bounded_labels(y, meta)
         norms = row_norms(X)
         broken = np.flatnonzero(~np.isfinite(norms))
         if broken.size:
@@ -1612,6 +1656,12 @@ def enforce_declared_bounds(
         np.copyto(y, 0.0, where=~np.isfinite(y))
         np.clip(y, -meta.label_bound, meta.label_bound, out=y)
     return X, y
+
+
+def bounded_labels(y: np.ndarray, meta: PublicMetadata) -> np.ndarray:
+    """The labels of :func:`enforce_declared_bounds` (a new array): non-finite ones 0, all clipped to [−B_y, B_y]."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        return np.clip(np.where(np.isfinite(y), y, 0.0), -meta.label_bound, meta.label_bound)
 
 
 def fits_intercept(resolved: ResolvedParams) -> bool:

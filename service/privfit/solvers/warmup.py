@@ -10,6 +10,12 @@ argument types, as a real fit, so that every specialisation a fit can need is co
 venv.sh`` runs it after each install and ``docker/install.sh`` in the image, so a fresh server's first fit loads the
 cached code (``benchmarks/first_fit.py`` measures it).
 
+**Stale entries.** numba checks a cached kernel against its own source file only: a kernel that calls another
+(the GLM slopes of :mod:`privfit.solvers.compiled_losses`, inlined into the ERM and ``dp_otb`` kernels) would keep the
+machine code of the callee it was compiled with after that callee's file changed. :func:`clear_stale_kernel_cache`
+(run by ``privfit compile`` first) removes privfit's whole numba cache when any entry is older than the newest
+source file of the package, so an install or an upgrade recompiles every kernel from the code it ships.
+
 The rows are synthetic and public (:func:`~privfit.privacy.make_generator` with ``data_is_public=True``): nothing
 here touches a dataset or the ledger.
 """
@@ -17,10 +23,13 @@ here touches a dataset or the ledger.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -28,10 +37,10 @@ from privfit.errors import ParameterError
 from privfit.privacy import make_generator
 from privfit.privacy.noise import SAMPLERS, current_sampler, using_sampler
 
-from .base import PublicMetadata, sampler_refusal
+from .base import PublicMetadata, Solver, sampler_refusal
 from .registry import list_solvers
 
-__all__ = ["Warmed", "compile_kernels", "preload_in_background"]
+__all__ = ["Warmed", "clear_stale_kernel_cache", "compile_kernels", "preload_in_background"]
 
 log = logging.getLogger("privfit.solvers")
 
@@ -47,6 +56,32 @@ class Warmed:
     sampler: str
     seconds: float | None
     refused: str | None = None
+
+
+#: privfit's package folder, whose sources the cached kernels were compiled from
+PACKAGE = Path(__file__).resolve().parents[1]
+
+
+def _kernel_cache_files(package: Path, cache_dir: str | None) -> list[Path]:
+    """privfit's entries in numba's cache: the index (.nbi) and code (.nbc) files beside the package's sources, or
+    under ``cache_dir`` (``NUMBA_CACHE_DIR``, where numba mirrors the source paths) when it is set."""
+    found = [path for path in package.rglob("__pycache__/*") if path.suffix in (".nbi", ".nbc")]
+    if cache_dir:
+        found += [path for path in Path(cache_dir).rglob("*.nb[ic]") if package.name in path.parts]
+    return found
+
+
+def clear_stale_kernel_cache(package: Path = PACKAGE, cache_dir: str | None = None) -> int:
+    """Remove privfit's numba cache when any of its entries is older than the newest ``.py`` file of ``package``
+    (module docstring, "Stale entries"); returns the number of files removed (0: the cache was current).
+    ``cache_dir``: numba's cache folder (default: ``NUMBA_CACHE_DIR``)."""
+    newest_source = max(path.stat().st_mtime for path in package.rglob("*.py"))
+    entries = _kernel_cache_files(package, cache_dir if cache_dir is not None else os.environ.get("NUMBA_CACHE_DIR"))
+    if all(path.stat().st_mtime >= newest_source for path in entries):
+        return 0
+    for path in entries:
+        path.unlink(missing_ok=True)
+    return len(entries)
 
 
 def _rows() -> tuple[np.ndarray, np.ndarray]:
@@ -74,21 +109,46 @@ def compile_kernels(
             if sampler not in SAMPLERS or sampler_refusal(solver, sampler) is not None:
                 continue
             for model in solver.models if every_model else solver.models[:1]:
-                began = time.perf_counter()
-                try:
-                    with using_sampler(sampler):
-                        resolved = solver.resolve({"model": model}, meta, target_epsilon=1.0, delta=1e-6)
-                        solver.fit(X, y, meta, resolved, make_generator(0, data_is_public=True))
-                    warmed = Warmed(solver.name, model, sampler, time.perf_counter() - began)
-                except ParameterError as refusal:
-                    warmed = Warmed(solver.name, model, sampler, None, str(refusal))
-                done.append(warmed)
+                done.append(_warm(solver, model, model, sampler, meta, X, y))
                 if report is not None:
-                    report(warmed)
+                    report(done[-1])
+    for warmed in _multiclass_fits(samplers):
+        done.append(warmed)
+        if report is not None:
+            report(warmed)
     done.append(_lazy_oco_reduction())
     if report is not None:
         report(done[-1])
     return done
+
+
+def _multiclass_fits(samplers: Sequence[str]) -> list[Warmed]:
+    """One fit of each multiclass solver (``auto`` aside) with a categorical label of 3 classes on the public rows,
+    under each sampler it runs under: the multinomial kernels (e.g. ``dp_gd``'s float32 pass) are other functions."""
+    X, _ = _rows()
+    classes = np.digitize(X[:, 1], [-0.2, 0.2]).astype(np.float64)
+    meta = PublicMetadata(n=ROWS, d=FEATURES, row_norm_bound=1.0, label_bound=2.0, classes=("a", "b", "c"))
+    return [
+        _warm(solver, "logistic", "logistic, 3 classes", sampler, meta, X, classes)
+        for solver in list_solvers()
+        if solver.name != "auto" and solver.multiclass
+        for sampler in samplers
+        if sampler in SAMPLERS and sampler_refusal(solver, sampler) is None
+    ]
+
+
+def _warm(
+    solver: Solver[Any, Any], model: str, label: str, sampler: str, meta: PublicMetadata, X: np.ndarray, y: np.ndarray
+) -> Warmed:
+    """One warm-up fit of ``solver``'s ``model`` at its defaults under ``sampler``, timed, or why it was refused."""
+    began = time.perf_counter()
+    try:
+        with using_sampler(sampler):
+            resolved = solver.resolve({"model": model}, meta, target_epsilon=1.0, delta=1e-6)
+            solver.fit(X, y, meta, resolved, make_generator(0, data_is_public=True))
+    except ParameterError as refusal:
+        return Warmed(solver.name, label, sampler, None, str(refusal))
+    return Warmed(solver.name, label, sampler, time.perf_counter() - began)
 
 
 def _lazy_oco_reduction() -> Warmed:

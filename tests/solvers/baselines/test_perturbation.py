@@ -27,7 +27,8 @@ from privfit.privacy import (
 )
 from privfit.solvers import FitCancelled, PublicMetadata, SolverParameterError, get_solver
 from privfit.solvers.baselines.erm import FLOOR_FACTOR, MinimiserProblem, minimize_regularized_glm
-from privfit.solvers.baselines.objective_perturbation import jacobian_epsilon, minimum_l2
+from privfit.solvers.baselines.objective_perturbation import jacobian_epsilon, minimum_l2, objective_minimiser_problem
+from privfit.solvers.baselines.output_perturbation import output_minimiser_problem
 from privfit.solvers.baselines.perturbation import default_l2, sample_l2_laplace
 from privfit.solvers.losses import make_loss
 
@@ -235,23 +236,106 @@ def test_minimiser_with_a_linear_term_solves_the_perturbed_first_order_condition
     assert solution.certified and np.linalg.norm(gradient) <= 1e-10
 
 
-def test_step_count_is_the_accelerated_rate_bound_and_does_not_depend_on_n_or_b() -> None:
-    """N of erm eq. (4): the least N with 4LΔ₀(1 − 1/√κ)^N ≤ (γ/2)², plus one; by hand for logistic, B = 1."""
+@pytest.mark.parametrize("method", ["nesterov", "triple_momentum"])
+def test_step_count_is_the_accelerated_rate_bound_and_does_not_depend_on_n_or_b(method: str) -> None:
+    """N of erm eq. (4) — the least N with 4LΔ₀(1 − 1/√κ)^N ≤ (γ/2)², plus one — or of (4'), the least N with
+    4Lκ²Δ₀(1 − 1/√κ)^{2N} ≤ (γ/2)², plus one; by hand for logistic, B = 1."""
     loss = make_loss("logistic")
-    problem = MinimiserProblem(n=1000, dimension=3, loss=loss, l2=0.01, design_norm_bound=1.0, label_bound=1.0)
+    problem = MinimiserProblem(n=1000, dimension=3, loss=loss, l2=0.01, design_norm_bound=1.0, label_bound=1.0,
+                               method=method)  # fmt: skip
     beta, lam, gamma = 0.25, 0.01, 1e-8
     kappa = (beta + lam) / lam
     gap = 1.0 / (2 * lam)  # G₀²/(2λ) with G₀ = 1
-    expected = math.ceil(math.log(16 * (beta + lam) * gap / gamma**2) / -math.log(1 - 1 / math.sqrt(kappa))) + 1
+    rate = 1 - 1 / math.sqrt(kappa)
+    if method == "nesterov":
+        expected = math.ceil(math.log(16 * (beta + lam) * gap / gamma**2) / -math.log(rate)) + 1
+    else:
+        expected = math.ceil(math.log(16 * (beta + lam) * kappa**2 * gap / gamma**2) / (-2 * math.log(rate))) + 1
     assert problem.steps(gamma) == expected
-    for other in (MinimiserProblem(n=10**6, dimension=3, loss=loss, l2=0.01, design_norm_bound=1.0, label_bound=1.0),
+    for other in (MinimiserProblem(n=10**6, dimension=3, loss=loss, l2=0.01, design_norm_bound=1.0, label_bound=1.0,
+                                   method=method),
                   MinimiserProblem(n=1000, dimension=3, loss=loss, l2=0.01, design_norm_bound=1.0, label_bound=1.0,
-                                   linear_term_norm_bound=1e4)):  # fmt: skip
+                                   linear_term_norm_bound=1e4, method=method)):  # fmt: skip
         assert other.steps(gamma) == expected
     # the exact-arithmetic bound behind N holds on a run: the computed gradient after N steps is below γ/2
     X, y = synthetic(1000, 3, seed=12)
     solution = minimize_regularized_glm(X, y, problem, gamma)
     assert solution.steps == expected and solution.gradient_norm <= gamma / 2
+
+
+def test_the_public_rule_takes_triple_momentum_while_its_extrapolation_rounds_below_the_certificates_bound() -> None:
+    """erm's rule: (2') when √κ ≤ 8·d (κ = 1 + β/λ; logistic, B = 1: β = 1/4), (2) beyond; the rule's choice is
+    what resolve records, and fewer steps than (2) at the same γ."""
+    loss = make_loss("logistic")
+
+    def problem(l2: float, d: int, method: str | None = None) -> MinimiserProblem:
+        return MinimiserProblem(n=1000, dimension=d, loss=loss, l2=l2, design_norm_bound=1.0, label_bound=1.0,
+                                method=method)  # fmt: skip
+
+    at_edge = 0.25 / (8.0**2 * 10**2 - 1.0)  # √κ = 8·d for d = 10
+    assert problem(at_edge * 1.001, 10).method == "triple_momentum"
+    assert problem(at_edge * 0.999, 10).method == "nesterov"
+    for l2 in (1e-1, 1e-2, 1e-3):
+        tmm, agd = problem(l2, 10), problem(l2, 10, "nesterov")
+        assert tmm.method == "triple_momentum" and tmm.steps(1e-9) < 0.8 * agd.steps(1e-9)
+    with pytest.raises(SolverParameterError) as info:
+        problem(0.01, 3, "heavy_ball")
+    assert info.value.parameter == "minimiser"
+    meta = PublicMetadata(n=32561, d=104, row_norm_bound=math.sqrt(13))
+    for solver in (OUTPUT, OBJECTIVE):
+        for epsilon in (0.1, 5.0):
+            assert solver.resolve({}, meta, target_epsilon=epsilon, delta=1e-6).minimiser == "triple_momentum"
+
+
+@pytest.mark.parametrize("kappa", [2.0, 30.0, 1e3, 1e5])
+def test_triple_momentum_meets_its_published_bound_on_quadratics(kappa: float) -> None:
+    """Van Scoy et al. 2018, Thm 1 as PEPit states it: F(x_{N+1}) − F* ≤ ρ^{2N}(Lκ/2)‖θ₀ − θ*‖² after N gradient
+    evaluations of (2'), checked for every N up to 200 on quadratics whose spectrum fills [μ, L], including both ends
+    (each eigenvector's error evolves by the method's own recurrence: a wrong coefficient shows as a slower rate or
+    divergence at one end)."""
+    from privfit.solvers.baselines.erm import _TripleMomentum
+
+    mu, smoothness = 1.0, kappa
+    eigenvalues = np.concatenate([[mu, smoothness], np.geomspace(mu, smoothness, 30)])
+    problem = MinimiserProblem(n=1, dimension=eigenvalues.size, loss=make_loss("linear"), l2=mu,
+                               design_norm_bound=math.sqrt(smoothness - mu), label_bound=1.0,
+                               method="triple_momentum")  # fmt: skip
+    assert problem.smoothness + problem.l2 == pytest.approx(smoothness)
+    start = np.random.default_rng(int(kappa)).normal(size=eigenvalues.size)
+    rate = 1 - 1 / math.sqrt(kappa)
+    for steps in (1, 2, 3, 5, 10, 30, 100, 200):
+        method = _TripleMomentum(problem, start)
+        for _ in range(steps):
+            method.step(lambda theta: eigenvalues * theta)
+        point = method.point
+        gap = 0.5 * float(np.sum(eigenvalues * point**2))
+        assert gap <= rate ** (2 * steps) * smoothness * kappa / 2 * float(start @ start) * (1 + 1e-9)
+
+
+def test_settings_stored_before_the_minimiser_field_replay_with_nesterov() -> None:
+    """Resolved settings written before issue 40 have no ``minimiser``: they validate as (2) and their stored N is
+    (4)'s, so a fit queued across the upgrade runs as planned."""
+    meta = PublicMetadata(n=500, d=3, row_norm_bound=1.0)
+    X, y = synthetic(500, 3, seed=21)
+    for solver in (OUTPUT, OBJECTIVE):
+        resolved = solver.resolve({"model": "logistic"}, meta, target_epsilon=1.0, delta=1e-6)
+        stored = resolved.model_dump(mode="json")
+        stored.pop("minimiser")
+        r = resolved
+        if solver is OUTPUT:
+            problem = output_minimiser_problem(r.model, r.loss_params, r.n, 4, r.l2, r.design_norm_bound,
+                                               r.label_bound, r.minimizer_radius, "nesterov")  # fmt: skip
+        else:
+            problem = objective_minimiser_problem(
+                r.model, r.loss_params, r.n, 4, r.l2, r.design_norm_bound, r.label_bound, r.noise,
+                r.objective_noise_scale, "nesterov",
+            )  # fmt: skip
+        stored["minimiser_steps"] = problem.steps(resolved.gradient_tolerance)
+        assert stored["minimiser_steps"] > resolved.minimiser_steps
+        old = type(resolved).model_validate(stored)
+        assert old.minimiser == "nesterov"
+        result = solver.fit(X, y, meta, old, make_generator(1, data_is_public=True))
+        assert result.metadata["minimiser_steps"] == stored["minimiser_steps"]
 
 
 def test_a_tolerance_below_the_public_floor_is_refused_with_the_floor_in_the_message() -> None:

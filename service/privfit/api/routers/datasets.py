@@ -58,6 +58,7 @@ from privfit.jobs import cancel
 from privfit.ledger import BudgetExceededError, budget_filter, charge_preprocessing, create_budget, spent_by, status
 from privfit.privacy import OrderGrid, PrivacyFilter, get_grid, secure_generator
 from privfit.settings import Settings
+from privfit.solvers.design_cache import design_cache
 from privfit.text import nfc, refused_character
 
 from ..auth import Principal, current_principal, privileged, require_role, visible_dataset
@@ -795,6 +796,7 @@ def delete_dataset(
         ))  # fmt: skip
     for job_id in active:  # a job claimed meanwhile finds the dataset deleted and fails before reading, refunded
         cancel(db, job_id)
+    design_cache().forget({(dataset.id, key)})  # this process's shared design of the rows (workers: before a job)
     _purge_if_unreferenced(request, key)
     _purge_if_unreferenced(request, validation_key)
     return Response(status_code=204)

@@ -177,18 +177,25 @@ steps, which more steps close only at the price of more noise per step.
 
 Memory and time: per-example gradients are never formed — a GLM gradient is a multiple of its row, so the
 clipped sum is two matrix-vector products with the row norms computed once
-(:func:`~privfit.solvers.geometry.clipped_scaled_row_sum`). For binary and numeric labels under the public rule
-:func:`~privfit.solvers.float32_design.float32_suffices` both products run on a float32 copy of the design matrix
-(:mod:`privfit.solvers.float32_design`: half the memory traffic, a blocked sum whose sensitivity is ≤ 2C with every
-rounding included): on Adult 200 steps take 0.35× the time of a plain float64 numpy loop
-(``benchmarks/dp_gd_speed.py``). A fit needs O(n·d) for the design matrix (plus n·d·4 bytes for the float32
-copy) and O(n) beyond it; cost per step O(n·d).
+(:func:`~privfit.solvers.geometry.clipped_scaled_row_sum`). Under the public rule
+:func:`~privfit.solvers.float32_design.float32_suffices` a step runs on a float32 copy of the design matrix in one
+compiled pass that reads each row once (:mod:`privfit.solvers.float32_design`: margins, slopes, clipping weights and
+a blocked sum whose sensitivity is ≤ 2C with every rounding included, by 64-row blocks, on the machine's cores;
+for a categorical label float32 logits and the Frobenius-clipped blocked sum of the same bound), and
+that copy is built once per dataset and process and shared by its fits (:mod:`privfit.solvers.design_cache`; such a
+fit does not prepare the float64 design matrix at all). Issue 40 (``benchmarks/dp_gd_scaling.py``): 50 steps at
+n = 10⁶, d = 50 and n = 10⁵, d = 500 take 0.4–0.5 × the time of a float32 numpy loop of the same steps (2.2–2.3 ×
+before); on Adult 200 steps take 0.4 × a float64 numpy loop (``benchmarks/dp_gd_speed.py``). A fit needs O(n·d) for
+the design matrix (n·d·4 bytes for the float32 copy, kept by the cache) and O(n) beyond it; cost per step O(n·d).
 
 **Data-independent observables** (DESIGN §4; issue 18). This solver **runs a public number of iterations**: T
 steps, each computing the n margins, slopes and clipping factors with fixed work
-(:func:`~privfit.solvers.geometry.clipped_scaled_row_sum`) and drawing one N(0, σ²I) vector; the stop is polled
-and progress reported once per step. Rows outside the declared bounds are brought to them first
-(:func:`~privfit.solvers.base.enforce_declared_bounds`), so no numerical failure can come from row values.
+(:func:`~privfit.solvers.geometry.clipped_scaled_row_sum`; the float32 pass, "Work" in
+:mod:`privfit.solvers.float32_design`) and drawing one N(0, σ²I) vector; the stop is polled and progress reported
+once per step. Rows outside the declared bounds are brought to them first
+(:func:`~privfit.solvers.base.enforce_declared_bounds`), so no numerical failure can come from row values. Whether a
+fit finds its dataset's float32 design already built depends on the fits this process ran before and public sizes
+only (:mod:`privfit.solvers.design_cache`).
 
 **User-level privacy** (a dataset with a privacy unit, DESIGN §1.1; issue 37). The schema names a unit column (a
 customer, a patient); at upload every unit keeps at most k rows (the public ``max_rows_per_unit``). Neighbouring
@@ -228,9 +235,11 @@ sizes. Only the run time of each step's numpy pass (O(rows·d)) grows with the r
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import ClassVar, Literal
 
@@ -258,7 +267,9 @@ from privfit.solvers.base import (
     resolved_loss,
     unit_fields,
 )
-from privfit.solvers.float32_design import Float32Design, Precision, float32_suffices
+from privfit.solvers.compiled_losses import LOSS_KINDS
+from privfit.solvers.design_cache import shared_float32_design
+from privfit.solvers.float32_design import Float32Design, Precision, float32_suffices, step_pool
 from privfit.solvers.geometry import clip_rows, clipped_outer_sum, clipped_scaled_row_sum, row_norms
 from privfit.solvers.losses import GLMLoss, MultinomialLogisticLoss, RegularizedLoss
 from privfit.solvers.partitioned import PartitionedRows
@@ -526,6 +537,7 @@ def clipped_gradient_sum(
     *,
     norms: FloatArray | None = None,
     design: Float32Design | None = None,
+    pool: ThreadPoolExecutor | None = None,
 ) -> FloatArray:
     r"""``Σ_i clip_C(∇ℓ(θ; x_i, y_i))`` for each row θ of ``theta`` (shape (k, d) → (k, d); (d,) → (d,)).
 
@@ -541,23 +553,35 @@ def clipped_gradient_sum(
     rank-one matrix (p_i − e_{y_i}) x_iᵀ, clipped in FROBENIUS norm (the L2 norm of its vec) by
     :func:`~privfit.solvers.geometry.clipped_outer_sum`: again every summand has norm ≤ C, the sum sensitivity 2C.
 
-    With ``design`` (the float32 rows of X, binary and numeric labels only) the margins and the clipped sum run in
-    float32 by :class:`~privfit.solvers.float32_design.Float32Design`, whose blocked sum has replace-one
-    sensitivity ≤ 2C including every rounding (its module docstring); ``X`` then only gives the shape.
+    With ``design`` (the float32 rows of X) the margins and the clipped sum run in float32 in one compiled pass over
+    the rows (:meth:`~privfit.solvers.float32_design.Float32Design.clipped_gradient_sum`, on ``pool``'s threads when
+    given), whose blocked sum has replace-one sensitivity ≤ 2C including every rounding (its module docstring); for
+    the multinomial loss the logits, residuals and Frobenius-clipped sum are one such pass too
+    (:meth:`~privfit.solvers.float32_design.Float32Design.clipped_multinomial_sum`; "Multiclass" there).
+    ``X`` is then not read.
     """
     if isinstance(loss, RegularizedLoss) or (isinstance(loss, MultinomialLogisticLoss) and loss.l2 > 0.0):
         raise SolverParameterError("loss", "pass the unregularised loss; the L2 term is added after the noise")
     single = np.ndim(theta) == 1
     Theta = np.atleast_2d(np.asarray(theta, dtype=np.float64))
-    if isinstance(loss, MultinomialLogisticLoss):
+    if isinstance(loss, MultinomialLogisticLoss) and design is not None:
+        classes = loss.class_index(y)
+        total = np.stack([
+            design.clipped_multinomial_sum(loss.as_matrix(row, design.d), classes, clip_norm, pool).ravel()
+            for row in Theta
+        ])  # fmt: skip
+    elif isinstance(loss, MultinomialLogisticLoss):
         d = X.shape[1]
         total = np.stack([
             clipped_outer_sum(X, loss.residuals(loss.as_matrix(row, d), X, y), clip_norm, norms=norms).ravel()
             for row in Theta
         ])  # fmt: skip
+    elif design is not None and loss.name in LOSS_KINDS:
+        parameter = float(next(iter(loss.public_params().values()), 0.0))  # Huber's δ, the hinge's h; else none
+        total = design.clipped_gradient_sum(loss.name, parameter, Theta, y, clip_norm, pool)
     elif design is not None:
         slopes = loss.dphi(design.margins(Theta), np.asarray(y, dtype=np.float64)[:, None])
-        total = design.clipped_sum(slopes, clip_norm)
+        total = design.clipped_sum(slopes, clip_norm, pool)
     else:
         slopes = loss.dphi(X @ Theta.T, np.asarray(y, dtype=np.float64)[:, None])  # (n, k): φ'(⟨θ_j, x_i⟩, y_i)
         total = clipped_scaled_row_sum(X, slopes, clip_norm, norms=norms)
@@ -567,6 +591,16 @@ def clipped_gradient_sum(
 def parameter_dimension(loss: GLMLoss | MultinomialLogisticLoss, d: int) -> int:
     """The length of θ for rows of dimension d: d for a GLM loss, K·d (vec Θ) for the multinomial loss."""
     return loss.parameter_dimension(d) if isinstance(loss, MultinomialLogisticLoss) else d
+
+
+@contextlib.contextmanager
+def _shut_down_after(pool: ThreadPoolExecutor | None) -> Iterator[None]:
+    """Shut the fit's step threads down when its steps end (however they end)."""
+    try:
+        yield
+    finally:
+        if pool is not None:
+            pool.shutdown(wait=True)
 
 
 def dp_gradient_descent(
@@ -588,6 +622,7 @@ def dp_gradient_descent(
     precision: Precision = "float32",
     units: UnitIndex | None = None,
     partitions: PartitionedRows | None = None,
+    design: Float32Design | None = None,
 ) -> FloatArray:
     r"""Run iterations (1)–(2) of the module docstring; returns the released θ, shape (runs, p) with p = d, or
     p = K·d (vec Θ, the projection Π_R then being onto the Frobenius ball) for the multinomial loss.
@@ -603,10 +638,13 @@ def dp_gradient_descent(
     ``momentum="nesterov"`` evaluates the gradient at the extrapolated point ``v_t = θ_t + (t−1)/(t+2)·(θ_t −
     θ_{t−1})``, projected on the ball, and steps from there (eq. (2′), FISTA's sequence).
 
-    ``precision="float32"`` (binary and numeric labels; the multinomial loss always runs in float64) computes
+    ``precision="float32"`` (every label type; the multinomial loss's logits and Frobenius-clipped sum too) computes
     the margins and the clipped sums on float32 rows (:mod:`privfit.solvers.float32_design`: the same replace-one
     sensitivity 2C, every rounding included); callers choose it by the public rule
-    :func:`~privfit.solvers.float32_design.float32_suffices`.
+    :func:`~privfit.solvers.float32_design.float32_suffices`. ``design``: the float32 rows of the design matrix,
+    prepared by the caller (:meth:`~privfit.solvers.float32_design.Float32Design.of` of X, or the dataset's shared
+    copy: :func:`~privfit.solvers.design_cache.shared_float32_design`), for a ``precision="float32"`` row-level fit of
+    a binary or numeric label; ``X`` is then not read (pass an empty array of the design's columns).
 
     ``X`` is the design matrix (intercept column already appended if wanted), ``loss`` the unregularised loss.
     ``runs > 1`` runs independent copies in one vectorised pass (for audits on public data: the noise of
@@ -615,7 +653,14 @@ def dp_gradient_descent(
     """
     if partitions is not None and units is not None:
         raise SolverParameterError("units", "a dataset with a privacy unit is fitted in memory")
-    rows, columns = (X.shape[0], X.shape[1]) if partitions is None else (partitions.rows, partitions.features)
+    row_level = units is None and partitions is None
+    float32 = row_level and precision == "float32"
+    if design is not None and not float32:
+        raise SolverParameterError("precision", "a float32 design serves a float32 row-level fit only")
+    if design is not None:
+        rows, columns = design.n, design.d
+    else:
+        rows, columns = (X.shape[0], X.shape[1]) if partitions is None else (partitions.rows, partitions.features)
     d = parameter_dimension(loss, columns)
     if rows < 1 or runs < 1 or steps < 1:
         raise SolverParameterError("steps", "need n ≥ 1 rows, steps ≥ 1 and runs ≥ 1")
@@ -629,18 +674,18 @@ def dp_gradient_descent(
     previous = theta
     average = np.zeros((runs, d), dtype=np.float64) if output == "suffix_average" else None
     tail = math.ceil(steps / 2)
-    row_level = units is None and partitions is None
-    design = (
-        Float32Design.of(X)
-        if row_level and precision == "float32" and not isinstance(loss, MultinomialLogisticLoss)
-        else None
-    )
+    if float32 and design is None:
+        design = Float32Design.of(X)
     norms = design.norms if design is not None else row_norms(X) if row_level else None
+    pool = step_pool(rows * columns) if design is not None else None
     # The noisy sums are releases: exact lattice noise or float (privfit.privacy.noise); replace-one sensitivity 2C
     # (of a row, or of a unit), and every coordinate of a sum of n rows (or U units) clipped to C is at most n·C.
-    with gaussian_stream(
-        rng, sigma=sigma, l2_sensitivity=2.0 * clip_norm, shape=(runs, d), count=steps, bound=n * clip_norm
-    ) as releases:
+    with (
+        _shut_down_after(pool),
+        gaussian_stream(
+            rng, sigma=sigma, l2_sensitivity=2.0 * clip_norm, shape=(runs, d), count=steps, bound=n * clip_norm
+        ) as releases,
+    ):
         for t in range(steps):
             if reporter is not None:
                 reporter.check_stop(t)
@@ -649,7 +694,7 @@ def dp_gradient_descent(
             if partitions is not None:
                 g = partitions.clipped_sum(loss, point, clip_norm)
             elif units is None:
-                g = clipped_gradient_sum(loss, point, X, y, clip_norm, norms=norms, design=design)
+                g = clipped_gradient_sum(loss, point, X, y, clip_norm, norms=norms, design=design, pool=pool)
             else:
                 g = clipped_unit_gradient_sum(loss, point, X, y, units, clip_norm)
             if releases is not None:
@@ -742,10 +787,20 @@ class DPGradientDescent(Solver[DPGDParams, DPGDResolved]):
     def _fit(self, run: FitRun, r: DPGDResolved) -> FloatArray:
         """Run DP-GD with ``r`` on the private rows; noise from ``run.rng`` (OS-seeded for private data). With
         ``run.units`` (a dataset with a privacy unit) each step clips each unit's summed gradient (eq. (1u))."""
+        loss = resolved_loss(r.model, r.loss_params, r.classes)
+        float32 = float32_suffices(r.design_norm_bound, r.radius, r.clip_norm)
+        precision: Precision = "float32" if float32 else "float64"
+        # the float32 rows of the dataset's design matrix, shared by its fits in this process (built from run.X on
+        # the first; the float64 design matrix run.X is then not prepared at all: privfit.solvers.design_cache)
+        design = (
+            shared_float32_design(run, r.fit_intercept)
+            if precision == "float32" and run.units is None and run.partitions is None
+            else None
+        )  # fmt: skip
         theta: FloatArray = dp_gradient_descent(
-            run.X,
+            run.X if design is None else np.empty((0, design.d)),
             run.y,
-            loss=resolved_loss(r.model, r.loss_params, r.classes),
+            loss=loss,
             clip_norm=r.clip_norm,
             sigma=r.sigma,
             steps=r.steps,
@@ -756,9 +811,10 @@ class DPGradientDescent(Solver[DPGDParams, DPGDResolved]):
             output=r.output,
             momentum=r.momentum,
             reporter=run.reporter,
-            precision="float32" if float32_suffices(r.design_norm_bound, r.radius, r.clip_norm) else "float64",
+            precision=precision,
             units=run.units,
             partitions=run.partitions,
+            design=design,
         )[0]
         return theta
 

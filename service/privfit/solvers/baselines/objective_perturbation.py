@@ -116,8 +116,10 @@ from privfit.solvers.base import (
     glm_resolved_fields,
     require_float_sampler,
 )
-from privfit.solvers.baselines.erm import MinimiserProblem
+from privfit.solvers.baselines.erm import Minimiser, MinimiserProblem
 from privfit.solvers.baselines.perturbation import (
+    MINIMISER_BEFORE_ISSUE_40,
+    MINIMISER_DESCRIPTION,
     OUTPUT_SHARE,
     NoiseKind,
     PerturbationParams,
@@ -183,6 +185,7 @@ class ObjectivePerturbationResolved(GLMResolved):
     gradient_tolerance: float = Field(gt=0.0, description="γ: certified ‖∇J(θ̂)‖ bound.")
     gradient_tolerance_floor: float = Field(gt=0.0, description="The public floor on γ (erm module docstring).")
     minimiser_steps: int = Field(ge=1, description="N: accelerated gradient steps of the minimiser (public).")
+    minimiser: Minimiser = Field(MINIMISER_BEFORE_ISSUE_40, description=MINIMISER_DESCRIPTION)
     output_sensitivity: float = Field(gt=0.0, description="Δ_out = 2γ/λ.")
     output_noise_scale: float = Field(gt=0.0, description="σ_out (gaussian) or Δ_out/ε_out (laplace).")
     output_epsilon: float | None = Field(None, description="ε_out of the laplace output noise (None: gaussian).")
@@ -221,12 +224,15 @@ def objective_minimiser_problem(
     label_bound: float,
     noise: NoiseKind,
     objective_noise_scale: float,
+    method: Minimiser | None = None,
 ) -> MinimiserProblem:
     """The public description of (2) for :mod:`privfit.solvers.baselines.erm`: start θ₀ = −b/(nλ), where ‖∇J(θ₀)‖ ≤ G
-    whatever b is (the loss is globally Lipschitz), and ‖b‖ bounded at a public 1 − 2⁻⁴⁰ quantile for the floor."""
+    whatever b is (the loss is globally Lipschitz), and ‖b‖ bounded at a public 1 − 2⁻⁴⁰ quantile for the floor;
+    ``method`` the iteration (None: erm's public rule)."""
     return MinimiserProblem(
         n=n, dimension=dimension, loss=make_loss(model, **loss_params), l2=l2, design_norm_bound=design_norm_bound,
         label_bound=label_bound, linear_term_norm_bound=noise_norm_quantile(noise, dimension, objective_noise_scale),
+        method=method,
     )  # fmt: skip
 
 
@@ -345,6 +351,7 @@ class ObjectivePerturbation(Solver[ObjectivePerturbationParams, ObjectivePerturb
             gradient_tolerance=tolerance,
             gradient_tolerance_floor=floor,
             minimiser_steps=steps,
+            minimiser=problem.method,
             output_sensitivity=output_sensitivity,
             output_noise_scale=output_multiplier * output_sensitivity,
             output_epsilon=None if p.noise == "gaussian" else 1.0 / output_multiplier,
@@ -385,10 +392,12 @@ class ObjectivePerturbation(Solver[ObjectivePerturbationParams, ObjectivePerturb
         dimension = run.X.shape[1]
         problem = objective_minimiser_problem(
             r.model, r.loss_params, r.n, dimension, r.l2, r.design_norm_bound, r.label_bound, r.noise,
-            r.objective_noise_scale,
+            r.objective_noise_scale, r.minimiser,
         )  # fmt: skip
         b = sample_noise(r.noise, dimension, r.objective_noise_scale, run.rng)[0]
-        solution = solve_certified(run.X, run.y, problem, r, run.reporter, linear_term=b)
+        solution = solve_certified(
+            run.X, run.y, problem, r, run.reporter, linear_term=b, one_hot_blocks=run.meta.one_hot_blocks
+        )
         centre = solution.theta if solution.certified else np.zeros(dimension)
         theta: FloatArray = centre + sample_noise(r.noise, dimension, r.output_noise_scale, run.rng)[0]
         return Release(theta, metadata={"noise_sampler": describe_sampler("float")})

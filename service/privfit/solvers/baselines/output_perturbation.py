@@ -87,8 +87,10 @@ from privfit.solvers.base import (
     glm_loss,
     glm_resolved_fields,
 )
-from privfit.solvers.baselines.erm import MinimiserProblem
+from privfit.solvers.baselines.erm import Minimiser, MinimiserProblem
 from privfit.solvers.baselines.perturbation import (
+    MINIMISER_BEFORE_ISSUE_40,
+    MINIMISER_DESCRIPTION,
     NoiseKind,
     PerturbationParams,
     default_l2,
@@ -129,6 +131,7 @@ class OutputPerturbationResolved(GLMResolved):
     gradient_tolerance: float = Field(gt=0.0, description="γ: certified ‖∇F(θ̂)‖ bound.")
     gradient_tolerance_floor: float = Field(gt=0.0, description="The public floor on γ (erm module docstring).")
     minimiser_steps: int = Field(ge=1, description="N: accelerated gradient steps of the minimiser (public).")
+    minimiser: Minimiser = Field(MINIMISER_BEFORE_ISSUE_40, description=MINIMISER_DESCRIPTION)
     sensitivity: float = Field(gt=0.0, description="Δ = 2G/(nλ) + 2γ/λ, eq. (4).")
     noise: NoiseKind
     noise_scale: float = Field(
@@ -163,13 +166,14 @@ def output_minimiser_problem(
     design_norm_bound: float,
     label_bound: float,
     minimizer_radius: float,
+    method: Minimiser | None = None,
 ) -> MinimiserProblem:
     """The public description of (1) for :mod:`privfit.solvers.baselines.erm`: start θ₀ = 0, θ* in the R* ball, and
-    the gap F(0) − F* ≤ ℓ_max(0) (φ ≥ 0)."""
+    the gap F(0) − F* ≤ ℓ_max(0) (φ ≥ 0); ``method`` the iteration (None: erm's public rule)."""
     loss = make_loss(model, **loss_params)
     return MinimiserProblem(
         n=n, dimension=dimension, loss=loss, l2=l2, design_norm_bound=design_norm_bound, label_bound=label_bound,
-        minimizer_norm_bound=minimizer_radius, initial_gap_bound=loss.max_loss_at_zero(label_bound),
+        minimizer_norm_bound=minimizer_radius, initial_gap_bound=loss.max_loss_at_zero(label_bound), method=method,
     )  # fmt: skip
 
 
@@ -260,6 +264,7 @@ class OutputPerturbation(Solver[OutputPerturbationParams, OutputPerturbationReso
             gradient_tolerance=tolerance,
             gradient_tolerance_floor=floor,
             minimiser_steps=steps,
+            minimiser=problem.method,
             sensitivity=sensitivity,
             noise=p.noise,
             noise_scale=multiplier * per_unit * sensitivity,
@@ -286,9 +291,10 @@ class OutputPerturbation(Solver[OutputPerturbationParams, OutputPerturbationReso
         failed, around 0: the guard of the module docstring), the projection onto the R* ball; the noise from the
         resolved sampler, which the metadata names."""
         problem = output_minimiser_problem(
-            r.model, r.loss_params, r.n, run.X.shape[1], r.l2, r.design_norm_bound, r.label_bound, r.minimizer_radius
-        )
-        solution = solve_certified(run.X, run.y, problem, r, run.reporter)
+            r.model, r.loss_params, r.n, run.X.shape[1], r.l2, r.design_norm_bound, r.label_bound, r.minimizer_radius,
+            r.minimiser,
+        )  # fmt: skip
+        solution = solve_certified(run.X, run.y, problem, r, run.reporter, one_hot_blocks=run.meta.one_hot_blocks)
         centre = solution.theta if solution.certified else np.zeros(run.X.shape[1])
         theta: FloatArray = perturb_output(centre, r, run.rng)[0]
         return theta

@@ -26,6 +26,7 @@ at ε ≥ 0.5.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import numpy as np
@@ -41,9 +42,11 @@ from privfit.solvers.base import (
     SolverParameterError,
     expected_gaussian_norm,
 )
-from privfit.solvers.baselines.erm import ERMSolution, MinimiserProblem, minimize_regularized_glm
+from privfit.solvers.baselines.erm import ERMSolution, Minimiser, MinimiserProblem, minimize_regularized_glm
 
 __all__ = [
+    "MINIMISER_BEFORE_ISSUE_40",
+    "MINIMISER_DESCRIPTION",
     "OUTPUT_SHARE",
     "NoiseKind",
     "PerturbationParams",
@@ -62,6 +65,13 @@ FloatArray = NDArray[np.float64]
 
 NoiseKind = Literal["gaussian", "laplace"]
 
+#: The ``minimiser`` of resolved settings stored before the field existed (they were planned with (2) of
+#: :mod:`privfit.solvers.baselines.erm`); new plans record erm's public rule.
+MINIMISER_BEFORE_ISSUE_40: Minimiser = "nesterov"
+MINIMISER_DESCRIPTION = (
+    "The minimiser's iteration (erm module docstring): 'triple_momentum' (Van Scoy et al. 2018, eq. (2')) where the "
+    "public rule √κ ≤ 8·d allows it, else 'nesterov' (eq. (2)); minimiser_steps is its public step count."
+)
 #: Share of the target ε given to the output noise that covers an approximate (not exact) minimiser in
 #: objective perturbation (Iyengar et al. 2019 use the same 1%, ``eps_out_frac = 0.01``).
 OUTPUT_SHARE = 0.01
@@ -178,11 +188,14 @@ def solve_certified(
     resolved: Any,
     reporter: ProgressReporter,
     linear_term: FloatArray | None = None,
+    one_hot_blocks: Sequence[tuple[int, int]] = (),
 ) -> ERMSolution:
     """The minimiser of :mod:`privfit.solvers.baselines.erm` at the resolved γ, after checking that the resolved step
-    count is the one the public problem prescribes (stored settings are recomputed, not trusted)."""
+    count is the one the public problem prescribes (stored settings are recomputed, not trusted). ``one_hot_blocks``:
+    the public layout of the design's columns (:attr:`~privfit.solvers.base.PublicMetadata.one_hot_blocks`)."""
     if problem.check_tolerance(resolved.gradient_tolerance) != resolved.minimiser_steps:
         raise SolverParameterError("resolved", "minimiser_steps does not match the public step count of (4)")
     return minimize_regularized_glm(
-        design, labels, problem, resolved.gradient_tolerance, linear_term=linear_term, reporter=reporter
-    )
+        design, labels, problem, resolved.gradient_tolerance, linear_term=linear_term, reporter=reporter,
+        one_hot_blocks=one_hot_blocks,
+    )  # fmt: skip

@@ -81,6 +81,7 @@ falls back to ``dp_gd`` (:func:`~privfit.solvers.recommendation.recommend`).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from typing import Any, ClassVar, Literal
@@ -322,9 +323,7 @@ class AutoSelection(Solver[AutoParams, AutoResolved]):
         return {**super().describe(), "description": self.description_template.format(candidates=candidates)}
 
     def _training_metadata(self, meta: PublicMetadata, n_train: int) -> PublicMetadata:
-        return PublicMetadata(
-            n_train, meta.d, meta.row_norm_bound, meta.label_bound, meta.feature_names, classes=meta.classes
-        )
+        return dataclasses.replace(meta, n=n_train, max_rows_per_unit=None)
 
     def _plan_share(
         self, p: AutoParams, meta_train: PublicMetadata, share: float, privacy: PrivacyRequest
