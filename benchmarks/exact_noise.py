@@ -324,7 +324,7 @@ def main() -> None:
         f"default settings; median of {args.repeats} fit(s) per sampler, alternating (ABBA)"
     )
     print(
-        f"exact samplers: privfit.privacy.exact_sampling (CKS 2020 in numpy integer arithmetic; no OpenDP at run "
+        f"exact samplers: privfit.privacy.exact_sampling (CKS 2020 in compiled integer arithmetic; no OpenDP at run "
         f"time); warm-up before timing (configure_sampler('exact'), 4,096 draws of each): {warm_seconds:.3f} s, "
         "not in any fit's time"
     )

@@ -24,6 +24,7 @@ from privfit.api.auth import create_api_key
 from privfit.db import DatasetBlob, Job
 from privfit.db.models import DatasetUpload
 from privfit.jobs import claim
+from privfit.solvers.design_cache import design_cache
 
 FIT = {"model": "logistic", "solver": "dp_gd", "privacy": {"epsilon": 0.5}}
 ROW = {"x1": 0.5, "x2": -0.5, "color": "red"}
@@ -76,6 +77,17 @@ def test_a_deleted_datasets_ledger_stays_readable_by_its_owner_and_admins(client
         assert predicted.status_code == 410, predicted.text
         assert "deleted" in predicted.json()["detail"]
     assert kinds(client, dataset_id, keys.owner) == ["reservation", "charge"]  # nothing more was charged
+
+
+def test_deleting_a_dataset_drops_this_processs_shared_design_of_its_rows(client: TestClient, keys: Keys):
+    """Issue 40: a dp_gd fit leaves the dataset's float32 design in the process's cache (the embedded worker runs in
+    the API process here); the DELETE drops it, so the deleted rows leave memory at once, not at eviction."""
+    dataset_id = upload(client, keys)
+    fit_and_wait(client, keys, {"dataset_id": dataset_id, **FIT})
+    cached = [key for key in design_cache().dataset_keys() if isinstance(key, tuple) and key[0] == dataset_id]
+    assert len(cached) == 1, design_cache().dataset_keys()
+    assert client.delete(f"/v1/datasets/{dataset_id}", headers=keys.owner).status_code == 204
+    assert cached[0] not in design_cache().dataset_keys()
 
 
 def test_deleting_cancels_queued_fits_with_their_reservations_released(idle_client: TestClient, idle_keys: Keys):

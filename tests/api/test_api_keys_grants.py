@@ -139,16 +139,16 @@ def test_a_fit_racing_a_revocation_is_refused_and_writes_nothing(idle_client, id
     """The revocation lands after the request passed the visibility check and before its fit is written: the
     admission re-checks key and grant in its transaction, under their row locks, so nothing is admitted."""
     dataset_id = upload(idle_client, idle_keys)
-    checked = fits_router.usable_dataset
+    checked = fits_router.check_usable  # the last step of the visibility check of the fit's inputs
 
-    def revoked_meanwhile(db, requested, principal, **kwargs):
-        dataset = checked(db, requested, principal, **kwargs)
+    def revoked_meanwhile(dataset, requested):
+        dataset = checked(dataset, requested)
         path = f"/v1/keys/{idle_keys.analyst_id}" if revoke == "key" else \
             f"/v1/datasets/{dataset_id}/grants/{idle_keys.analyst_id}"  # fmt: skip
         assert idle_client.delete(path, headers=idle_keys.admin).status_code == 204
         return dataset
 
-    monkeypatch.setattr(fits_router, "usable_dataset", revoked_meanwhile)
+    monkeypatch.setattr(fits_router, "check_usable", revoked_meanwhile)
     refused = idle_client.post("/v1/fits", headers=idle_keys.analyst, json={"dataset_id": dataset_id, **FIT})
     assert refused.status_code == (401 if revoke == "key" else 404), refused.text
     with idle_client.app.state.db.read() as session:

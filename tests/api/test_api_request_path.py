@@ -3,17 +3,19 @@ answered without reading it back, and group commit (a batch admits what separate
 
 from __future__ import annotations
 
+import json
 import uuid
+from pathlib import Path
 
 import numpy as np
 import pytest
-from api_helpers import Keys, upload
+from api_helpers import Keys, make_client, upload
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
 from privfit.api.admission import Admission, AdmissionGroup
 from privfit.api.auth import Principal, authenticate
-from privfit.api.planning import PlanCache, plan_key
+from privfit.api.planning import EstimateCache, PlanCache, plan_key
 from privfit.db import Budget, Dataset, Job, LedgerEntry
 from privfit.ledger import BudgetExceededError
 from privfit.privacy import DeltaAllowance, PrivacyCost, get_grid
@@ -31,11 +33,46 @@ def test_cached_and_uncached_plans_answer_identically(idle_client: TestClient, i
     assert first.status_code == cached.status_code == 200, first.text
     assert plans.hits >= 1
     idle_client.app.state.plans = PlanCache(size=0)  # nothing kept: every request plans anew
+    idle_client.app.state.estimates = EstimateCache(size=0)  # and renders its answer anew
     uncached = idle_client.post("/v1/fits/estimate?include=rdp", headers=idle_keys.analyst, json=request)
     assert first.content == cached.content == uncached.content
     other = idle_client.post("/v1/fits/estimate?include=rdp", headers=idle_keys.analyst,
                              json={**request, "params": {"steps": 60}})  # fmt: skip
     assert other.json()["settings"]["steps"] == 60 and other.json()["cost"] != first.json()["cost"]
+
+
+def test_a_cached_estimate_is_the_fresh_answer_and_follows_the_ledger_of_every_process(
+    idle_client: TestClient, idle_keys: Keys, database_url: str, tmp_path: Path
+):
+    """The estimate cache (api/planning.py, EstimateCache) answers the bytes a fresh estimate renders, and a fit
+    admitted by ANOTHER API process (a second app on the same database: a cache of its own) changes the committed
+    state the next estimate reads, hence its key: the answer counts the new fit, as an uncached one does."""
+    dataset_id = upload(idle_client, idle_keys, epsilon=1.0)
+    request = {"dataset_id": dataset_id, **FIT}
+    estimates: EstimateCache = idle_client.app.state.estimates
+
+    def estimate(query: str = "") -> bytes:
+        response = idle_client.post(f"/v1/fits/estimate{query}", headers=idle_keys.analyst, json=request)
+        assert response.status_code == 200, response.text
+        return response.content
+
+    first = estimate()
+    hits = estimates.hits
+    assert estimate() == first and estimates.hits == hits + 1
+    with_rdp = estimate("?include=rdp")  # another part asked for: another entry
+    assert with_rdp != first and "rdp" in idle_client.post(
+        "/v1/fits/estimate?include=rdp", headers=idle_keys.analyst, json=request).json()["cost"]  # fmt: skip
+    with make_client(database_url, tmp_path, workers=False) as other:  # another API process
+        admitted = other.post("/v1/fits", headers=idle_keys.analyst, json=request)
+        assert admitted.status_code == 202, admitted.text
+    after = estimate()
+    old, new = json.loads(first), json.loads(after)
+    assert new["committed_epsilon_before"] > old["committed_epsilon_before"]
+    assert new["committed_epsilon_before"] == pytest.approx(old["committed_epsilon_after"])
+    assert new["max_admissible_epsilon"] < old["max_admissible_epsilon"]
+    idle_client.app.state.estimates = EstimateCache(size=0)  # nothing kept: rendered anew
+    idle_client.app.state.headroom.clear()
+    assert estimate() == after
 
 
 def test_an_admitted_fit_answers_what_reading_it_back_answers(idle_client: TestClient, idle_keys: Keys):

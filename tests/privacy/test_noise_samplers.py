@@ -29,6 +29,7 @@ import opendp.prelude as dp
 import pytest
 from scipy import stats
 
+from privfit.privacy import exact_sampling
 from privfit.privacy.exact_sampling import (
     MAX_GAUSSIAN_VARIANCE,
     MAX_LAPLACE_SCALE,
@@ -147,7 +148,7 @@ def test_exact_sampler_matches_exact_pmf(kind, parameter):
     [("gaussian", 1), ("gaussian", 4), ("gaussian", 49), ("laplace", 1), ("laplace", 3), ("laplace", 7)],
 )
 def test_exact_sampler_has_the_law_of_opendps_sampler(kind, parameter):
-    """privfit's vectorised CKS algorithms against OpenDP's samplers of the same law (perfect-square S, so that
+    """privfit's compiled CKS algorithms against OpenDP's samplers of the same law (perfect-square S, so that
     OpenDP's float scale √S is exact): two-sample χ² on the merged grid, p > 1e-6."""
     count = 20_000
     support, pmf = exact_pmf(kind, parameter)
@@ -226,21 +227,183 @@ def test_discrete_gaussian_accepts_its_documented_maximum():
     assert abs(np.mean(draws**2) / MAX_GAUSSIAN_VARIANCE - 1.0) < Z_BOUND * math.sqrt(2 / draws.size)
 
 
-def test_discrete_gaussian_refuses_a_proposal_whose_square_would_overflow(monkeypatch):
-    """A discrete Laplace proposal |Y| = 2^35 (probability e^{−2^14} at S = 2^40) would make q² ≈ 2^70 wrap
-    around in int64 and silently change the acceptance probability: the sampler must raise instead."""
-    from privfit.privacy import exact_sampling
+class CraftedWords:
+    """A stand-in for a generator whose raw words are ``words`` first, then a seeded generator's: the samplers take
+    nothing from a generator but ``bit_generator.random_raw``."""
 
-    real = exact_sampling.discrete_laplace
+    def __init__(self, words: list[int]) -> None:
+        self._words = np.asarray(words, dtype=np.uint64)
+        self._rest = np.random.default_rng(0).bit_generator
+        self.bit_generator = self
 
-    def huge_first(rng, scale, size):
-        proposals = real(rng, scale, size)
-        proposals[0] = 2**35
-        return proposals
+    def random_raw(self, size: int) -> np.ndarray:
+        head, self._words = self._words[:size], self._words[size:]
+        return np.concatenate((head, self._rest.random_raw(size - head.size)))
 
-    monkeypatch.setattr(exact_sampling, "discrete_laplace", huge_first)
+
+def accepted_word(m: int, value: int) -> int:
+    """The least 64-bit word that the uniform-integer routine (Lemire) accepts for modulus m and maps to ``value``:
+    ⌈(value·2^64 + T)/m⌉, T = 2^64 mod m (exact integers)."""
+    return -(-(value * 2**64 + 2**64 % m) // m)
+
+
+def exp_minus_one_word(success: bool) -> int:
+    """A word for which Bernoulli(e^{−1}) (one uniform U on [0, 18!)) gives ``success``: K = 3 (odd) for
+    U = 18!/3!, K = 2 (even) for U = 18! − 1."""
+    factorial = math.factorial(18)
+    return accepted_word(factorial, factorial // 6 if success else factorial - 1)
+
+
+def test_discrete_gaussian_refuses_a_proposal_whose_square_would_overflow():
+    """A discrete Laplace proposal |Y| > 2^31 (probability below e^{−1024}) would make q² wrap around in int64 and
+    silently change the acceptance probability: the sampler must raise instead. At S = 2^42 − 1 (t = 2^21) the
+    words U = 0, 1,100 Bernoulli(e^{−1}) successes and a failure propose Y = 1,100·2^21 > 2^31."""
+    t = 2**21
+    words = [accepted_word(t, 0)] + [exp_minus_one_word(True)] * 1_100 + [exp_minus_one_word(False)]
+    words.append(accepted_word(2, 0))  # the sign
     with pytest.raises(OverflowError):
-        discrete_gaussian(np.random.default_rng(2), 2**40, 100)
+        discrete_gaussian(CraftedWords(words), MAX_GAUSSIAN_VARIANCE, 3)
+    # one success fewer than 2^31/t: the same words then give a proposal in range, accepted or not
+    words[1:1_025] = []
+    assert discrete_gaussian(CraftedWords(words), MAX_GAUSSIAN_VARIANCE, 3).shape == (3,)
+
+
+def test_discrete_laplace_refuses_a_run_that_would_overflow():
+    """V ≥ 2^22 Bernoulli(e^{−1}) successes (probability e^{−2^22}) could carry X = U + t·V past 2^63 at t = 2^40:
+    the sampler raises (here at t = 1)."""
+    words = [0] + [exp_minus_one_word(True)] * 2**22 + [exp_minus_one_word(False)]
+    with pytest.raises(OverflowError):
+        discrete_laplace(CraftedWords(words), 1, 2)
+
+
+@pytest.mark.parametrize("m", [1, 2, 3, 5, 6, 7, 12])
+def test_uniform_integers_are_exactly_uniform_over_all_words(m):
+    """Lemire's multiply-and-reject (exact_sampling._uniform) is unbiased, checked over all 2^64 words: with
+    2^64 = Q·m + T, the words that map to j are the interval I_j = [⌈j·2^64/m⌉, ⌈(j + 1)·2^64/m⌉) and the kernel
+    accepts those with x·m mod 2^64 ≥ T, which grows with x on I_j — so its decisions at the interval's ends and
+    around the first accepted word fix them all; there are exactly Q accepted words for every j."""
+    two64 = 2**64
+    remainder, quotient = two64 % m, two64 // m
+    for j in range(m):
+        start, first, end = -(-(j * two64) // m), accepted_word(m, j), -(-((j + 1) * two64) // m)
+        assert start <= first < end and end - first == quotient
+        following = accepted_word(m, (j + 1) % m)
+        for word in {start, first - 1} & set(range(start, first)):  # rejected: the next word is used
+            assert exact_sampling._uniform(np.array([word, following], dtype=np.uint64), 0, m) == ((j + 1) % m, 2)
+        for word in (first, first + 1, end - 1):
+            assert exact_sampling._uniform(np.array([word, following], dtype=np.uint64), 0, m) == (j, 1)
+        assert (first * m) % two64 >= remainder  # the rule's own first accepted word
+        assert start == first or (start * m) % two64 < remainder
+
+
+def test_uniform_integers_match_the_exact_rule_on_large_moduli():
+    """On random and extreme words and moduli up to 2^63 − 1 (the samplers' ranges: 18!, 2S·t, t·k), the kernel
+    returns ⌊x·m/2^64⌋ for the first word with x·m mod 2^64 ≥ 2^64 mod m — the rule above, in Python integers —
+    so its 128-bit product is exact."""
+    rng = np.random.default_rng(31)
+    moduli = [2, 3, math.factorial(18), 2**21, 2**40 + 1, 2 * (2**40 + 16) * (2**20 + 1), 2**62 + 12345, 2**63 - 1]
+    words = [*rng.integers(0, 2**64, size=200, dtype=np.uint64).tolist(), 0, 1, 2**63, 2**64 - 2, 2**64 - 1]
+    for m in moduli:
+        for position in range(0, len(words) - 1):
+            expected = position
+            while (words[expected] * m) % 2**64 < 2**64 % m:
+                expected += 1
+            buffer = np.array(words[position:], dtype=np.uint64)
+            value, used = exact_sampling._uniform(buffer, 0, m)
+            assert (value, used) == ((words[expected] * m) >> 64, expected - position + 1), (m, position)
+
+
+@pytest.mark.parametrize(
+    ("num", "den"),
+    [(1, 2), (7, 7), (3, 1_000), (2**39, 2**40), (5, 2), (2**62, 3 * 2**59), (0, 9)],
+    ids=["1/2", "1", "3/1000", "1/2 generic", "5/2", "8/3 generic", "0"],
+)
+def test_bernoulli_exp_has_probability_exp_minus_gamma(num, den):
+    """CKS Alg. 1 in the kernel (exact_sampling._bernoulli_exp: the one-word path for 6·den³ < 2^63, the series
+    otherwise, and ⌊γ⌋ Bernoulli(e^{−1}) trials): 100,000 draws, binomial test against e^{−num/den}, p > 1e-6."""
+    count = 100_000
+    words = np.random.default_rng(num % 97 + den % 89).bit_generator.random_raw(40 * count)
+    position, successes = 0, 0
+    for _ in range(count):
+        success, position = exact_sampling._bernoulli_exp(words, position, num, den)
+        successes += bool(success)
+    assert position <= words.size
+    probability = math.exp(-num / den)
+    assert successes == count if num == 0 else stats.binomtest(successes, count, probability).pvalue > P_FLOOR
+
+
+@pytest.mark.parametrize(("kind", "parameter"), [("gaussian", 3), ("laplace", 2)])
+def test_compiled_sampler_matches_the_exact_pmf_on_many_draws(kind, parameter):
+    """2,000,000 draws at a small parameter, where every point's mass is large: χ² against the exact pmf
+    (p > 1e-6) has the power to detect a bias of about 1 % of a single point's mass."""
+    count = 2_000_000
+    support, pmf = exact_pmf(kind, parameter)
+    observed, expected = merged_bins(support, pmf * count, draw(kind, parameter, count, seed=40 + parameter))
+    assert observed.size >= 9
+    assert stats.chisquare(observed, expected).pvalue > P_FLOOR
+
+
+@pytest.mark.parametrize(
+    ("kind", "parameter"),
+    [("gaussian", 2**40), ("gaussian", 5), ("laplace", 2**20), ("laplace", 3), ("gaussian", "per draw")],
+)
+def test_refilling_the_words_gives_the_same_draws(monkeypatch, kind, parameter):
+    """The words' refill path (a draw that runs out of words runs again from its start on more words): with
+    blocks of one word every draw runs out, many times, yet the draws are those of one large block from the same
+    seed, draw for draw — the output is a function of the generator's word stream alone."""
+    size = 3_000
+    if parameter == "per draw":
+        parameter = np.random.default_rng(9).choice(np.array([1, 50, 2**40], dtype=np.int64), size=size)
+    sampler = discrete_gaussian if kind == "gaussian" else discrete_laplace
+    generators = (lambda: np.random.default_rng(7), lambda: np.random.Generator(np.random.PCG64DXSM(7)))
+    references = [sampler(make(), parameter, size) for make in generators]
+    monkeypatch.setattr(exact_sampling, "_BLOCK_WORDS", 1)
+    monkeypatch.setattr(exact_sampling, "_SPARE_WORDS", 0)
+    for make, reference in zip(generators, references, strict=True):  # random_raw words, compiled PCG64DXSM words
+        assert np.array_equal(sampler(make(), parameter, size), reference)
+
+
+class RawWordsOnly:
+    """A generator seen only through its bit generator's ``random_raw`` (the samplers' path for any bit generator
+    but PCG64DXSM)."""
+
+    def __init__(self, source: np.random.BitGenerator) -> None:
+        self._source = source
+        self.bit_generator = self
+
+    def random_raw(self, size: int) -> np.ndarray:
+        return self._source.random_raw(size)
+
+
+def test_compiled_pcg64dxsm_makes_numpys_raw_words():
+    """exact_sampling._pcg64dxsm_fill: the words and the final state of numpy's PCG64DXSM, word for word."""
+    ours, numpys = np.random.PCG64DXSM(2024), np.random.PCG64DXSM(2024)
+    state, increment = ours.state["state"]["state"], ours.state["state"]["inc"]
+    lcg = np.array([state >> 64, state % 2**64, increment >> 64, increment % 2**64], dtype=np.uint64)
+    words = np.empty(10_000, dtype=np.uint64)
+    exact_sampling._pcg64dxsm_fill(lcg, words)
+    assert np.array_equal(words, numpys.random_raw(10_000))
+    assert int(lcg[0]) << 64 | int(lcg[1]) == numpys.state["state"]["state"]
+
+
+@pytest.mark.parametrize("kind", ["gaussian", "laplace"])
+def test_a_pcg64dxsm_generator_gives_the_draws_of_its_raw_words(kind):
+    """For the service's generators (PCG64DXSM) the samplers make the words in compiled code: the draws are those
+    of the same generator's ``random_raw`` words, draw for draw, and the generator ends in the same state."""
+    sampler, parameter = (discrete_gaussian, 2**40) if kind == "gaussian" else (discrete_laplace, 2**20)
+    compiled, raw = np.random.Generator(np.random.PCG64DXSM(6)), np.random.PCG64DXSM(6)
+    assert np.array_equal(sampler(compiled, parameter, 5_000), sampler(RawWordsOnly(raw), parameter, 5_000))
+    assert compiled.bit_generator.state == raw.state
+
+
+def test_a_large_call_draws_its_halves_from_two_child_generators():
+    """From _SPLIT_DRAWS draws on, the halves come from ``rng.spawn(2)``'s children (in two threads): the result
+    is those children's draws, whatever the threads' timing."""
+    size = exact_sampling._SPLIT_DRAWS + 2
+    draws = discrete_gaussian(np.random.default_rng(8), 2**40, size)
+    children = np.random.default_rng(8).spawn(2)
+    halves = [discrete_gaussian(child, 2**40, size // 2) for child in children]
+    assert np.array_equal(draws, np.concatenate(halves))
 
 
 def _releases(kind: str, rng: np.random.Generator, *, scale: float, sensitivity: float, **kwargs):

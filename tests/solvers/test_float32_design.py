@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from privfit.privacy import make_generator
 from privfit.solvers import PublicMetadata, get_solver
 from privfit.solvers.baselines.dp_gd import dp_gradient_descent
-from privfit.solvers.compiled_losses import LOSS_KINDS
+from privfit.solvers.compiled_losses import LOSS_KINDS, glm_slope
 from privfit.solvers.float32_design import (
     BLOCK_ROWS,
     UNIT_ROUNDOFF_32,
@@ -23,7 +23,6 @@ from privfit.solvers.float32_design import (
     WEIGHT_FLOOR,
     Float32Design,
     float32_suffices,
-    kernel_slope,
 )
 from privfit.solvers.geometry import augment_intercept, clipped_scaled_row_sum
 from privfit.solvers.losses import make_loss
@@ -178,13 +177,13 @@ def test_the_compiled_pass_is_the_float64_shortcut_to_float32_accuracy(loss_name
     assert not np.array_equal(fast, reference)  # really computed in float32
 
 
-def test_the_kernel_slopes_are_the_losses_slopes_and_finite_at_extreme_margins() -> None:
+def test_the_compiled_slopes_are_the_losses_slopes_and_finite_at_extreme_margins() -> None:
     margins = np.array([-1e30, -800.0, -40.0, -1.0, -1e-9, 0.0, 1e-9, 0.7, 1.0, 1.3, 40.0, 800.0, 1e30])
     for loss_name, params in LOSSES:
         loss = make_loss(loss_name, **params)
         parameter = next(iter(params.values()), 0.0)
         for label in (-1.0, 1.0, 0.0, 0.4):
-            compiled = np.array([kernel_slope(LOSS_KINDS[loss_name], z, label, parameter) for z in margins])
+            compiled = np.array([glm_slope(LOSS_KINDS[loss_name], z, label, parameter) for z in margins])
             assert np.isfinite(compiled).all() or loss_name == "linear"
             expected = loss.dphi(margins, label)
             np.testing.assert_allclose(compiled, expected, rtol=1e-14, atol=1e-300)

@@ -20,6 +20,8 @@ ENTRY_POINTS = {
     "privfit.solvers.online_to_batch.kernel.online_to_batch_block",
     "privfit.solvers.baselines.glm_design.gradient_sum_kernel",
     "privfit.solvers.lazy_oco.sampling._sample_log_concave",
+    "privfit.privacy.exact_sampling._gaussian_kernel",
+    "privfit.privacy.exact_sampling._laplace_kernel",
 }
 
 

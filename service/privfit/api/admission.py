@@ -26,6 +26,8 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
+from sqlalchemy import insert
+
 from privfit.db import Database, Dataset, Job
 from privfit.db.engine import is_transient
 from privfit.db.models import utcnow
@@ -135,11 +137,12 @@ class AdmissionGroup:
             by_id = {admission.job["id"]: admission for admission in live}
 
             def write_jobs(job_ids: list[str]) -> None:
-                for job_id in job_ids:
-                    admission = by_id[job_id]
-                    admission.result = Job(**admission.job, created_at=utcnow())
-                    session.add(admission.result)
-                session.flush()
+                # one bulk INSERT of the admitted jobs; each admission's result is a Job built from the same row (not
+                # attached to the session: the answer reads only the columns written here, never a database default)
+                rows = [{**by_id[job_id].job, "created_at": utcnow()} for job_id in job_ids]
+                for row in rows:
+                    by_id[row["id"]].result = Job(**row)
+                session.execute(insert(Job), rows)
 
             if live:
                 requests = [(a.job["id"], a.cost, a.description, a.principal.key_id) for a in live]

@@ -28,7 +28,7 @@ from .admission import AdmissionGroups
 from .events import EventStreams
 from .headroom import HeadroomCache
 from .limits import BodySizeLimit, UploadConcurrencyLimit
-from .planning import PlanCache
+from .planning import EstimateCache, PlanCache
 from .problems import finish_openapi, install_problem_handlers
 from .reference import install_api_reference
 from .routers import allocations, datasets, evaluations, fits, health, keys, ledger_export, solvers
@@ -106,6 +106,7 @@ def create_app(settings: Settings | None = None, *, run_workers: bool | None = N
     app.state.settings = settings
     app.state.plans = PlanCache()  # fit plans by their public inputs (estimates and admissions)
     app.state.headroom = HeadroomCache()  # the largest admissible ε of a fit request, by its public inputs
+    app.state.estimates = EstimateCache()  # estimate answers, by the plan's inputs and the filters' state
     # GET /v1/fits/{id}/events: the open streams of this process, bounded (api/events.py)
     app.state.event_streams = EventStreams(settings.max_event_streams, settings.event_poll_seconds,
                                            settings.event_stream_seconds)  # fmt: skip

@@ -150,7 +150,33 @@ def visible_dataset(
 def _visible_dataset(
     session: Session, dataset_id: str, principal: Principal, *, manage: bool, include_deleted: bool
 ) -> Dataset:
+    def granted(dataset: Dataset) -> bool:
+        return (
+            session.execute(
+                select(DatasetGrant.id).where(
+                    DatasetGrant.dataset_id == dataset.id, DatasetGrant.api_key_id == principal.key_id
+                )
+            ).first()
+            is not None
+        )
+
     dataset = session.get(Dataset, normalize_id(dataset_id))
+    return check_visible(dataset, dataset_id, principal, granted, manage=manage, include_deleted=include_deleted)
+
+
+def check_visible(
+    dataset: Dataset | None,
+    dataset_id: str,
+    principal: Principal,
+    granted: Callable[[Dataset], bool],
+    *,
+    manage: bool = False,
+    include_deleted: bool = False,
+) -> Dataset:
+    """The rule of :func:`visible_dataset` applied to ``dataset`` as read (None: no row with the id ``dataset_id``
+    asked for), ``granted(dataset)`` telling whether ``principal`` holds a grant on it (asked only of a caller who
+    is neither its owner nor an admin). For a caller that read the dataset and the grant itself, e.g. in one
+    statement with the other rows it needs (:func:`privfit.api.routers.fits.admission_inputs`)."""
     if dataset is None:
         raise dataset_not_found(dataset_id)
     sees_all = privileged(principal, dataset)
@@ -158,12 +184,7 @@ def _visible_dataset(
         raise dataset_not_found(dataset_id)
     if sees_all:
         return dataset
-    granted = session.execute(
-        select(DatasetGrant.id).where(
-            DatasetGrant.dataset_id == dataset.id, DatasetGrant.api_key_id == principal.key_id
-        )
-    ).first()
-    if granted is None:
+    if not granted(dataset):
         raise dataset_not_found(dataset_id)
     if manage:
         raise Problem(403, "Forbidden", "only the dataset's owner can do this")
@@ -173,7 +194,11 @@ def _visible_dataset(
 def usable_dataset(db: Database, dataset_id: str, principal: Principal, *, session: Session | None = None) -> Dataset:
     """The dataset for a new fit or estimate: as :func:`visible_dataset`, but a deleted dataset is refused to its
     owner and admins with 410 Gone (its data was purged; its ledger stays readable) instead of 404."""
-    dataset = visible_dataset(db, dataset_id, principal, include_deleted=True, session=session)
+    return check_usable(visible_dataset(db, dataset_id, principal, include_deleted=True, session=session), dataset_id)
+
+
+def check_usable(dataset: Dataset, dataset_id: str) -> Dataset:
+    """``dataset`` (visible to the caller, deleted ones included) if it can still be fitted; 410 Gone if deleted."""
     if dataset.deleted_at is not None:
         raise Problem(410, "Dataset deleted", f"dataset {dataset_id} was deleted and its data purged; it cannot be "
                       "fitted any more (its budget and ledger stay readable)", field="dataset_id")  # fmt: skip

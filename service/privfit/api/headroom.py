@@ -31,7 +31,7 @@ from privfit.privacy.noise import current_sampler
 from privfit.solvers.base import MIN_EPSILON, AnySolver, PublicMetadata
 
 from .lru import LruCache
-from .planning import budget_key
+from .planning import filters_key
 
 MAX_TARGET_EPSILON = 100.0
 """The largest target ε a fit request may give (``privacy.epsilon``); the search's upper end is min(ε_max, this)."""
@@ -86,11 +86,7 @@ def fit_headroom(
     # the cache key: every public input of the search — the solver and its limits, the parameters searched
     # (canonical JSON), the metadata, each filter (the budget's, the allocation's) and its committed state (curve,
     # δ parts, slacks, pure bound, closing note), the δ allowance and the noise sampler in force
-    filters = tuple(
-        (budget_key(row), tuple(row.committed_rdp), row.committed_extra_delta, row.committed_approx_delta,
-         row.committed_pure_epsilon, row.filter_note)
-        for row in gates.rows()
-    )  # fmt: skip
+    filters = filters_key(gates)
     canonical = json.dumps(searched, sort_keys=True, separators=(",", ":"))
     key = (solver.name, canonical, meta, filters, allowance, limits, current_sampler())
     grid = get_grid(budget.grid_name)

@@ -14,6 +14,7 @@ Only what answers show changes: the ledger, the filter and the stored rows keep 
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Collection
 from typing import Annotated, Any, Literal
 
@@ -31,13 +32,24 @@ _RDP_HELP = (
     "null for +∞. Repeat the parameter for several parts."
 )
 
-RdpInclude = Annotated[list[RdpPart], Query(default_factory=list, description=_RDP_HELP)]
+
+def _no_parts() -> list[str]:
+    """The default of ``include``: no optional part. A plain function with its signature stored on it, not the
+    builtin ``list``: for every request that omits a parameter with a default factory, pydantic asks for the
+    factory's signature (whether it takes the validated data), and a builtin's is parsed from text each time
+    (~0.2 ms of CPU per request on the estimate and admission paths; a stored one is returned at once)."""
+    return []
+
+
+_no_parts.__signature__ = inspect.signature(_no_parts)  # type: ignore[attr-defined]
+
+RdpInclude = Annotated[list[RdpPart], Query(default_factory=_no_parts, description=_RDP_HELP)]
 """The ``include`` query parameter of the answers whose only optional part is the RDP arrays."""
 
 FitInclude = Annotated[
     list[FitPart],
     Query(
-        default_factory=list,
+        default_factory=_no_parts,
         description=_RDP_HELP + " For a fit, `metadata` returns its result's whole `metadata`: by default it lists "
         "only the members that differ from, or are not in, the fit's `settings` (the whole metadata is `settings` "
         "overlaid with it). Example: `?include=rdp&include=metadata`.",

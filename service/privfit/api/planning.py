@@ -24,6 +24,7 @@ from typing import Any
 
 from privfit.db import Budget
 from privfit.db.models import FilterColumns
+from privfit.ledger import Gates
 from privfit.privacy import DeltaAllowance
 from privfit.privacy.noise import current_sampler
 from privfit.solvers.base import FitPlan, PublicMetadata
@@ -89,3 +90,37 @@ class PlanCache(LruCache[PlannedFit]):
             return entry
 
         return super().get(key, frozen)
+
+
+def filters_key(gates: Gates) -> tuple[Hashable, ...]:
+    """Every filter a caller's fit must pass (the dataset's budget, then the caller's allocation if any) as read:
+    its public parameters (:func:`budget_key`) and its committed state — the cached committed curve, δ parts,
+    slacks and pure bound, and the closing note. Whatever a dry run or a headroom search answers about these
+    filters is a function of this key (and of the fit's plan): the part of a cache key that changes with the
+    ledger. Reading it from the rows just read, in the request's own transaction, keeps a cached answer exactly the
+    one computed from those rows; nothing is shared between processes."""
+    return tuple(
+        (budget_key(row), tuple(row.committed_rdp), row.committed_extra_delta, row.committed_approx_delta,
+         row.committed_pure_epsilon, row.filter_note)
+        for row in gates.rows()
+    )  # fmt: skip
+
+
+#: Estimate answers kept per process; one entry is a rendered answer of a few kilobytes.
+ESTIMATE_CACHE_SIZE = 1024
+
+
+class EstimateCache(LruCache[bytes]):
+    """The rendered body of ``POST /v1/fits/estimate`` by every input it is computed from (at most ``size``).
+
+    The answer is the plan's JSON (:class:`PlannedFit`, itself a function of :func:`plan_key`), the dry run of the
+    plan's cost against the filters of :func:`filters_key` (:func:`privfit.ledger.estimate_for`), the headroom
+    search against the same filters (:func:`privfit.api.headroom.fit_headroom`), the dataset's id and whether the
+    request asked for the RDP curve. The key is exactly those inputs, so a hit answers the bytes a miss renders for
+    the same committed ledger, and a fit admitted or released anywhere (another thread or API process) changes the
+    committed state the next request reads, hence the key: a cached answer is never one of an older ledger than the
+    one the request read. It reads no row of the dataset: every member is a function of public inputs (DESIGN
+    §1.3–1.4). A dry run changes nothing; admission decides again under the budget's lock (:mod:`privfit.ledger`)."""
+
+    def __init__(self, size: int = ESTIMATE_CACHE_SIZE) -> None:
+        super().__init__(size)

@@ -40,8 +40,11 @@ from __future__ import annotations
 import codecs
 import csv
 import io
-from collections.abc import Callable, Iterator, Mapping
-from typing import IO, Any
+import os
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import IO, Any, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -79,7 +82,9 @@ from .schema import (
 
 __all__ = [
     "PARQUET_CONTENT_TYPES",
+    "UPLOAD_THREADS",
     "encode_csv",
+    "encode_csv_stream",
     "encode_csv_upload",
     "encode_parquet",
     "is_parquet_upload",
@@ -305,7 +310,7 @@ class _Prescan:
       on the records (line terminators + 1).
     """
 
-    def __init__(self, schema: DatasetSchema, max_cell_bytes: int | None = None) -> None:
+    def __init__(self, schema: DatasetSchema, max_cell_bytes: int | None = None, *, count_lines: bool = True) -> None:
         opts = schema.csv
         self.delimiter = opts.delimiter.encode("utf-8")
         comment = opts.comment
@@ -314,6 +319,7 @@ class _Prescan:
         self.names = None if opts.columns is None else list(opts.columns)
         self.columns = len(schema.features) + 1 if opts.columns is None else len(opts.columns)
         self.fast = len(self.delimiter) == 1
+        self._count_lines = count_lines  # the bound on the records (lines), which a streamed file does not need
         self.lines = 1
         self.header: list[str] | None = None
         self.data_start = 0  # the offset (from the stream's start) of the first byte after the header line
@@ -339,11 +345,31 @@ class _Prescan:
             block = stream.read(_SCAN_BLOCK)
             if not block:
                 break
-            if self._position == 0 and block.startswith(codecs.BOM_UTF8):
-                self._position = self.data_start = len(codecs.BOM_UTF8)
-                block = block[len(codecs.BOM_UTF8) :]
-            self._block(block)
-            self._position += len(block)
+            self.feed(block)
+        return self.finish()
+
+    @property
+    def scanned(self) -> int:
+        """The bytes of the stream scanned so far (a leading BOM included)."""
+        return self._position
+
+    @property
+    def header_done(self) -> bool:
+        """Whether the data lines' start (:attr:`data_start`) is known: the header line was read, or there is none."""
+        return not self.find_header or self._header_end is not None
+
+    def feed(self, block: bytes) -> None:
+        """Scan the next ``block`` of the stream (:meth:`run` block by block, for a stream that arrives in pieces:
+        :func:`encode_csv_stream`)."""
+        if self._position == 0 and block.startswith(codecs.BOM_UTF8):
+            self._position = self.data_start = len(codecs.BOM_UTF8)
+            block = block[len(codecs.BOM_UTF8) :]
+        self._block(block)
+        self._position += len(block)
+
+    def finish(self) -> bool:
+        """After the last :meth:`feed`: whether the Arrow path takes the file (no violation, nothing ruled it out,
+        valid UTF-8 to the end, a header line found)."""
         if self.violation is not None or not self.fast:
             return False
         try:
@@ -399,8 +425,8 @@ class _Prescan:
             self._tail = joined[-len(self.comment) :]
         if b'"' in block[data:]:
             return False  # quoting: Python's csv and Arrow's tokenizers differ on malformed quotes
-        newlines = _count(block, 10) + (_count(block, 13) if b"\r" in block else 0)
-        self.lines += newlines
+        if self._count_lines:
+            self.lines += _count(block, 10) + (_count(block, 13) if b"\r" in block else 0)
         return self._fast_lines.feed(block, self._position) is None
 
     def _take_header(self, line: bytes) -> bool:
@@ -549,21 +575,37 @@ def _csv_rows(
         raise scan.error(stream, origin)
     if declined or not fast:
         return None
-    opts = schema.csv
-    if opts.header:
-        if scan.header is None:
-            return None
-        names = scan.header
-        try:
-            _check_header(names, 1, schema)
-        except DatasetValidationError:
-            return None  # the exact path says what is wrong, on which line
-    else:
-        assert opts.columns is not None
-        names = list(opts.columns)
+    names = _data_names(scan, schema)
+    if names is None:
+        return None
     stream.seek(origin + scan.data_start)  # Arrow reads the data lines only, the columns named
+    d = schema.dimension
+    max_rows = None if max_matrix_bytes is None else max_matrix_bytes // ((d + 1) * 8)
+    capacity = scan.lines if max_rows is None else min(scan.lines, max_rows + 1)
+    return _arrow_rows(stream, schema, names, make(d, capacity), max_matrix_bytes)
+
+
+def _data_names(scan: _Prescan, schema: DatasetSchema) -> list[str] | None:
+    """The names of the data lines' columns (the header's, checked against the schema, or ``csv.columns``), or
+    None: the exact path must say what is wrong with the header."""
+    if not schema.csv.header:
+        assert schema.csv.columns is not None
+        return list(schema.csv.columns)
+    if scan.header is None:
+        return None
+    try:
+        _check_header(scan.header, 1, schema)
+    except DatasetValidationError:
+        return None  # the exact path says what is wrong, on which line
+    return scan.header
+
+
+def _csv_options(
+    schema: DatasetSchema, names: list[str]
+) -> tuple[dict[str, pa.DataType], pa_csv.ConvertOptions, pa_csv.ParseOptions]:
+    """Arrow's conversion and parsing options of the data lines (columns ``names``): the used columns' types."""
+    opts = schema.csv
     used = _read_types(schema)
-    read = pa_csv.ReadOptions(block_size=_CSV_BLOCK, use_threads=True, column_names=names)
     convert = pa_csv.ConvertOptions(
         column_types=used,
         include_columns=list(used),
@@ -572,30 +614,233 @@ def _csv_rows(
         quoted_strings_can_be_null=False,
     )
     parse = pa_csv.ParseOptions(delimiter=opts.delimiter, quote_char=False, ignore_empty_lines=True)
-    d = schema.dimension
-    max_rows = None if max_matrix_bytes is None else max_matrix_bytes // ((d + 1) * 8)
-    capacity = scan.lines if max_rows is None else min(scan.lines, max_rows + 1)
-    out = make(d, capacity)
+    return used, convert, parse
+
+
+def _arrow_rows(
+    stream: IO[bytes], schema: DatasetSchema, names: list[str], out: _Matrix | _Blocks, max_matrix_bytes: int | None
+) -> _Matrix | _Blocks | None:
+    """Arrow's streaming reader over the data lines of a CSV (``stream`` at the first byte after the header line,
+    the columns ``names``), each batch validated and encoded into ``out``; None if the exact path must take the
+    file (a malformed record, a wrong field count, any invalid cell, no rows)."""
+    used, convert, parse = _csv_options(schema, names)
+    read = pa_csv.ReadOptions(block_size=_CSV_BLOCK, use_threads=True, column_names=names)
     try:
         reader = pa_csv.open_csv(stream, read_options=read, parse_options=parse, convert_options=convert)
-        for batch in _batches(reader):
-            m = batch.num_rows
-            columns = dict(zip(used, batch.columns, strict=True)).__getitem__
-            if max_rows is not None and out.n + m > max_rows:
-                # The exact path reports a cell error before this batch first: check these rows (writing nothing:
-                # no memory for them is allocated), then refuse.
-                if not _encode_batch(schema, columns, None, None):
-                    return None
-                _check_rows(out.n, m, max_rows, d, max_matrix_bytes)
-            X, y = out.reserve(m)
-            if not _encode_batch(schema, columns, X, y):
-                return None
-            if isinstance(out, _Matrix) and out.unit_ids is not None:
-                _unit_codes(out, columns(out.unit_ids.column), out.n)
-            out.n += m
+        return _encode_batches(_batches(reader), schema, used, out, max_matrix_bytes)
     except (pa.ArrowException, UnicodeDecodeError, DatasetValidationError):
         return None  # a malformed record, a wrong field count, an unconvertible cell: the exact path says which
+
+
+def _encode_batches(
+    batches: Iterable[pa.RecordBatch],
+    schema: DatasetSchema,
+    used: dict[str, pa.DataType],
+    out: _Matrix | _Blocks,
+    max_matrix_bytes: int | None,
+    on_rows: Callable[[np.ndarray, np.ndarray], None] | None = None,
+) -> _Matrix | _Blocks | None:
+    """Validate and encode the record ``batches`` (the ``used`` columns, in file order) into ``out``, each batch's
+    rows then handed to ``on_rows(X, y)`` if given; None if any cell is invalid or there are no rows. Raises
+    :class:`DatasetTooLargeError` past ``max_matrix_bytes`` (after checking the cells of the batch that crosses
+    it, as the exact path would report one of them first), and whatever iterating ``batches`` raises."""
+    d = schema.dimension
+    max_rows = None if max_matrix_bytes is None else max_matrix_bytes // ((d + 1) * 8)
+    for batch in batches:
+        m = batch.num_rows
+        columns = dict(zip(used, batch.columns, strict=True)).__getitem__
+        if max_rows is not None and out.n + m > max_rows:
+            # The exact path reports a cell error before this batch first: check these rows (writing nothing:
+            # no memory for them is allocated), then refuse.
+            if not _encode_batch(schema, columns, None, None):
+                return None
+            _check_rows(out.n, m, max_rows, d, max_matrix_bytes)
+        X, y = out.reserve(m)
+        if not _encode_batch(schema, columns, X, y):
+            return None
+        if isinstance(out, _Matrix) and out.unit_ids is not None:
+            _unit_codes(out, columns(out.unit_ids.column), out.n)
+        if on_rows is not None:
+            on_rows(X, y)
+        out.n += m
     return None if out.n == 0 else out
+
+
+#: Threads that parse a streamed CSV's pieces (:func:`_parsed_pieces`) and sum statistics of its encoded batches
+#: (:class:`privfit.api.upload_stream`), shared by the uploads of the process (created when first used).
+UPLOAD_THREADS = ThreadPoolExecutor(max_workers=max(2, min(4, os.cpu_count() or 2)), thread_name_prefix="privfit-csv")
+_PIECE_BYTES = 1 << 20  # bytes of data lines parsed by one task
+_PIECES_AHEAD = 4  # pieces parsed or being parsed ahead of the encoding
+
+
+def _parse_piece(piece: bytes, names: list[str], convert: pa_csv.ConvertOptions,
+                 parse: pa_csv.ParseOptions) -> list[pa.RecordBatch]:  # fmt: skip
+    """The record batches of ``piece``, whole data lines of the CSV (one parser thread, Arrow's own rules)."""
+    if piece[0] in b"\r\n" and piece.count(b"\n") + piece.count(b"\r") == len(piece):
+        return []  # only empty lines, which Arrow skips (and would call an empty file)
+    read = pa_csv.ReadOptions(block_size=len(piece) + 1, use_threads=False, column_names=names)
+    table = pa_csv.read_csv(pa.BufferReader(piece), read_options=read, parse_options=parse, convert_options=convert)
+    return table.to_batches()
+
+
+def _parsed_pieces(
+    stream: _ScannedStream, names: list[str], convert: pa_csv.ConvertOptions, parse: pa_csv.ParseOptions
+) -> Iterator[pa.RecordBatch]:
+    """The record batches of the data lines ``stream`` delivers, in order: cut into pieces of whole lines (at the
+    last line end of each block read; a line end is ``\n``, ``\r`` or both, and a piece that starts with the
+    ``\n`` of a ``\r\n`` cut in two has an empty first line, which Arrow skips) parsed by :data:`UPLOAD_THREADS` in
+    parallel, at most :data:`_PIECES_AHEAD` ahead. Arrow parses lines independently (no quoting, the pre-scan
+    guarantees it), so the batches hold the rows its streaming reader gives, cut elsewhere."""
+    pending: deque[Future[list[pa.RecordBatch]]] = deque()
+    carry = b""
+    try:
+        while True:
+            block = stream.read(_PIECE_BYTES)
+            if block:
+                newline = block.rfind(b"\n")
+                cut = max(newline, block.rfind(b"\r", newline + 1)) + 1  # the last line end
+                if cut == 0:  # no line end: the line goes on (the pre-scan bounds its length)
+                    carry += block
+                    continue
+                piece = b"".join((carry, memoryview(block)[:cut]))
+                carry = block[cut:]
+            else:
+                piece, carry = carry, b""
+            if piece:
+                pending.append(UPLOAD_THREADS.submit(_parse_piece, piece, names, convert, parse))
+            while pending and (len(pending) > _PIECES_AHEAD or pending[0].done() or not block):
+                yield from pending.popleft().result()
+            if not block:
+                return
+    finally:
+        for future in pending:
+            future.cancel()
+
+
+class ByteSource(Protocol):
+    """Where :func:`encode_csv_stream` reads a CSV as it arrives: ``read(size)`` returns ``size`` bytes, fewer only
+    at the end (``b""`` there), blocking until they are there."""
+
+    def read(self, size: int, /) -> bytes: ...
+
+
+class _Declined(Exception):
+    """Raised by :class:`_ScannedStream` into Arrow's reader when the bytes that arrive rule the Arrow path out."""
+
+
+class _ScannedStream:
+    """The data lines of a CSV that arrives through ``source`` (``read(k)``: k bytes, fewer only at the end; read
+    once, not seekable), for Arrow's reader: every block is scanned by ``scan`` (:class:`_Prescan`) *before* any
+    reader sees it, so the caps hold for what Arrow parses exactly as when the whole file is scanned first, and a
+    block that rules the Arrow path out (a quote, invalid UTF-8, a long line, …) raises :class:`_Declined`
+    instead of being returned."""
+
+    def __init__(self, source: ByteSource, scan: _Prescan) -> None:
+        self._source, self._scan = source, scan
+        self._pending = b""  # scanned bytes not yet returned (the rest of the header's block)
+        self.complete = False  # the source's end was reached
+
+    def _next(self, size: int) -> bytes:
+        block = self._source.read(size)
+        if not block:
+            self.complete = True
+            return b""
+        self._scan.feed(block)
+        if self._scan.violation is not None or not self._scan.fast:
+            raise _Declined
+        return block
+
+    def start(self) -> bool:
+        """Read and scan up to the data lines (at least one block: a BOM is recognised in the first); whether
+        the Arrow path may go on (no rule broken yet, a header line found where the schema says there is one)."""
+        scan, head = self._scan, bytearray()
+        try:
+            while not head or not scan.header_done:
+                block = self._next(_SCAN_BLOCK)
+                if not block:
+                    return False  # the whole file is a header, or empty: the exact path says so
+                head += block
+        except _Declined:
+            return False
+        self._pending = bytes(head[scan.data_start - (scan.scanned - len(head)) :])
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        if size < 0:
+            parts = [self._pending]
+            while block := self._next(_SCAN_BLOCK):
+                parts.append(block)
+            self._pending = b""
+            return b"".join(parts)
+        out, self._pending = self._pending[:size], self._pending[size:]
+        if len(out) < size and not self.complete:
+            out += self._next(size - len(out))
+        return out
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+    @property
+    def closed(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        pass
+
+
+def encode_csv_stream(
+    source: ByteSource,
+    schema: DatasetSchema | Mapping[str, Any],
+    *,
+    max_bytes: int,
+    max_matrix_bytes: int | None = None,
+    max_cell_bytes: int | None = None,
+    on_rows: Callable[[np.ndarray, np.ndarray], None] | None = None,
+) -> EncodedDataset | None:
+    """:func:`encode_csv` of a CSV read once from ``source`` as it arrives (an upload's body: ``read(k)`` returns k
+    bytes, fewer only at its end, blocking until they are there), at most ``max_bytes`` long: the exact path's
+    result, or None when it must take the file (then ``source`` may be read only in part).
+
+    The same checks as :func:`encode_csv` in one pass instead of two: the pre-scan runs block by block ahead of
+    Arrow's reader (:class:`_ScannedStream`), so Arrow starts on the first block while the rest arrives. Any
+    problem — a cap exceeded (which :func:`encode_csv_upload` reports from the whole file), a byte that rules the
+    Arrow path out, an invalid cell, rows over ``max_matrix_bytes`` — makes it decline, and the caller encodes the
+    file as a whole (spooled as it was read) with :func:`encode_csv_upload`, which reports the first problem as
+    before. The matrix is allocated for the most rows ``max_bytes`` can hold (a record of c fields takes at
+    least c − 1 delimiters and a line end) and at most the cap's: address space, not memory, until rows are
+    written (:class:`~privfit.datasets.encoding._Matrix`). ``on_rows(X, y)`` is given each batch's encoded rows in
+    file order (before ``−0.0`` becomes ``0.0``), e.g. to sum statistics while the rest arrives; when the result is
+    None, what it was given is to be discarded."""
+    schema = _as_schema(schema)
+    if _numeric_na_marker(schema):
+        return None
+    scan = _Prescan(schema, max_cell_bytes, count_lines=False)
+    stream = _ScannedStream(source, scan)
+    if not stream.start():
+        return None
+    names = _data_names(scan, schema)
+    if names is None:
+        return None
+    d = schema.dimension
+    capacity = max_bytes // max(1, scan.columns - 1) + 1
+    if max_matrix_bytes is not None:
+        capacity = min(capacity, max_matrix_bytes // ((d + 1) * 8) + 1)
+    used, convert, parse = _csv_options(schema, names)
+    try:
+        out = _encode_batches(_parsed_pieces(stream, names, convert, parse), schema, used,
+                              _Matrix(d, capacity, unit_ids_of(schema)), max_matrix_bytes, on_rows)  # fmt: skip
+    except (pa.ArrowException, UnicodeDecodeError, DatasetValidationError, _Declined):
+        return None  # a malformed record, a wrong field count, a byte that rules the Arrow path out, …
+    except DatasetTooLargeError:
+        return None  # the caller's encoding of the whole file refuses it, after the caps over the whole file
+    if out is None or not stream.complete or not scan.finish():
+        return None
+    assert isinstance(out, _Matrix)
+    X, y = out.result()
+    return _finish(schema, X, y, out.units())
 
 
 def _batches(reader: pa_csv.CSVStreamingReader) -> Iterator[pa.RecordBatch]:
@@ -693,9 +938,11 @@ def encode_parquet(
     max_cell_bytes: int | None = None,
     max_page_bytes: int | None = None,
     admit_rows: Callable[[int], None] | None = None,
+    on_rows: Callable[[np.ndarray, np.ndarray], None] | None = None,
 ) -> EncodedDataset:
     """Encode a Parquet upload (its bytes or a seekable binary file) against ``schema`` (module docstring), batch
-    by batch, after checking what the file declares (:mod:`privfit.datasets.parquet_limits`).
+    by batch, after checking what the file declares (:mod:`privfit.datasets.parquet_limits`); ``on_rows(X, y)``
+    is given each batch's encoded rows in file order (e.g. :class:`~privfit.datasets.preprocessing.BatchCounts`).
 
     Before any page is decoded: the trailer (footer at most ``max_page_bytes``), the columns and their types, the
     row count n of the footer — against ``max_matrix_bytes`` and then ``admit_rows(n)`` (the caller's own rules on
@@ -716,7 +963,7 @@ def encode_parquet(
     """
     schema = _as_schema(schema)
     out = _parquet_rows(source, schema, lambda d, rows: _Matrix(d, rows, unit_ids_of(schema)), max_matrix_bytes,
-                        max_cell_bytes, max_page_bytes, admit_rows)  # fmt: skip
+                        max_cell_bytes, max_page_bytes, admit_rows, on_rows)  # fmt: skip
     assert isinstance(out, _Matrix)
     X, y = out.result()
     return _finish(schema, X, y, out.units())
@@ -753,8 +1000,10 @@ def _parquet_rows(
     max_cell_bytes: int | None,
     max_page_bytes: int | None,
     admit_rows: Callable[[int], None] | None,
+    on_rows: Callable[[np.ndarray, np.ndarray], None] | None = None,
 ) -> _Matrix | _Blocks:
-    """The rows of a Parquet upload into ``make(d, n)`` (:func:`encode_parquet`)."""
+    """The rows of a Parquet upload into ``make(d, n)`` (:func:`encode_parquet`), each batch's handed to
+    ``on_rows`` if given."""
     stream: IO[bytes] = io.BytesIO(source) if isinstance(source, bytes) else source
     limits = ParquetLimits(max_cell_bytes=max_cell_bytes, max_page_bytes=max_page_bytes)
     footer_start = check_trailer(stream, limits)
@@ -801,6 +1050,8 @@ def _parquet_rows(
                 _encode_exactly(schema, batch, out.n, order, X, y)
             if isinstance(out, _Matrix) and out.unit_ids is not None:
                 _unit_codes(out, batch.column(out.unit_ids.column), out.n)
+            if on_rows is not None:
+                on_rows(X, y)
             out.n += m
     except (DatasetValidationError, DatasetTooLargeError, MemoryError):
         raise

@@ -40,6 +40,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,6 +62,7 @@ from .schema import DEFAULT_PREPROCESSING_SHARE, DatasetSchema, NumericFeature, 
 __all__ = [
     "BINS",
     "MECHANISM",
+    "BatchCounts",
     "PreprocessingOutcome",
     "PreprocessingPlan",
     "PreprocessingRelease",
@@ -75,6 +77,8 @@ __all__ = [
 
 BINS = 32
 """Bins of each column's public grid."""
+_COUNT_BLOCK_ROWS = 1 << 16
+"""Rows counted at a time (:meth:`PreprocessingPlan.counts`)."""
 THRESHOLD_SIGMAS = 3.5
 """Noisy counts below this many noise scales are treated as empty bins."""
 MIN_SURVIVING = 0.5
@@ -198,8 +202,14 @@ class PreprocessingPlan:
         return np.stack([c.edges for c in self.columns])
 
     def counts(self, X: np.ndarray, y: np.ndarray) -> np.ndarray:
-        """The exact counts (p, BINS) of the rows ``X`` (by the declared schema), ``y`` (:func:`exact_counts`)."""
-        return exact_counts(self.columns, X, y)
+        """The exact counts (p, BINS) of the rows ``X`` (by the declared schema), ``y`` (:func:`exact_counts`), summed
+        over blocks of :data:`_COUNT_BLOCK_ROWS` rows: the measured columns' values are gathered a block at a time,
+        never as a copy of the whole matrix's columns."""
+        totals = np.zeros((len(self.columns), BINS), dtype=np.int64)
+        for start in range(0, X.shape[0], _COUNT_BLOCK_ROWS):
+            stop = start + _COUNT_BLOCK_ROWS
+            np.add(totals, exact_counts(self.columns, X[start:stop], y[start:stop]), out=totals)
+        return totals
 
     def release(
         self, exact: np.ndarray, rng: np.random.Generator, privacy_filter: PrivacyFilter
@@ -281,6 +291,41 @@ def exact_counts(columns: Sequence[_Column], X: np.ndarray, y: np.ndarray) -> np
         label = columns[-1]
         values = np.column_stack([values, _declared_values(y, label.lower, label.upper)])
     return histogram_matrix(values, np.stack([c.edges for c in columns]))
+
+
+class BatchCounts:
+    """:func:`exact_counts` of an upload's rows summed batch by batch while they are encoded (the counts add up over
+    blocks of rows), each batch's computed by :data:`~privfit.datasets.columnar.UPLOAD_THREADS` beside the
+    encoding: the pass over the matrix :func:`preprocess` would make after the encoding, made during it (pass
+    :meth:`totals` to :func:`preprocess` as ``counts``). Only when the preprocessing would measure the rows as
+    encoded: a row-level schema with candidate columns that does not opt out (whether it then runs depends on n
+    and the budget: the caller decides); otherwise :meth:`add` does nothing and :meth:`totals` is None.
+
+    A batch's rows must be final when :meth:`add` gets them. The encoding's last step (``−0.0`` made ``0.0`` in
+    place, :func:`~privfit.datasets.encoding._finish`) may overlap a count still running, which reads either
+    zero: the same bin."""
+
+    def __init__(self, declared: DatasetSchema) -> None:
+        columns = _candidates(declared)
+        measured = declared.privacy_unit is None and preprocessing_share(declared) is not None and columns
+        self._columns = columns if measured else None
+        self._pending: list[Future[np.ndarray]] = []
+
+    def add(self, X: np.ndarray, y: np.ndarray) -> None:
+        """Count the rows ``X`` (encoded by the declared schema), ``y`` of one batch (in a worker thread)."""
+        if self._columns is not None:
+            from .columnar import UPLOAD_THREADS  # the encoders' threads (columnar builds on this package)
+
+            self._pending.append(UPLOAD_THREADS.submit(exact_counts, self._columns, X, y))
+
+    def totals(self) -> np.ndarray | None:
+        """The counts (p, BINS) of all the rows added (waits for them); None when nothing is measured."""
+        if self._columns is None:
+            return None
+        totals = np.zeros((len(self._columns), BINS), dtype=np.int64)
+        for future in self._pending:
+            np.add(totals, future.result(), out=totals)
+        return totals
 
 
 def _declared_values(encoded: np.ndarray, lower: float | np.ndarray, upper: float | np.ndarray) -> np.ndarray:
@@ -370,16 +415,27 @@ def plan_preprocessing(
 
 
 def preprocess(
-    encoded: EncodedDataset, privacy_filter: PrivacyFilter, rng: np.random.Generator, share: float | None = None
+    encoded: EncodedDataset,
+    privacy_filter: PrivacyFilter,
+    rng: np.random.Generator,
+    share: float | None = None,
+    *,
+    counts: np.ndarray | None = None,
 ) -> PreprocessingOutcome | None:
     """Run private preprocessing on ``encoded`` (encoded by its declared schema) at ``share`` of the budget
     ``privacy_filter`` measures (default: the schema's own setting), or return None when there is nothing to do
     (:func:`plan_preprocessing`). ``rng`` is OS-seeded for private data. The caller charges ``outcome.cost`` to the
-    ledger before the outcome's data or statistics are used or shown."""
+    ledger before the outcome's data or statistics are used or shown.
+
+    ``counts``: the exact counts of all of ``encoded``'s rows in :func:`candidate_columns` of its schema, when the
+    caller summed them block by block while it encoded the rows (:func:`exact_counts`: a streamed upload); equal
+    to what would be computed here, which is skipped (counts of another shape are ignored)."""
     plan = plan_preprocessing(encoded.schema, encoded.public_n, privacy_filter, share)
     if plan is None:
         return None
-    release = plan.release(plan.counts(encoded.X, encoded.y), rng, privacy_filter)
+    if counts is None or counts.shape != (len(plan.columns), BINS):
+        counts = plan.counts(encoded.X, encoded.y)
+    release = plan.release(counts, rng, privacy_filter)
     reencoded = encoded
     if release.changed:
         X = np.array(encoded.X, dtype=np.float64, copy=True)

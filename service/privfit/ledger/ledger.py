@@ -53,13 +53,15 @@ from functools import lru_cache
 from typing import Any
 
 import numpy as np
-from sqlalchemy import ColumnElement, ScalarSelect, func, select
+from sqlalchemy import ColumnElement, ScalarSelect, func, insert, select
+from sqlalchemy import inspect as sa_inspect
 from sqlalchemy.orm import Session
 
 from privfit.db.models import Allocation, Budget, Dataset, Evaluation, FilterColumns, Job, LedgerEntry, utcnow
 from privfit.ledger.chain import entry_content, entry_hash, genesis_hash
 from privfit.privacy import (
     FILTER_VERSION,
+    Conversion,
     DeltaAllowance,
     FilterReading,
     OrderGrid,
@@ -408,12 +410,17 @@ def _entry(
     evaluation_id: str | None = None,
     preprocessing_dataset_id: str | None = None,
     flush: bool = True,
+    own: Conversion | None = None,
+    committed_after: FilterReading | None = None,
 ) -> LedgerEntry:
     """Append one entry of ``job_id`` or, with ``job_id=None``, of ``evaluation_id`` or of the dataset's
     preprocessing (``preprocessing_dataset_id``) (``flush=False``: the caller adds and flushes it), linked to the
-    budget's hash chain (:mod:`privfit.ledger.chain`; the budget row is locked, so entries chain in order)."""
-    own = cost.epsilon(budget.delta_max)
-    committed = budget_filter(budget).measure(_committed(budget))
+    budget's hash chain (:mod:`privfit.ledger.chain`; the budget row is locked, so entries chain in order).
+    ``own`` (``cost.epsilon(budget.delta_max)``) and ``committed_after`` (the filter's reading of the budget's
+    committed cost as it now stands) may be passed by a caller that has just computed them (:func:`reserve_many`);
+    otherwise they are computed here — the same numbers."""
+    own = cost.epsilon(budget.delta_max) if own is None else own
+    committed = budget_filter(budget).measure(_committed(budget)) if committed_after is None else committed_after
     budget.version += 1
     entry = LedgerEntry(
         dataset_id=budget.dataset_id, job_id=job_id, evaluation_id=evaluation_id,
@@ -458,15 +465,26 @@ def allocation_of(session: Session, dataset_id: str, spender: str | None) -> All
     ).scalar_one_or_none()
 
 
+_UNREAD: Any = object()
+"""The default of :func:`_admit`'s ``allocation``: not read yet (None means "read: the key has none")."""
+
+
 def _admit(session: Session, dataset_id: str, cost: PrivacyCost, spender: str | None,
-           locked: Budget | None = None) -> Budget:  # fmt: skip
+           locked: Budget | None = None,
+           allocation: Allocation | None = _UNREAD) -> tuple[Budget, FilterReading]:  # fmt: skip
     """Lock the budget (unless the caller passes the row it ``locked``), admit ``cost`` by the dataset's filter and,
     if the key ``spender`` has an allocation on the dataset, by the allocation's filter too (or raise
     :class:`BudgetExceededError`, having changed nothing), and add it to both cached committed costs; the caller
-    writes the reservation in the same transaction."""
+    writes the reservation in the same transaction. ``allocation`` is the key's allocation row when the caller
+    already locked and read it in this transaction (:func:`allocation_of`; None: it has none). Returns the locked
+    budget row and the dataset filter's reading of its committed cost with the fit (what the reservation records
+    as ``committed_epsilon_after``)."""
     budget = _lock(session, dataset_id) if locked is None else locked
-    gates = Gates(budget, allocation_of(session, dataset_id, spender)).rows()
+    if allocation is _UNREAD:
+        allocation = allocation_of(session, dataset_id, spender)
+    gates = Gates(budget, allocation).rows()
     admitted: list[PrivacyCost] = []
+    readings: list[FilterReading] = []
     for gate in gates:
         _check_grid(cost, gate)
         privacy_filter = budget_filter(gate)
@@ -476,9 +494,10 @@ def _admit(session: Session, dataset_id: str, cost: PrivacyCost, spender: str | 
         if gate.filter_note or not reading.share <= 1.0:
             raise _refusal(gate, cost, privacy_filter.measure(before), reading)
         admitted.append(after)
+        readings.append(reading)
     for gate, after in zip(gates, admitted, strict=True):
         _cache(gate, after)
-    return budget
+    return budget, readings[0]
 
 
 def reserve(session: Session, dataset_id: str, job_id: str, cost: PrivacyCost, description: str = "", *,
@@ -486,7 +505,7 @@ def reserve(session: Session, dataset_id: str, job_id: str, cost: PrivacyCost, d
     """Admit ``cost`` for ``job_id`` of the key ``spender`` by the dataset's filter and the key's allocation's, if
     it has one (:func:`_admit`), or raise :class:`BudgetExceededError`; on admission write the reservation. (The
     API admits fits through :func:`reserve_many`, which names every request's key.)"""
-    budget = _admit(session, dataset_id, cost, spender)
+    budget, _ = _admit(session, dataset_id, cost, spender)
     return _entry(session, budget, job_id, "reservation", cost, description)
 
 
@@ -500,24 +519,44 @@ def reserve_many(
     writes grouped: the budget row is locked once, each request is admitted (or refused) by the filter against the
     committed cost with every request admitted before it included — the same checks, numbers and entries as
     calling :func:`reserve` for each in turn —, then ``write_jobs(admitted job ids)`` writes the jobs (their
-    reservations reference them) and the reservations are flushed together. Returns, per request, None (admitted)
-    or its :class:`BudgetExceededError`."""
+    reservations reference them) and the reservations are inserted together (one bulk INSERT). Returns, per request,
+    None (admitted) or its :class:`BudgetExceededError`."""
     budget = _lock(session, dataset_id)
+    # Each key's allocation is locked and read once, before anything of the batch is written (a read per request
+    # would autoflush the budget row's UPDATE each time); the admissions below keep these rows up to date in
+    # memory (:func:`_cache`), exactly as a new read in this transaction would find them.
+    allocations = {spender: allocation_of(session, dataset_id, spender) for spender in sorted(
+        {spender for *_, spender in requests if spender is not None})}  # fmt: skip
+    own: dict[int, Conversion] = {}  # a fit's own ε by its cost object (requests of one plan share it)
     outcomes: list[BudgetExceededError | None] = []
     entries: list[LedgerEntry] = []
     for job_id, cost, description, spender in requests:
         try:
-            _admit(session, dataset_id, cost, spender, locked=budget)
+            _, reading = _admit(session, dataset_id, cost, spender, locked=budget,
+                             allocation=None if spender is None else allocations[spender])  # fmt: skip
         except BudgetExceededError as refused:
             outcomes.append(refused)
             continue
         outcomes.append(None)
-        entries.append(_entry(session, budget, job_id, "reservation", cost, description, flush=False))
+        converted = own.get(id(cost))
+        if converted is None:
+            converted = own[id(cost)] = cost.epsilon(budget.delta_max)
+        entries.append(_entry(session, budget, job_id, "reservation", cost, description, flush=False,
+                              own=converted, committed_after=reading))  # fmt: skip
     if entries:
         write_jobs([entry.job_id for entry in entries if entry.job_id is not None])
-        session.add_all(entries)
-        session.flush()
+        # one bulk INSERT (executemany) of the reservations, not the unit of work's per-object bookkeeping: the rows
+        # are the entries' columns as built (and hashed) above; nothing reads the objects back
+        session.execute(insert(LedgerEntry), [_entry_row(entry) for entry in entries])
     return outcomes
+
+
+def _entry_row(entry: LedgerEntry) -> dict[str, Any]:
+    """The column values of a new (not yet written) ledger entry, for a bulk INSERT (its id is the database's)."""
+    return {key: getattr(entry, key) for key in _ENTRY_COLUMNS}
+
+
+_ENTRY_COLUMNS = tuple(attr.key for attr in sa_inspect(LedgerEntry).column_attrs if attr.key != "id")
 
 
 def charge_evaluation(
@@ -546,7 +585,7 @@ def _admit_and_charge(
     """Admit ``cost`` by the dataset's filter and write the reservation (``reserved`` as its description) and the
     charge (``charged``) of a subject that reads rows right after this transaction: an evaluation or a dataset's
     preprocessing."""
-    budget = _admit(session, dataset_id, cost, spender)
+    budget, _ = _admit(session, dataset_id, cost, spender)
     for kind, description in (("reservation", reserved), ("charge", charged)):
         entry = _entry(session, budget, None, kind, cost, description, evaluation_id=evaluation_id,
                        preprocessing_dataset_id=preprocessing_dataset_id)  # fmt: skip

@@ -157,12 +157,14 @@ def available_solver(name: str, *, experimental_enabled: bool) -> AnySolver:
     from .registry import UnknownSolverError, list_solvers
 
     registered = {solver.name: solver for solver in list_solvers()}
-    names = available_names(experimental_enabled=experimental_enabled)
     solver = registered.get(name) if isinstance(name, str) else None
     if solver is None:
-        raise UnknownSolverError("solver", unknown_solver_message(name, names))
+        raise UnknownSolverError(
+            "solver", unknown_solver_message(name, available_names(experimental_enabled=experimental_enabled))
+        )
     availability = solver_availability(solver, experimental_enabled=experimental_enabled)
-    if not availability.available:
+    if not availability.available:  # the solvers this server runs are listed only in a refusal (every request asks)
+        names = available_names(experimental_enabled=experimental_enabled)
         message = (f"solver {name!r} is not available on this server: {availability.unavailable_reason} An operator "
                    f"enables it with {availability.enabled_by}; this server runs {', '.join(names)}")  # fmt: skip
         raise SolverParameterError("solver", message)

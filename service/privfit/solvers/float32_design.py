@@ -17,8 +17,9 @@ deterministic function of the design matrix alone, so one copy serves every fit 
 (:mod:`privfit.solvers.design_cache`).
 
 **The margins and slopes** ``⟨θ, x̃_i⟩`` are computed in float32 in any summation order (relative error ≈ d·u₃₂ of
-‖x̃‖‖θ‖), the slope s_i = φ'(⟨θ, x̃_i⟩, y_i) in float64 (:func:`kernel_slope`; for the logistic loss −y/(1 + e^{yz}),
-without a branch on the value). A slope only chooses the scale of row i's summand, which is clipped afterwards; it
+‖x̃‖‖θ‖), the slope s_i = φ'(⟨θ, x̃_i⟩, y_i) in float64 (:func:`~privfit.solvers.compiled_losses.glm_slope`, the slope of
+every compiled pass; for the logistic loss −y·e^{−|yz|}/(1 + e^{−|yz|}) or −y/(1 + e^{−|yz|}) by the sign of yz,
+chosen by a select, not a branch). A slope only chooses the scale of row i's summand, which is clipped afterwards; it
 is a function of row i, y_i and θ only and is finite for every input (|z| ≤ √d·2⁸⁰ under the public rule below, and
 e^{yz} = ∞ gives s = ±0), so any error in it changes no sensitivity.
 
@@ -73,7 +74,7 @@ import numba
 import numpy as np
 from numpy.typing import NDArray
 
-from .compiled_losses import LOSS_KINDS
+from .compiled_losses import LOSS_KINDS, glm_slope
 from .geometry import FloatArray, _clip_factor
 
 __all__ = [
@@ -81,7 +82,6 @@ __all__ = [
     "Float32Design",
     "Precision",
     "float32_suffices",
-    "kernel_slope",
     "step_pool",
 ]
 
@@ -135,20 +135,6 @@ def _margin(rows: NDArray[np.float32], i: int, theta: NDArray[np.float32], j: in
     for c in range(rows.shape[1]):
         total += rows[i, c] * theta[j, c]
     return total
-
-
-@numba.njit(cache=True, nogil=True)
-def kernel_slope(kind: int, z: float, y: float, parameter: float) -> float:  # pragma: no cover - numba
-    """φ'(z, y) of :mod:`privfit.solvers.losses` (``kind`` from :data:`~privfit.solvers.compiled_losses.LOSS_KINDS`)
-    without a branch on the values: logistic −y/(1 + e^{yz}) (= −y σ(−yz); e^{yz} = ∞ gives ±0), squared z − y,
-    Huber clamp(z − y, ±δ), smoothed hinge −y·clamp((1 − yz)/h, 0, 1). The kind is public and the same for every row."""
-    if kind == 0:
-        return -y / (1.0 + math.exp(y * z))
-    if kind == 1:
-        return z - y
-    if kind == 2:
-        return min(max(z - y, -parameter), parameter)
-    return -y * min(max((1.0 - y * z) / parameter, 0.0), 1.0)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -213,7 +199,7 @@ def _gradient_chunk(
         for i in range(start, stop):
             for j in range(k):
                 z = np.float64(_margin(rows, i, theta, j))
-                weights[j, i - start] = _weight(kernel_slope(kind, z, y[i], parameter), norms[i], limit, target)
+                weights[j, i - start] = _weight(glm_slope(kind, z, y[i], parameter), norms[i], limit, target)
         _add_block(rows, start, stop, weights, sums)
 
 

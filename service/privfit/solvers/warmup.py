@@ -6,7 +6,8 @@ directory, ``__pycache__`` beside the source or ``NUMBA_CACHE_DIR``, and loaded 
 the first such fit on a fresh install pays the compilation: seconds to tens of seconds, on the request path of the
 first analyst. :func:`compile_kernels` fits every registered solver (``auto`` aside, which only runs the others)
 once per model and per noise sampler it runs under, on a few public synthetic rows: the same calls, with the same
-argument types, as a real fit, so that every specialisation a fit can need is compiled and cached. ``scripts/setup-
+argument types, as a real fit, so that every specialisation a fit can need is compiled and cached; then the exact
+noise samplers' kernels (:mod:`privfit.privacy.exact_sampling`) directly. ``scripts/setup-
 venv.sh`` runs it after each install and ``docker/install.sh`` in the image, so a fresh server's first fit loads the
 cached code (``benchmarks/first_fit.py`` measures it).
 
@@ -35,6 +36,7 @@ import numpy as np
 
 from privfit.errors import ParameterError
 from privfit.privacy import make_generator
+from privfit.privacy.exact_sampling import discrete_gaussian, discrete_laplace
 from privfit.privacy.noise import SAMPLERS, current_sampler, using_sampler
 
 from .base import PublicMetadata, Solver, sampler_refusal
@@ -116,9 +118,10 @@ def compile_kernels(
         done.append(warmed)
         if report is not None:
             report(warmed)
-    done.append(_lazy_oco_reduction())
-    if report is not None:
-        report(done[-1])
+    for step in (_lazy_oco_reduction(), _exact_samplers()):
+        done.append(step)
+        if report is not None:
+            report(step)
     return done
 
 
@@ -160,6 +163,18 @@ def _lazy_oco_reduction() -> Warmed:
     sampler = TruncatedGaussianSampler.plan(FEATURES, 1.0, 0.0, -40.0, path="reduction")
     sampler.draw(np.full(FEATURES, 0.1), 0.5, 4, make_generator(0, data_is_public=True))
     return Warmed("dp_lazy_oco", "truncated Gaussian, reduction path", "float", time.perf_counter() - began)
+
+
+def _exact_samplers() -> Warmed:
+    """The exact discrete Gaussian and Laplace kernels (:mod:`privfit.privacy.exact_sampling`), called directly: a
+    process whose sampler is ``float`` then still has them (a fit may switch to ``exact``, and private evaluation
+    and histograms draw from them), with one and with per-draw parameters."""
+    began = time.perf_counter()
+    rng = make_generator(0, data_is_public=True)
+    for parameters in (2**40, np.array([2**40, 5] * 8, dtype=np.int64)):
+        discrete_gaussian(rng, parameters, 16)
+        discrete_laplace(rng, parameters, 16)
+    return Warmed("exact noise", "discrete Gaussian and Laplace", "exact", time.perf_counter() - began)
 
 
 def preload_in_background() -> threading.Thread:

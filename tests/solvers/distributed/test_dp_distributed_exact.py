@@ -78,8 +78,10 @@ def test_exact_broadcasts_are_discrete_laplace_on_each_rounds_lattice() -> None:
         assert np.array_equal(scaled, np.rint(scaled)), k
         standardised.append((noisy - w) / scales[k])
     assert len(exponents) > 1  # the lattice follows the round's sensitivity
-    # E|Lap(μ)|/μ = 1 for the unit-scale noise of every round (2400 values; the sd of the mean is ≈ 2 %)
-    assert np.mean(np.abs(np.concatenate(standardised))) == pytest.approx(1.0, rel=0.1)
+    # E|Lap(μ)|/μ = 1 for the unit-scale noise of every round: |Lap(1)| is Exp(1) (sd 1), so the mean of the
+    # 240 values (rounds × M × DIM) has sd 1/√240 ≈ 6.5 %; within 4 of them
+    standardised_abs = np.abs(np.concatenate(standardised))
+    assert abs(standardised_abs.mean() - 1.0) < 4.0 / np.sqrt(standardised_abs.size)
     # the float loop's broadcasts are not on those lattices
     _, float_broadcasts, _, _ = recorded("float")
     lattice = laplace_lattice(float(scales[0]), float(sensitivities[0]), DIM, RADIUS)

@@ -46,7 +46,7 @@ from privfit.datasets.lifecycle import (
 )
 from privfit.datasets.parquet_store import ParquetDatasetStore
 from privfit.datasets.partitioned_upload import PartitionedUpload, encode_into_partitions
-from privfit.datasets.preprocessing import PreprocessingRelease, preprocess
+from privfit.datasets.preprocessing import BatchCounts, PreprocessingRelease, preprocess
 from privfit.datasets.schema import counting_clipped_cells
 from privfit.datasets.split import ValidationSplitError, split_validation
 from privfit.datasets.store import DatasetStore
@@ -68,6 +68,7 @@ from ..include import RdpInclude, lean_budget, lean_entry
 from ..limits import JsonLimitError, loads_limited
 from ..pagination import Keyset, Paging, link_next, paged
 from ..problems import Problem, dataset_not_found, grant_not_found, problem_responses
+from ..upload_stream import StreamedUpload, StreamingUploadRoute
 from .allocations import AllocationOut, allocations_of
 
 router = APIRouter(prefix="/v1/datasets", tags=["datasets"])
@@ -336,15 +337,6 @@ def _check_dimension(declared: DatasetSchema, settings: Settings) -> None:
                       f"{limit}", setting="max_features", limit=limit)  # fmt: skip
 
 
-@router.post("", status_code=201, response_model=DatasetOut, response_model_by_alias=True,
-             summary="Upload a CSV or Parquet file with its declared public schema and budget (owners)",
-             responses=problem_responses(
-                 400, 401, 403, 409, 413, 422, 429, 503,
-                 s409="This owner already has a live dataset with the same content (`existing_dataset_id`) in "
-                 "another privacy domain; send privacy_domain=<its id> to register it into that dataset's domain "
-                 "(one budget), or allow_duplicate=true to register it anyway, with its own budget. Or: the privacy "
-                 "domain's budget cannot pay the upload's private preprocessing (`field`: privacy_domain).",
-             ))  # fmt: skip
 def upload_dataset(
     request: Request,
     file: UploadFile = File(  # noqa: B008
@@ -375,11 +367,13 @@ def upload_dataset(
     principal: Principal = Depends(require_role("owner")),  # noqa: B008
 ) -> DatasetOut:
     # A sync endpoint: FastAPI runs all of it in the threadpool (schema parsing, CSV encoding, the store and the
-    # database insert), so none of it blocks the event loop. The body was spooled to disk by the form parser; the
-    # CSV is read from that file in blocks (encode_csv_upload), a Parquet file in batches of rows (encode_parquet),
-    # never as a whole in memory, after the caps that need no decoding (a CSV's cells and lines from one pass over
-    # its bytes; a Parquet file's footer and page headers, and δ < 1/n from the footer's row count). (A comment,
-    # not a docstring: a docstring would become the operation's public OpenAPI description.)
+    # database insert), so none of it blocks the event loop. An owner's body was parsed as it arrived
+    # (api/upload_stream.py: the route class below): the file part spooled to disk by a thread of its own, and a
+    # CSV whose schema came first encoded by it on the way (taken here if it used this very schema). Otherwise the
+    # spooled file is encoded here: a CSV read in blocks (encode_csv_upload), a Parquet file in batches of rows
+    # (encode_parquet), never as a whole in memory, after the caps that need no decoding (a CSV's cells and lines
+    # from one pass over its bytes; a Parquet file's footer and page headers, and δ < 1/n from the footer's row
+    # count). (A comment, not a docstring: a docstring would become the operation's public OpenAPI description.)
     settings: Settings = request.app.state.settings
     if isinstance(schema_field, str):
         raw_schema = schema_field
@@ -393,14 +387,20 @@ def upload_dataset(
     _check_dimension(declared, settings)
     domain = _joined_domain(request.app.state.db, privacy_domain, declared, principal) if privacy_domain else None
     grid = get_grid(settings.grid if domain is None else domain.grid_name)
+    streamed = file.encoded(raw_schema) if isinstance(file, StreamedUpload) else None
     file.file.seek(0)
     caps = {"max_matrix_bytes": settings.max_matrix_bytes, "max_cell_bytes": settings.max_cell_bytes}
     parquet = is_parquet_upload(file.content_type, file.filename)
+    batch_counts = BatchCounts(declared)  # the preprocessing's counts, summed beside a Parquet file's decoding
     try:
         with counting_clipped_cells() as clipped:
-            if parquet:
+            if streamed is not None:  # encoded while the body arrived, from this schema, with these caps
+                encoded = streamed.encoded
+                clipped.update(streamed.clipped)
+            elif parquet:
                 encoded = encode_parquet(file.file, declared, max_page_bytes=settings.max_parquet_page_bytes,
-                                         admit_rows=lambda n: _check_delta(declared, n), **caps)  # fmt: skip
+                                         admit_rows=lambda n: _check_delta(declared, n), on_rows=batch_counts.add,
+                                         **caps)  # fmt: skip
             else:
                 encoded = encode_csv_upload(file.file, declared, **caps)
     except DatasetTooLargeError as error:
@@ -417,8 +417,10 @@ def upload_dataset(
     encoded = bounded.encoded
     _check_delta(declared, encoded.public_n)
     privacy_filter = _upload_filter(declared, domain, grid)
+    # the preprocessing's exact counts if summed while the rows were encoded (row-level: the rows are those encoded)
+    counts = streamed.counts if streamed is not None else batch_counts.totals() if parquet else None
     try:  # charged in _register, shown only after
-        preprocessing = preprocess(encoded, privacy_filter, secure_generator())
+        preprocessing = preprocess(encoded, privacy_filter, secure_generator(), counts=counts)
     except MemoryError:  # its re-encoded copy of the matrix: as for the encoding above
         raise _short_of_memory() from None
     if preprocessing is not None:
@@ -440,6 +442,22 @@ def upload_dataset(
     if answer.privacy_unit is not None:
         answer.privacy_unit.rows_dropped = bounded.rows_dropped
     return answer.model_copy(update={"clipped_cells": clipped})
+
+
+# Registered with its route class (its body parsed as it arrives, api/upload_stream.py); the OpenAPI operation is
+# the one the decorator gave it.
+router.add_api_route(
+    "", upload_dataset, methods=["POST"], status_code=201, response_model=DatasetOut, response_model_by_alias=True,
+    summary="Upload a CSV or Parquet file with its declared public schema and budget (owners)",
+    responses=problem_responses(
+        400, 401, 403, 409, 413, 422, 429, 503,
+        s409="This owner already has a live dataset with the same content (`existing_dataset_id`) in "
+        "another privacy domain; send privacy_domain=<its id> to register it into that dataset's domain "
+        "(one budget), or allow_duplicate=true to register it anyway, with its own budget. Or: the privacy "
+        "domain's budget cannot pay the upload's private preprocessing (`field`: privacy_domain).",
+    ),
+    route_class_override=StreamingUploadRoute,
+)  # fmt: skip
 
 
 def _upload_filter(declared: DatasetSchema, domain: Budget | None, grid: OrderGrid) -> PrivacyFilter:
