@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import os
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -130,11 +131,23 @@ def empty_database_url(request: pytest.FixtureRequest) -> str:
     return request.getfixturevalue(f"empty_{request.param}_url")
 
 
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite database migrated once per test process; :func:`sqlite_url` copies it (0.1 s of migrations saved
+    per test)."""
+    path = tmp_path_factory.mktemp("sqlite-template") / "privfit.db"
+    upgrade(f"sqlite:///{path}")
+    return path
+
+
 @pytest.fixture
-def sqlite_url(tmp_path: Path) -> str:
-    url = f"sqlite:///{tmp_path / 'privfit.db'}"
-    upgrade(url)
-    return url
+def sqlite_url(tmp_path: Path, sqlite_template: Path) -> str:
+    """A freshly migrated SQLite database: a copy of :func:`sqlite_template` made with SQLite's online backup (every
+    page, the journal mode included, whatever its WAL holds), the same file the migrations would have written."""
+    target = tmp_path / "privfit.db"
+    with closing(sqlite3.connect(sqlite_template)) as source, closing(sqlite3.connect(target)) as copy:
+        source.backup(copy)
+    return f"sqlite:///{target}"
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])

@@ -39,6 +39,8 @@ FAST = {"PRIVFIT_LEASE_SECONDS": "3", "PRIVFIT_HEARTBEAT_SECONDS": "0.2", "PRIVF
 #: How long a test waits for a process to be ready or a fit to reach a state: a wait bound, generous for a busy
 #: machine (every wait ends as soon as its condition holds, and a process that exits is reported at once).
 WAIT_SECONDS = 300.0
+#: dp_gd steps on the small dataset for about 5 s of a quiet machine: long enough to be seen running and stopped
+LONG_STEPS = 30_000
 
 
 @pytest.fixture(params=sorted(BROKERS))
@@ -180,9 +182,9 @@ def test_a_worker_killed_mid_fit_runs_it_again_on_another_worker_charged_once(
     with stack(postgresql_url, tmp_path, settings) as (base, headers, dataset_id), ExitStack() as workers:
         procs = {str(p.pid): p for p in (workers.enter_context(celery_worker(postgresql_url, tmp_path, f"w{i}",
                                                                               settings)) for i in (1, 2))}  # fmt: skip
-        long_id = submit(base, headers, dataset_id, steps=60_000)
+        long_id = submit(base, headers, dataset_id, steps=LONG_STEPS)
         wait_running(base, headers, long_id)
-        time.sleep(random.uniform(0.0, 2.0))  # a random moment of the run
+        time.sleep(random.uniform(0.0, 1.0))  # a random moment of the run
         victim = job_rows(postgresql_url, [long_id])[long_id].lease_owner.split(":")[1]
         os.killpg(procs[victim].pid, signal.SIGKILL)
         procs[victim].wait(10)
@@ -268,7 +270,7 @@ def test_database_connections_dropped_during_a_job(postgresql_url: str, tmp_path
             stack(postgresql_url, tmp_path, settings) as (base, headers, dataset_id),
             celery_worker(postgresql_url, tmp_path, "w1", settings),
         ):
-            fit_id = submit(base, headers, dataset_id, steps=60_000)  # long enough to be seen running
+            fit_id = submit(base, headers, dataset_id, steps=LONG_STEPS)  # long enough to be seen running
             wait_running(base, headers, fit_id)
             with admin.connect() as connection:
                 dropped = connection.execute(
@@ -298,7 +300,7 @@ def test_sigterm_queues_the_running_fit_again_and_the_worker_exits(postgresql_ur
     try:
         with stack(postgresql_url, tmp_path, settings) as (base, headers, dataset_id):
             with celery_worker(postgresql_url, tmp_path, "w1", settings) as proc:
-                running = submit(base, headers, dataset_id, steps=60_000)
+                running = submit(base, headers, dataset_id, steps=LONG_STEPS)
                 wait_running(base, headers, running)
                 waiting = submit(base, headers, dataset_id, steps=100)
                 os.kill(proc.pid, signal.SIGTERM)

@@ -36,7 +36,7 @@ from privfit.api.problems import install_problem_handlers
 #: The chaos lasts at least CHAOS_SECONDS, and until the clients submitted MIN_FITS fits and MIN_KILLED backends were
 #: terminated (a busy machine does less in the same time; what the test needs is an amount of chaos, not a duration),
 #: but at most CHAOS_LIMIT seconds. Waits after it (clients ending, fits draining) are bounded by WAIT_SECONDS.
-CHAOS_SECONDS = 20.0
+CHAOS_SECONDS = 10.0
 MIN_FITS = MIN_KILLED = 10
 CHAOS_LIMIT = 300.0
 WAIT_SECONDS = 300.0

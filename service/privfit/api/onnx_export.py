@@ -66,14 +66,12 @@ from privfit.datasets.schema import BinaryLabel, CategoricalFeature, Categorical
 from privfit.solvers.base import CLASSIFICATION_MODELS, REGRESSION_MODELS
 from privfit.text import nfc
 
-__all__ = ["IR_VERSION", "MEDIA_TYPE", "OPSET", "OUTPUTS", "fit_to_onnx", "input_names", "onnx_bytes"]
+__all__ = ["IR_VERSION", "OPSET", "OUTPUTS", "fit_to_onnx", "input_names", "onnx_bytes"]
 
 #: The ONNX operator set: 19 is the first whose ``Equal`` compares strings (onnxruntime ≥ 1.15).
 OPSET = 19
 #: The IR version of :data:`OPSET` (onnx's table), so that older runtimes load the file too.
 IR_VERSION = 9
-#: The media type of ``GET /v1/fits/{id}/model.onnx``.
-MEDIA_TYPE = "application/octet-stream"
 #: The graph's output names (``probabilities`` for logistic fits only).
 OUTPUTS = ("scores", "label", "probabilities")
 

@@ -51,7 +51,6 @@ from privfit.solvers.base import (
 )
 from privfit.solvers.registry import get_solver, solver_names
 
-from .. import onnx_export
 from ..admission import Admission, AdmissionGroups
 from ..auth import Principal, authenticate, check_usable, check_visible, require_role, visible_dataset
 from ..encoding import UtcDateTime, public_json
@@ -65,6 +64,9 @@ from ..planning import EstimateCache, PlannedFit, filters_key, plan_key
 from ..problems import Problem, dataset_not_found, fit_not_found, problem_responses
 
 router = APIRouter(prefix="/v1/fits", tags=["fits"])
+
+#: The media type of ``GET /v1/fits/{id}/model.onnx`` (privfit.api.onnx_export builds the model).
+ONNX_MEDIA_TYPE = "application/octet-stream"
 
 
 class Privacy(BaseModel):
@@ -825,7 +827,7 @@ OnnxUnknownCategory = Annotated[
         200: {"description": "An ONNX model (opset 19, double precision) whose outputs `scores`, `label` and, for "
               "logistic fits, `probabilities` are what /predict answers for the same rows; one [N, 1] input per used "
               "column (docs/client.md, \"An ONNX model\").",
-              "content": {onnx_export.MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}}},
+              "content": {ONNX_MEDIA_TYPE: {"schema": {"type": "string", "format": "binary"}}},
               "headers": {"Content-Disposition": {"description": 'attachment; filename="fit-{id}.onnx"',
                                                   "schema": {"type": "string"}}}},
         **problem_responses(
@@ -843,8 +845,10 @@ def fit_onnx(job_id: FitId, request: Request,
     `probabilities` equal `/predict`'s `scores`, `predictions` and `probabilities`. Inputs: one [N, 1] tensor per used
     column, float64 (NaN: missing) or string (stripped, in Unicode NFC). Visible to whoever may see the fit; 409 and
     410 as for `/predict`."""
+    from .. import onnx_export  # onnx takes 0.6 s to import: paid by the first export (in the threadpool), not at start
+
     job, schema = released_predictor(request, job_id, principal)
     assert job.result is not None  # released_predictor: a succeeded fit
     content = onnx_export.onnx_bytes(job.result, schema, fit_id=job.id, unknown_category=unknown_category)
-    return Response(content, media_type=onnx_export.MEDIA_TYPE,
+    return Response(content, media_type=ONNX_MEDIA_TYPE,
                     headers={"Content-Disposition": f'attachment; filename="fit-{job.id}.onnx"'})  # fmt: skip

@@ -32,7 +32,7 @@ from typing import Any, Literal
 import numpy as np
 from numpy.typing import NDArray
 from pydantic import Field
-from scipy import stats
+from scipy import special
 
 from privfit.solvers.base import (
     MAX_SCALE,
@@ -139,12 +139,13 @@ def noise_norm_quantile(kind: NoiseKind, dimension: int, scale: float) -> float:
 
     Gaussian: ‖v‖/σ is 1-Lipschitz in a standard normal, E‖v‖ ≤ σ√d, so P(‖v‖ ≥ σ(√d + t)) ≤ e^{−t²/2}
     (Gaussian concentration; Boucheron, Lugosi & Massart 2013, Thm 5.6) with t = sqrt(2·40·log 2). L2-Laplace:
-    ‖v‖ ~ Gamma(d, s) exactly, whose upper quantile scipy computes. Used only for the floor on γ
+    ‖v‖ ~ Gamma(d, s) exactly, whose upper quantile is s·Q⁻¹(d, p) (the inverse of the regularised upper
+    incomplete gamma function; what ``scipy.stats.gamma.isf`` computes). Used only for the floor on γ
     (:class:`~privfit.solvers.baselines.erm.MinimiserProblem`); the certificate uses the drawn vector's own norm.
     """
     if kind == "gaussian":
         return scale * (math.sqrt(dimension) + math.sqrt(-2.0 * math.log(NOISE_NORM_CONFIDENCE)))
-    return float(stats.gamma.isf(NOISE_NORM_CONFIDENCE, a=dimension, scale=scale))
+    return float(special.gammainccinv(dimension, NOISE_NORM_CONFIDENCE)) * scale
 
 
 def expected_noise_norm(kind: NoiseKind, dimension: int, scale: float) -> float:
