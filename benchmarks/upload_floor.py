@@ -12,7 +12,7 @@ on the files of ``upload_throughput.py`` (a seeded table of about 64 MiB of CSV,
   and ``fsync``-ing it, as crash-consistent uploads must before the 201 (DESIGN: no acknowledged upload is lost);
 * **peer** — the pyarrow read of the same file, from the page cache.
 
-Each is the median of five runs. The floor of a CSV upload is the larger of transfer and store, since an upload
+Each is the median of three runs. The floor of a CSV upload is the larger of transfer and store, since an upload
 can at best encode and write while the body arrives. A Parquet file's metadata (its schema and where each column
 chunk is) is its footer, the last bytes of the file, so nothing of it can be decoded before the whole body has
 arrived: the floor of a Parquet upload is the transfer plus the decode, and the decode is at least the peer's own
@@ -27,22 +27,19 @@ from __future__ import annotations
 import argparse
 import os
 import socket
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import httpx
 import numpy as np
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
-from upload_throughput import write_table
+from upload_throughput import median_seconds, write_table
 
 MiB = 1024 * 1024
-RUNS = 5
 
 
 def serve(port: int) -> None:
@@ -67,15 +64,6 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-def median_seconds(action: Callable[[], object]) -> float:
-    times = []
-    for _ in range(RUNS):
-        started = time.perf_counter()
-        action()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times)
 
 
 def transfer(base: str, path: Path, content_type: str) -> None:

@@ -3,8 +3,8 @@
 SQLite: WAL, foreign keys, a busy timeout, and Python's sqlite3 driver put in autocommit mode so SQLAlchemy emits
 the ``BEGIN`` itself — ``BEGIN IMMEDIATE`` for write transactions (a deferred BEGIN that reads then writes can
 fail with SQLITE_BUSY), following the SQLAlchemy documentation's pysqlite transaction recipe. PostgreSQL: READ
-COMMITTED, connections pinged before use, and write transactions lock the rows they decide on with
-``SELECT … FOR UPDATE``.
+COMMITTED, connections pinged before use, reads in autocommit (no transaction round trips around them), and write
+transactions lock the rows they decide on with ``SELECT … FOR UPDATE``.
 
 Transient faults (a dropped connection, a server restart, a serialization failure, SQLite busy: :func:`is_transient`)
 are retried by :meth:`Database.retrying` around idempotent operations; the API answers what still fails with 503.
@@ -227,6 +227,17 @@ def _configure_sqlite(engine: Engine) -> None:
         connection.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
 
+def _read_only(engine: Engine) -> Engine:
+    """The engine of :meth:`Database.read` sessions. PostgreSQL: in autocommit, so a read costs its statements alone,
+    without the ``BEGIN`` and ``ROLLBACK`` round trips of a transaction around them (two of a one-query read's
+    four). That changes nothing a read sees: under READ COMMITTED every statement takes its own snapshot, inside a
+    transaction or not, and read sessions neither write nor lock (locks are taken in :meth:`Database.write`).
+    SQLite: the engine itself (its read transaction is a WAL snapshot shared by the session's statements)."""
+    if engine.dialect.name == "postgresql":
+        return engine.execution_options(isolation_level="AUTOCOMMIT")
+    return engine
+
+
 def make_database(url: str, *, pool_size: int = 10, retry_attempts: int = 5, retry_backoff: float = 0.05) -> Database:
     """Create the engine for ``url`` (``sqlite:///path`` or ``postgresql+psycopg://…``) and its session factories.
 
@@ -249,6 +260,6 @@ def make_database(url: str, *, pool_size: int = 10, retry_attempts: int = 5, ret
             parsed = parsed.set(drivername="postgresql+psycopg")
         engine = create_engine(parsed, pool_size=pool_size, max_overflow=pool_size * 2, pool_pre_ping=True,
                                isolation_level="READ COMMITTED")  # fmt: skip
-    reader = sessionmaker(engine, expire_on_commit=False)
+    reader = sessionmaker(_read_only(engine), expire_on_commit=False)
     writer = sessionmaker(engine.execution_options(**{_IMMEDIATE: True}), expire_on_commit=False)
     return Database(engine, reader, writer, retry_attempts=retry_attempts, retry_backoff=retry_backoff, gate=gate)
