@@ -12,7 +12,8 @@ and an RDP curve pays (2α − 1)·d·η/(α − 1) for it. This file checks (1)
 astronomically small (mpmath at 60 digits); (2) the key identity at a scale where it is visible (τ = 0.3, 0.5):
 z − v has the pmf f(w) = ∫ φ_σ(x) e^{−(w−x)²/(2τ²)}/Θ(x) dx (quadrature), and f/N_Z(0, σ² + τ²) lies within
 [e^{−η}, e^{η}] — and comes within a factor 2 of that bound in log terms, so the bound is the right one;
-(3) the calibrations leave a margin far above the 10⁻¹²⁵ the argument adds.
+(3) the calibrations leave a margin far above the 10⁻¹²⁵ the argument adds; (4) that a Gaussian-DP statement must take
+the same route: the bare lattice Gaussian is not (Δ/s)-GDP (a vertex of its trade-off curve lies below G_{Δ/s}).
 """
 
 from __future__ import annotations
@@ -124,3 +125,50 @@ def test_calibrations_leave_a_margin_far_above_the_domination_term():
         dominated = PrivacyCost(curve + extra, DEFAULT_GRID).epsilon(delta).epsilon
         assert target - charged > 1e-12, name
         assert dominated <= target, name
+
+
+def _lattice_tradeoff_vertices(s: float, shift: int, span: float = 40.0) -> tuple[np.ndarray, np.ndarray]:
+    """The vertices of the trade-off curve between N_Z(0, s²) and N_Z(shift, s²) (60 digits): for each integer
+    threshold a, the test "reject when x ≥ a" has type-I error α = P[Y ≥ a] and type-II error β = P[Y ≤ a − 1 −
+    shift], Y ~ N_Z(0, s²). The curve is the piecewise-linear function through them (randomised tests between)."""
+    with mpmath.workdps(60):
+        k_max = int(span * s) + 50
+        weights = [mpmath.exp(-(mpmath.mpf(k) ** 2) / (2 * mpmath.mpf(s) ** 2)) for k in range(-k_max, k_max + 1)]
+        total = mpmath.fsum(weights)
+        cdf, running = [], mpmath.mpf(0)
+        for weight in weights:
+            running += weight
+            cdf.append(running / total)
+        alphas, betas = [], []
+        for a in range(-int(10 * s), int(10 * s) + 1):
+            index = a + k_max  # cdf[index] = P[Y ≤ a]
+            alphas.append(1 - cdf[index - 1])
+            betas.append(cdf[index - 1 - shift])
+        return np.array(alphas, dtype=object), np.array(betas, dtype=object)
+
+
+@pytest.mark.parametrize("s", [1.0, 2.0, 5.0])
+def test_the_bare_lattice_gaussian_is_not_gaussian_dp_at_its_own_mu(s):
+    """Why a Gaussian-DP charge of an exact release must go through the smoothing domination above, not through the
+    lattice itself: N_Z(v, s²) against N_Z(v + 1, s²) is NOT (1/s)-GDP. A vertex of its trade-off curve is an
+    achievable (α, β), so one vertex below G_μ(α) = Φ(Φ⁻¹(1 − α) − μ) disproves μ-GDP; at the median test the
+    probit increment is (1 + 1/(24 s²))/s, above μ = 1/s. A continuous Gaussian's vertices all lie on G_μ (the
+    control), and the smoothed release's continuous part is exactly μ-GDP, so the domination's route holds where
+    this one fails."""
+    alphas, betas = _lattice_tradeoff_vertices(s, shift=1)
+    with mpmath.workdps(60):
+        mu = 1 / mpmath.mpf(s)
+
+        def g(alpha):  # G_μ(α) = Φ(Φ⁻¹(1 − α) − μ)
+            return mpmath.ncdf(mpmath.sqrt(2) * mpmath.erfinv(1 - 2 * alpha) - mu)
+
+        gaps = [(beta - g(alpha)) / g(alpha) for alpha, beta in zip(alphas, betas, strict=True)]
+        assert min(gaps) < -1e-4 / s**2  # some vertex lies below G_μ: not μ-GDP
+        # the median test: α = P[Y ≥ 1], β = P[Y ≤ -1]; its probit increment Φ⁻¹(1 − α) − Φ⁻¹(β) is ≈ (1 + 1/(24s²))/s
+        median = int(10 * s) + 1
+        increment = mpmath.sqrt(2) * (mpmath.erfinv(1 - 2 * alphas[median]) - mpmath.erfinv(2 * betas[median] - 1))
+        assert increment * s > 1 + 0.9 / (24 * s**2)
+        # control: the continuous Gaussian's thresholds give β = G_μ(α) exactly, so the check is not vacuous
+        for a in map(mpmath.mpf, ("-2", "0", "0.5", "3")):
+            alpha = 1 - mpmath.ncdf(a * mu)
+            assert abs(mpmath.ncdf((a - 1) * mu) - g(alpha)) < mpmath.mpf(10) ** -50
