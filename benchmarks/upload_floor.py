@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -37,6 +36,7 @@ import httpx
 import numpy as np
 import pyarrow.csv as pa_csv
 import pyarrow.parquet as pq
+from services import free_port
 from upload_throughput import median_seconds, write_table
 
 MiB = 1024 * 1024
@@ -58,12 +58,6 @@ def serve(port: int) -> None:
 
     uvicorn.run(Starlette(routes=[Route("/drain", drain, methods=["POST"])]), host="127.0.0.1", port=port,
                 log_level="warning")  # fmt: skip
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def transfer(base: str, path: Path, content_type: str) -> None:
