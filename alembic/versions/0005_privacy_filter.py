@@ -62,7 +62,8 @@ def _move_budgets_to_the_filter() -> None:
     connection = op.get_bind()
     for row in connection.execute(sa.select(_budgets)).mappings().all():
         grid = get_grid(row["grid_name"])
-        privacy_filter = PrivacyFilter.for_budget(row["epsilon_max"], row["delta_max"], grid)
+        # the filter of this revision: no GDP certificate (revision 0014 keeps it off for every existing budget)
+        privacy_filter = PrivacyFilter.for_budget(row["epsilon_max"], row["delta_max"], grid, gdp_share=0.0)
         curve = curve_from_json(row["committed_rdp"])
         empty = not curve.any() and row["committed_extra_delta"] == 0.0 and row["committed_approx_delta"] == 0.0
         pure = 0.0 if empty else None

@@ -17,7 +17,7 @@ from api_helpers import (
 )
 
 import privfit.solvers.baselines.dp_sgd as dp_sgd_module
-from privfit.privacy import PrivacyCost, get_grid
+from privfit.privacy import PrivacyCost, get_grid, unbounded_from_json
 from privfit.solvers import PublicMetadata, get_solver
 
 SOLVER = get_solver("dp_sgd")
@@ -48,7 +48,9 @@ def test_fits_end_to_end_and_is_charged_exactly_the_solver_cost(client, keys, pa
     grid = get_grid(cost["grid"])
     expected = SOLVER.cost(settings, meta, grid)
     np.testing.assert_array_equal(np.array(cost["rdp"]), expected.rdp)  # the admitted cost IS the solver's cost
-    assert PrivacyCost(np.array(cost["rdp"]), grid).epsilon(1e-6).epsilon <= 0.8
+    assert cost["gdp_mu_squared"] == expected.gdp_mu_squared or cost["gdp_mu_squared"] is None  # shuffle / others
+    admitted = PrivacyCost(np.array(cost["rdp"]), grid, gdp_mu_squared=unbounded_from_json(cost["gdp_mu_squared"]))
+    assert admitted.epsilon(1e-6).epsilon <= 0.8
     budget = client.get(f"/v1/datasets/{dataset_id}/budget?include=rdp", headers=keys.analyst).json()
     np.testing.assert_array_equal(np.array(budget["committed_rdp"]), expected.rdp)
     entries = client.get(f"/v1/datasets/{dataset_id}/ledger", headers=keys.owner).json()["entries"]

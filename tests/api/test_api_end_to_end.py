@@ -43,7 +43,7 @@ def test_fit_lifecycle_budget_and_ledger(client, keys):
     assert len(budget["orders"]) == len(budget["committed_rdp"]) == 156
     ledger = client.get(f"/v1/datasets/{dataset_id}/ledger", headers=keys.owner).json()
     assert [entry["kind"] for entry in ledger["entries"]] == ["reservation", "charge"]
-    assert ledger["entries"][1]["formula_version"].startswith("balle2020+guards;filter:")
+    assert ledger["entries"][1]["formula_version"].startswith("balle2020|gdp;filter:")
 
     rows = [{"x1": 0.9, "x2": -0.5, "color": "red"}, {"x1": -0.9, "x2": 0.5, "color": "blue"}]
     predicted = client.post(f"/v1/fits/{body['id']}/predict", headers=keys.analyst, json={"rows": rows})

@@ -99,16 +99,23 @@ def test_later_entries_extend_the_chain_an_earlier_head_anchors(client: TestClie
     assert verify(header, records, anchors=[anchor]).ok
 
 
-@pytest.mark.parametrize("tamper", ["edit", "rehashed-edit", "delete", "reorder", "delete-last"])
+@pytest.mark.parametrize("tamper", ["edit", "edit-gdp", "forget-gdp", "rehashed-edit", "delete", "reorder",
+                                    "delete-last"])  # fmt: skip
 def test_rows_changed_in_the_database_fail_the_check_at_the_first_bad_entry(
     client: TestClient, keys: Keys, database_url: str, tamper: str
 ) -> None:
     dataset_id = a_busy_ledger(client, keys)
     ids = entry_ids(database_url, dataset_id)
-    header_before, _ = export(client, keys.owner, dataset_id)
+    header_before, records_before = export(client, keys.owner, dataset_id)
+    assert records_before[2]["content"]["gdp_mu_squared"] > 0  # dp_gd's Gaussian steps: a GDP bound, hashed
     with tampering(database_url) as connection:
         if tamper == "edit":  # the third entry's charge made smaller
             connection.execute(text("UPDATE ledger_entries SET epsilon = epsilon / 2 WHERE id = :id"), {"id": ids[2]})
+        elif tamper == "edit-gdp":  # its Gaussian-DP μ² made smaller
+            connection.execute(text("UPDATE ledger_entries SET gdp_mu_squared = gdp_mu_squared / 2 WHERE id = :id"),
+                               {"id": ids[2]})  # fmt: skip
+        elif tamper == "forget-gdp":  # ... or forgotten (+∞ only forgoes a certificate, but it is still an edit)
+            connection.execute(text("UPDATE ledger_entries SET gdp_mu_squared = NULL WHERE id = :id"), {"id": ids[2]})
         elif tamper == "rehashed-edit":  # ... with its own hash recomputed by someone who knows the rule
             with Session(bind=connection) as session:
                 row = session.get_one(LedgerEntry, ids[2])
@@ -130,7 +137,8 @@ def test_rows_changed_in_the_database_fail_the_check_at_the_first_bad_entry(
     assert not result.ok, result
     # an edit fails its own hash; a re-hashed edit, a deletion or a swap fails the next link (the 4th entry, or the
     # 3rd position once the 3rd entry is gone or moved); a removed last entry leaves the head dangling
-    expected = {"edit": 3, "rehashed-edit": 4, "delete": 3, "reorder": 3, "delete-last": 0}[tamper]
+    expected = {"edit": 3, "edit-gdp": 3, "forget-gdp": 3, "rehashed-edit": 4, "delete": 3, "reorder": 3,
+                "delete-last": 0}[tamper]  # fmt: skip
     assert result.first_bad == expected, result
     if tamper == "delete-last":
         assert "head" in result.problem

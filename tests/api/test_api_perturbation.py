@@ -18,7 +18,7 @@ from api_helpers import (
 )
 
 import privfit.solvers.baselines.erm as erm_module
-from privfit.privacy import PrivacyCost, get_grid
+from privfit.privacy import PrivacyCost, get_grid, unbounded_from_json
 from privfit.solvers import PublicMetadata, get_solver
 
 CASES = [
@@ -52,7 +52,11 @@ def test_fits_end_to_end_and_the_ledger_holds_the_solver_cost(client, keys, solv
     )
     expected = implementation.cost(settings, meta, grid)
     np.testing.assert_allclose(cost["rdp"], expected.rdp, rtol=1e-12)
-    assert PrivacyCost(np.array(cost["rdp"]), grid, cost.get("extra_delta", 0.0)).epsilon(1e-6).epsilon <= 0.8
+    gdp = unbounded_from_json(cost["gdp_mu_squared"])  # output perturbation's Gaussian: its exact curve meets 0.8
+    assert (
+        PrivacyCost(np.array(cost["rdp"]), grid, cost.get("extra_delta", 0.0), gdp_mu_squared=gdp).epsilon(1e-6).epsilon
+        <= 0.8
+    )
     assert settings["noise"] == params.get("noise", "gaussian")
     entries = client.get(f"/v1/datasets/{dataset_id}/ledger", headers=keys.owner).json()["entries"]
     assert [entry["kind"] for entry in entries] == ["reservation", "charge"]

@@ -13,7 +13,7 @@ import pytest
 from api_helpers import Keys, fit_and_wait, make_client, make_keys, upload
 from fastapi.testclient import TestClient
 
-from privfit.privacy import PrivacyCost, get_grid
+from privfit.privacy import PrivacyCost, get_grid, unbounded_from_json
 from privfit.privacy.noise import current_sampler
 
 
@@ -38,8 +38,9 @@ def test_fits_on_an_exact_server_draw_exact_noise_and_say_so(exact, solver: str,
     cost, done = fit_and_wait(client, keys, request)
     sampler = done["result"]["metadata"]["noise_sampler"]
     assert sampler["name"] == "exact" and "discrete Gaussian" in sampler["gaussian"]
-    # the charge is the calibrated curve, unchanged by the exact sampler
-    assert PrivacyCost(np.array(cost["rdp"]), get_grid(cost["grid"])).epsilon(1e-6).epsilon <= 1.0
+    # the charge is the calibrated cost (curve and GDP bound), unchanged by the exact sampler
+    gdp = unbounded_from_json(cost["gdp_mu_squared"])
+    assert PrivacyCost(np.array(cost["rdp"]), get_grid(cost["grid"]), gdp_mu_squared=gdp).epsilon(1e-6).epsilon <= 1.0
     assert np.all(np.isfinite(done["result"]["coefficients"]))
     if solver == "dp_otb":
         assert done["settings"]["prefix_estimator"] == "plain" and done["settings"]["sampler"] == "exact"

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from privfit.datasets import DatasetSchema, encode_rows, parse_and_encode
-from privfit.datasets.preprocessing import TAIL, derive_range, is_right_skewed, preprocess
+from privfit.datasets.preprocessing import BINS, TAIL, derive_range, is_right_skewed, preprocess
 from privfit.datasets.schema import NumericTransform
 from privfit.privacy import DEFAULT_GRID, PrivacyFilter, make_generator
 from privfit.privacy.histogram import histogram_counts, symlog_edges, variance_for_share
@@ -178,7 +178,7 @@ def test_preprocess_derives_transforms_for_undeclared_columns_and_reencodes_like
     # the release: one histogram per candidate (numeric features without a transform), at the default share
     assert outcome.names == ("age", "amount") and outcome.roles == ("feature", "feature")
     assert outcome.share == 0.05
-    assert outcome.histograms.variance == variance_for_share(2, PRIVACY_FILTER, 0.05)
+    assert outcome.histograms.variance == variance_for_share(2, PRIVACY_FILTER, 0.05, bins=BINS)
     assert PRIVACY_FILTER.measure(outcome.cost).share <= outcome.share
     # the rules are post-processing of the released counts alone
     sigma = math.sqrt(outcome.histograms.variance)
@@ -294,7 +294,7 @@ def test_too_few_rows_for_the_noise_release_nothing_and_charge_nothing():
     from privfit.datasets.preprocessing import MIN_ROWS_IN_NOISE_SCALES, THRESHOLD_SIGMAS
 
     columns = synthetic(40)
-    variance = variance_for_share(2, PRIVACY_FILTER, 0.05)
+    variance = variance_for_share(2, PRIVACY_FILTER, 0.05, bins=BINS)
     assert variance is not None
     needed = MIN_ROWS_IN_NOISE_SCALES * THRESHOLD_SIGMAS * math.sqrt(variance)
     small = {name: values[: int(needed) - 1] for name, values in columns.items()}

@@ -27,6 +27,10 @@ from privfit.ledger.chain import (
 
 DATASET = "7d1b5c1e-0000-4000-8000-000000000001"
 
+#: The hash of ``_entry(2)`` after the genesis as the chain hashed it before entries could record a Gaussian-DP μ²
+#: (revision 0014): an entry without one (every entry written before) must keep it.
+HASH_WITHOUT_GDP = "abcaac7815bd8fa0366f8613a344abf785cc86c151854f72637cd87ad6fbf13a"
+
 
 def _entry(sequence: int, **changes: Any) -> SimpleNamespace:
     fields: dict[str, Any] = {
@@ -142,3 +146,39 @@ def test_an_entry_of_another_dataset_and_a_foreign_file_are_refused():
         parse_export(['{"entries": 1}'])
     with pytest.raises(ExportFormatError, match="line 2"):
         parse_export([f'{{"format": "{FORMAT}", "dataset_id": "x"}}', "{not json"])
+
+
+def test_a_gdp_bound_is_hashed_when_the_entry_has_one_and_an_entry_without_one_hashes_as_before():
+    genesis = genesis_hash(DATASET)
+    without = entry_content(_entry(2))
+    assert "gdp_mu_squared" not in without and entry_hash(genesis, without) == HASH_WITHOUT_GDP
+    for unbounded in (None, math.inf):  # NULL as the ledger stores "no bound", +∞ as a cost holds it
+        assert entry_content(_entry(2, gdp_mu_squared=unbounded)) == without
+    bounded = entry_content(_entry(2, gdp_mu_squared=0.04))
+    assert bounded == {**without, "gdp_mu_squared": 0.04} and entry_hash(genesis, bounded) != HASH_WITHOUT_GDP
+    one_ulp = entry_content(_entry(2, gdp_mu_squared=math.nextafter(0.04, math.inf)))
+    assert entry_hash(genesis, one_ulp) != entry_hash(genesis, bounded)
+
+
+@pytest.mark.parametrize(
+    ("position", "tamper"),
+    [
+        (2, lambda content: content.update(gdp_mu_squared=0.01)),  # a smaller μ²
+        (2, lambda content: content.pop("gdp_mu_squared")),  # the bound forgotten
+        (2, lambda content: content.update(gdp_mu_squared=None)),  # ... or written as +∞
+        (1, lambda content: content.update(gdp_mu_squared=0.0)),  # a bound given to an entry without one
+    ],
+    ids=["lowered", "dropped", "nulled", "added"],
+)
+def test_a_tampered_gdp_bound_fails_the_check(position, tamper):
+    previous, records = genesis_hash(DATASET), []
+    for sequence, gdp_mu_squared in ((1, None), (2, 0.04), (3, None)):
+        content = entry_content(_entry(sequence, gdp_mu_squared=gdp_mu_squared))
+        digest = entry_hash(previous, content)
+        records.append({"previous_hash": previous, "entry_hash": digest, "content": content})
+        previous = digest
+    header = {"format": FORMAT, "dataset_id": DATASET, "head": previous}
+    assert verify(header, records).ok
+    tamper(records[position - 1]["content"])
+    result = verify(header, records)
+    assert not result.ok and result.first_bad == position and "edited" in result.problem

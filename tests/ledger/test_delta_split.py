@@ -117,11 +117,12 @@ def test_the_previous_rule_breaks_the_proofs_bound_and_the_split_keeps_it():
     q = math.exp(EPSILON_MAX) / (1 + math.exp(EPSILON_MAX))
     assert old == pytest.approx(pot * (1 + q * (2 * p - 1)), rel=1e-9)
     assert old > 1.25 * pot
-    assert old + privacy_filter.rdp_delta > DELTA  # the proof's δ(ε_max) for the transcript exceeds δ_max
+    # the proof's δ(ε_max) for the transcript exceeds δ_max (δ_G: the GDP certificate's share of it)
+    assert old + privacy_filter.rdp_delta + privacy_filter.gdp_delta > DELTA
     # the split: each branch gets only its part, and the bound holds
     assert new_choices["delta"][0] == pytest.approx(privacy_filter.parts_delta, rel=1e-9)
     assert new_choices["slack"][1] == pytest.approx(privacy_filter.slack_delta / privacy_filter.slack_weight, rel=1e-9)
-    assert new <= pot * (1 + 1e-9) and new + privacy_filter.rdp_delta <= DELTA * (1 + 1e-9)
+    assert new <= pot * (1 + 1e-9) and new + privacy_filter.rdp_delta + privacy_filter.gdp_delta <= DELTA * (1 + 1e-9)
 
 
 def test_the_split_refuses_the_violating_branches():

@@ -179,3 +179,36 @@ def test_the_harness_predicates_are_the_ledgers(database: Database):
     with database.write() as session:
         reserve(session, dataset_id, jobs[-3], gaussian_fit(mu))
     assert math.isfinite(mu)
+
+
+@pytest.mark.parametrize(("epsilon_max", "delta_max"), BUDGETS)
+def test_gaussian_fits_alone_reach_exactly_the_gdp_certificates_delta(epsilon_max: float, delta_max: float):
+    """With nothing else committed, the largest Gaussian fit the filter admits is the GDP certificate's μ_G, and its
+    exact δ(ε_max) (the hockey-stick of N(μ²/2, μ²), in closed form) is δ_G: the certificate spends its share of δ
+    to the last digit the bisection sees, and never more."""
+    privacy_filter = PrivacyFilter.for_budget(epsilon_max, delta_max, DEFAULT_GRID)
+    admits = privacy_filter.admits
+    largest = largest_admitted(lambda mu: admits(gaussian_fit(mu)))
+    assert largest == pytest.approx(privacy_filter.gdp_mu, rel=1e-6)
+    exact = float(gaussian_hockey_stick(epsilon_max, np.zeros(1), largest)[0])
+    assert privacy_filter.gdp_delta * (1 - 1e-4) <= exact <= privacy_filter.gdp_delta
+    # two adaptively sized Gaussians compose to the same μ_G: the second is sized from what the first left
+    first = gaussian_fit(0.6 * largest)
+    second = largest_admitted(lambda mu: admits(first + gaussian_fit(mu)))
+    assert math.hypot(0.6 * largest, second) == pytest.approx(largest, rel=1e-6)
+
+
+def test_the_harness_breaks_a_filter_that_keeps_gaussians_in_their_own_pot():
+    """Power for the GDP certificate: a rule that certifies the Gaussian fits by GDP (μ ≤ μ_G) and the others by the
+    pure certificate (Σ ε₀ ≤ ε_max), each on its own as if they did not compose, lets the pure-then-Gaussian analyst
+    reach δ(ε_max) far above δ_max — a lower bound a real analyst attains. privfit's filter, on the same family,
+    stays at δ_G = 0.45 δ_max (the first test above)."""
+    epsilon_max, delta_max = 1.0, 1e-6
+    mu_g = PrivacyFilter.for_budget(epsilon_max, delta_max, DEFAULT_GRID).gdp_mu
+    result = pure_then_gaussian(
+        epsilon_max, laplace_loss_law(EPSILON0, EPSILON0 / POINTS, round_up=False),
+        pure_admitted=lambda r: (r + 1) * EPSILON0 <= epsilon_max * (1 + 1e-9),
+        gaussian_admitted=lambda r, mu: mu <= mu_g,
+    )  # fmt: skip
+    print(f"separate pots at ({epsilon_max}, {delta_max:g}): δ(ε_max) ≥ {result.delta / delta_max:.4g} × δ_max")
+    assert result.delta > 100 * delta_max

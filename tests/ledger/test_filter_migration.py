@@ -12,7 +12,7 @@ from sqlalchemy import create_engine, text
 from privfit.db import Budget, make_database
 from privfit.db.migrate import upgrade
 from privfit.ledger import estimate, status
-from privfit.privacy import DEFAULT_GRID, PrivacyCost, PrivacyFilter, curve_to_json, gaussian_rdp
+from privfit.privacy import DEFAULT_GRID, FILTER_VERSION_V2, PrivacyCost, PrivacyFilter, curve_to_json, gaussian_rdp
 
 
 def _old_dataset(connection, committed: PrivacyCost, epsilon_max: float) -> str:  # type: ignore[no-untyped-def]
@@ -56,14 +56,15 @@ def test_existing_budgets_move_to_the_filter(empty_database_url: str):
     upgrade(blank_url)
 
     db = make_database(blank_url)
-    expected = PrivacyFilter.for_budget(1.0, DELTA, DEFAULT_GRID)
+    expected = PrivacyFilter.for_budget(1.0, DELTA, DEFAULT_GRID, gdp_share=0.0)  # v2: no GDP certificate
     with db.read() as session:
         for dataset_id in (fresh, within, beyond):
             budget = session.get(Budget, dataset_id)
             assert (tuple(budget.filter_orders), tuple(budget.filter_order_deltas),
                     budget.filter_approximate_delta) == (expected.orders, expected.order_deltas,
                                                          expected.approximate_delta)  # fmt: skip
-            assert budget.filter_version == expected.version
+            # revision 0009 names the rule v2, and revision 0014 gives such a budget no GDP certificate
+            assert (budget.filter_version, budget.filter_gdp_delta) == (FILTER_VERSION_V2, 0.0)
         assert session.get(Budget, fresh).committed_pure_epsilon == 0.0
         assert session.get(Budget, within).committed_pure_epsilon is None  # unknown for old entries: +∞
         assert session.get(Budget, within).filter_note is None

@@ -16,7 +16,7 @@ from sqlalchemy import Connection, create_engine, inspect, text
 from privfit.db import Budget, make_database
 from privfit.db.migrate import downgrade, upgrade
 from privfit.ledger import allowance_for, budget_filter, estimate, status
-from privfit.privacy import DEFAULT_GRID, FILTER_VERSION, PrivacyCost, PrivacyFilter, curve_to_json
+from privfit.privacy import DEFAULT_GRID, FILTER_VERSION_V2, PrivacyCost, PrivacyFilter, curve_to_json
 
 RULE_V1 = "filter:rdp-orders+pure+delta-pot/v1"
 FILTER = PrivacyFilter.for_budget(1.0, DELTA, DEFAULT_GRID)
@@ -75,7 +75,9 @@ def test_existing_budgets_get_a_split_that_keeps_their_commitments(
         with db.read() as session:
             budgets = {dataset_id: session.get(Budget, dataset_id) for dataset_id in
                        (fresh, with_slack, parts_heavy, overflowing, no_pot)}  # fmt: skip
-            assert {budget.filter_version for budget in budgets.values()} == {FILTER_VERSION}
+            # v2 (and no GDP certificate: revision 0014) for every budget created before the certificate
+            assert {budget.filter_version for budget in budgets.values()} == {FILTER_VERSION_V2}
+            assert {budget.filter_gdp_delta for budget in budgets.values()} == {0.0}
             assert budgets[fresh].filter_slack_delta == POT / 2  # the default rule of a new budget
             assert budgets[no_pot].filter_slack_delta == 0.0
             # committed slack: δ_S is exactly the weighted slack, the rest of the pot is for δ parts

@@ -10,10 +10,13 @@ from dp_accounting.rdp import rdp_privacy_accountant
 
 from privfit.privacy import (
     DEFAULT_GRID,
+    FILTER_VERSION,
+    FILTER_VERSION_V2,
     GRIDS,
     PrivacyCost,
     PrivacyFilter,
     PrivacyParameterError,
+    gaussian_dp_delta,
     gaussian_rdp,
     gaussian_sigma,
 )
@@ -40,7 +43,8 @@ def test_the_pinned_order_is_where_the_exhausting_gaussian_converts_best(epsilon
 def test_each_order_budget_converts_to_epsilon_max_by_dp_accounting(epsilon, delta):
     """ρ_j at each pinned order is exactly the RDP that dp_accounting converts to ε_max at δ_j at that one order."""
     privacy_filter = PrivacyFilter.for_budget(epsilon, delta, DEFAULT_GRID)
-    assert math.fsum(privacy_filter.order_deltas) + privacy_filter.approximate_delta == pytest.approx(delta)
+    split = math.fsum(privacy_filter.order_deltas) + privacy_filter.approximate_delta + privacy_filter.gdp_delta
+    assert split == pytest.approx(delta)
     for order, budget, share in zip(privacy_filter.orders, privacy_filter.order_budgets, privacy_filter.order_deltas,
                                     strict=True):  # fmt: skip
         converted, optimal = rdp_privacy_accountant.compute_epsilon([order], [budget], share)
@@ -50,14 +54,21 @@ def test_each_order_budget_converts_to_epsilon_max_by_dp_accounting(epsilon, del
 
 def test_golden_filter_of_the_default_budget():
     privacy_filter = PrivacyFilter.for_budget(1.0, 1e-6, DEFAULT_GRID)
-    assert privacy_filter.orders == (22.0, 256.0)  # α*, and the grid order nearest 10·α*
-    assert privacy_filter.order_deltas == pytest.approx((0.99 * 9e-7, 0.01 * 9e-7))
+    assert privacy_filter.version == FILTER_VERSION
+    assert privacy_filter.gdp_delta == pytest.approx(4.5e-7)  # δ_G = δ_R/2, the GDP certificate's share
+    assert privacy_filter.orders == (23.0, 256.0)  # α* at the orders' δ_O = 4.5e-7, and the order nearest 10·α*
+    assert privacy_filter.order_deltas == pytest.approx((0.99 * 4.5e-7, 0.01 * 4.5e-7))
     assert privacy_filter.approximate_delta == pytest.approx(1e-7)
     assert privacy_filter.slack_delta == pytest.approx(0.5e-7)  # δ_S = δ_A/2
-    # ρ_1 = 1 − log(1 − 1/22) + (log δ_1 + log 22)/21
-    first = 1 - math.log(21 / 22) + (math.log(0.99 * 9e-7) + math.log(22)) / 21
+    # ρ_1 = 1 − log(1 − 1/23) + (log δ_1 + log 23)/22
+    first = 1 - math.log(22 / 23) + (math.log(0.99 * 4.5e-7) + math.log(23)) / 22
     assert privacy_filter.order_budgets[0] == pytest.approx(first, rel=1e-12)
-    assert privacy_filter.order_budgets == pytest.approx((0.5303353034388316, 0.9530085510265064), rel=1e-12)
+    assert privacy_filter.order_budgets == pytest.approx((0.5222438364750885, 0.9502903267890165), rel=1e-12)
+    # μ_G: δ_μ(1) = Φ(−1/μ + μ/2) − e Φ(−1/μ − μ/2) = 4.5e-7 (tests/privacy/test_gaussian_dp.py checks it in mpmath)
+    assert privacy_filter.gdp_mu == pytest.approx(0.227987434952678, rel=1e-9)
+    today = PrivacyFilter.for_budget(1.0, 1e-6, DEFAULT_GRID, gdp_share=0.0)  # the v2 filter, as budgets before v3
+    assert today.version == FILTER_VERSION_V2 and today.gdp_delta == 0.0 and today.gdp_mu == 0.0
+    assert today.orders == (22.0, 256.0) and today.order_deltas == pytest.approx((0.99 * 9e-7, 0.01 * 9e-7))
     assert privacy_filter.slack_weight == pytest.approx(2 * (1 + math.e))
 
 
@@ -191,7 +202,7 @@ def test_the_slack_part_is_a_public_parameter_within_the_pot():
 
 def test_an_empty_pot_refuses_every_delta_part():
     privacy_filter = PrivacyFilter.for_budget(1.0, 1e-6, DEFAULT_GRID, approximate_delta=0.0)
-    assert privacy_filter.rdp_delta == 1e-6
+    assert privacy_filter.rdp_delta + privacy_filter.gdp_delta == 1e-6
     assert not privacy_filter.admits(PrivacyCost.approximate_dp(0.1, 1e-15))
     assert privacy_filter.admits(PrivacyCost.approximate_dp(0.1, 0.0))
     assert privacy_filter.allowance(PrivacyCost.zero()).delta == 0.0
@@ -211,3 +222,39 @@ def test_the_filter_measure_is_monotone_in_the_cost():
         base = PrivacyCost(gaussian_rdp(DEFAULT_GRID, sigma=float(rng.uniform(5, 50))))
         extra = PrivacyCost.pure_dp(float(rng.uniform(0, 0.3)))
         assert privacy_filter.measure(base + extra).epsilon >= privacy_filter.measure(base).epsilon
+
+
+@pytest.mark.parametrize(("epsilon", "delta"), BUDGETS)
+def test_the_gdp_certificate_admits_gaussians_up_to_its_mu_and_no_further(epsilon, delta):
+    """k Gaussian fits of μ each are admitted by the GDP certificate while k·μ² ≤ μ_G², and μ_G keeps δ_G at ε_max."""
+    privacy_filter = PrivacyFilter.for_budget(epsilon, delta, DEFAULT_GRID)
+    mu_g = privacy_filter.gdp_mu
+    assert gaussian_dp_delta(mu_g, epsilon) <= privacy_filter.gdp_delta
+    assert gaussian_dp_delta(mu_g * (1 + 1e-7), epsilon) > privacy_filter.gdp_delta
+    fit = PrivacyCost.gaussian(DEFAULT_GRID, sigma=10.0, sensitivity=1.0, coordinates=50)  # μ² = 0.01
+    fits = math.floor(mu_g**2 / 0.01 * (1 - 1e-9))
+    reading = privacy_filter.measure(fit * fits)
+    assert reading.gdp_share == pytest.approx(fits * 0.01 / mu_g**2, rel=1e-9) and reading.gdp_share <= 1.0
+    assert privacy_filter.admits(fit * fits)
+    if reading.certificate == "gaussian":  # the orders would not have admitted as many
+        assert reading.order_share > reading.gdp_share
+    assert privacy_filter.measure(fit * (fits + 1)).gdp_share > 1.0
+
+
+def test_the_gdp_certificate_needs_every_fit_gaussian_and_a_v3_filter():
+    privacy_filter = PrivacyFilter.for_budget(1.0, 1e-6, DEFAULT_GRID)
+    gaussian = PrivacyCost.gaussian(DEFAULT_GRID, sigma=20.0, sensitivity=1.0, count=30, coordinates=10)
+    reading = privacy_filter.measure(gaussian)
+    assert reading.certificate == "gaussian" and reading.share == reading.gdp_share < reading.order_share
+    mixed = gaussian + PrivacyCost.pure_dp(0.01)
+    assert privacy_filter.measure(mixed).gdp_share == math.inf  # a pure fit has no GDP bound: the orders measure it
+    assert privacy_filter.measure(mixed).certificate == "order"
+    bare = PrivacyCost(gaussian.rdp, DEFAULT_GRID)  # the same curve, claiming no GDP bound
+    assert privacy_filter.measure(bare).gdp_share == math.inf
+    today = PrivacyFilter.for_budget(1.0, 1e-6, DEFAULT_GRID, gdp_share=0.0)
+    assert today.measure(gaussian).gdp_share == math.inf and today.measure(gaussian).certificate == "order"
+    with pytest.raises(PrivacyParameterError) as error:  # a stored v2 filter cannot carry a GDP share
+        PrivacyFilter(1.0, 1e-6, DEFAULT_GRID, today.orders, today.order_deltas, 1e-7, 5e-8, 1e-9, FILTER_VERSION_V2)
+    assert error.value.parameter == "gdp_delta"
+    with pytest.raises(PrivacyParameterError):  # nor can a split exceed δ_max
+        PrivacyFilter(1.0, 1e-6, DEFAULT_GRID, today.orders, today.order_deltas, 1e-7, 5e-8, 1e-8)

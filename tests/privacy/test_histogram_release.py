@@ -21,12 +21,14 @@ import numpy as np
 import pytest
 from scipy import stats
 
+from privfit.datasets.preprocessing import BINS
 from privfit.privacy import DEFAULT_GRID, PrivacyCost, PrivacyFilter, PrivacyParameterError, make_generator
 from privfit.privacy.audit import epsilon_lower_bound
 from privfit.privacy.exact_sampling import MAX_GAUSSIAN_VARIANCE, discrete_gaussian
 from privfit.privacy.histogram import (
     histogram_cost,
     histogram_counts,
+    histogram_release_cost,
     release_histograms,
     symlog_edges,
     variance_for_share,
@@ -151,7 +153,7 @@ def test_curve_and_epsilon_match_dp_accounting_gaussian(columns, variance):
 
 
 def filter_share(columns: int, variance: int, privacy_filter: PrivacyFilter) -> float:
-    cost = PrivacyCost(histogram_cost(columns, variance, privacy_filter.grid.orders), privacy_filter.grid)
+    cost = histogram_release_cost(columns, variance, privacy_filter.grid, bins=BINS)
     return privacy_filter.measure(cost).share
 
 
@@ -160,7 +162,7 @@ def test_variance_for_share_is_the_smallest_integer_within_the_share(epsilon):
     privacy_filter = PrivacyFilter.for_budget(epsilon, 1e-6, DEFAULT_GRID)
     for columns in (1, 2, 5, 40):
         for share in (0.01, 0.05, 0.2):
-            variance = variance_for_share(columns, privacy_filter, share)
+            variance = variance_for_share(columns, privacy_filter, share, bins=BINS)
             assert isinstance(variance, int) and 1 <= variance <= MAX_GAUSSIAN_VARIANCE
             assert filter_share(columns, variance, privacy_filter) <= share, (columns, share)
             assert variance == 1 or filter_share(columns, variance - 1, privacy_filter) > share, (columns, share)
@@ -168,10 +170,10 @@ def test_variance_for_share_is_the_smallest_integer_within_the_share(epsilon):
 
 def test_variance_for_share_is_none_beyond_the_exact_sampler_and_refuses_bad_shares():
     privacy_filter = PrivacyFilter.for_budget(0.5, 1e-6, DEFAULT_GRID)
-    assert variance_for_share(10**6, privacy_filter, 1e-7) is None
+    assert variance_for_share(10**6, privacy_filter, 1e-7, bins=BINS) is None
     for share in (0.0, -0.1, 1.5, math.nan):
         with pytest.raises(PrivacyParameterError):
-            variance_for_share(1, privacy_filter, share)
+            variance_for_share(1, privacy_filter, share, bins=BINS)
 
 
 # ---------------------------------------------------------------------------------------------------------------

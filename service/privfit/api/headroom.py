@@ -85,7 +85,7 @@ def fit_headroom(
     searched = search_params(solver, params)
     # the cache key: every public input of the search — the solver and its limits, the parameters searched
     # (canonical JSON), the metadata, each filter (the budget's, the allocation's) and its committed state (curve,
-    # δ parts, slacks, pure bound, closing note), the δ allowance and the noise sampler in force
+    # δ parts, slacks, pure bound, GDP μ², closing note), the δ allowance and the noise sampler in force
     filters = filters_key(gates)
     canonical = json.dumps(searched, sort_keys=True, separators=(",", ":"))
     key = (solver.name, canonical, meta, filters, allowance, limits, current_sampler())

@@ -52,7 +52,7 @@ def budget_key(budget: FilterColumns) -> tuple[Hashable, ...]:
     return (
         budget.epsilon_max, budget.delta_max, budget.grid_name, tuple(budget.filter_orders),
         tuple(budget.filter_order_deltas), budget.filter_approximate_delta, budget.filter_slack_delta,
-        budget.filter_version,
+        budget.filter_gdp_delta, budget.filter_version,
     )  # fmt: skip
 
 
@@ -95,13 +95,13 @@ class PlanCache(LruCache[PlannedFit]):
 def filters_key(gates: Gates) -> tuple[Hashable, ...]:
     """Every filter a caller's fit must pass (the dataset's budget, then the caller's allocation if any) as read:
     its public parameters (:func:`budget_key`) and its committed state — the cached committed curve, δ parts,
-    slacks and pure bound, and the closing note. Whatever a dry run or a headroom search answers about these
+    slacks, pure bound and GDP μ², and the closing note. Whatever a dry run or a headroom search answers about these
     filters is a function of this key (and of the fit's plan): the part of a cache key that changes with the
     ledger. Reading it from the rows just read, in the request's own transaction, keeps a cached answer exactly the
     one computed from those rows; nothing is shared between processes."""
     return tuple(
         (budget_key(row), tuple(row.committed_rdp), row.committed_extra_delta, row.committed_approx_delta,
-         row.committed_pure_epsilon, row.filter_note)
+         row.committed_pure_epsilon, row.committed_gdp_mu_squared, row.filter_note)
         for row in gates.rows()
     )  # fmt: skip
 

@@ -737,6 +737,7 @@ def _budget(client: Client, args: argparse.Namespace, out: Output) -> int:
         ("filter orders α", ", ".join(f"{a:g}" for a in rule.get("orders", []))),
         ("δ for δ-only parts", rule.get("approximate_delta")),
         ("  of which for approximate-RDP slacks", rule.get("slack_delta")),
+        ("Gaussian-DP certificate", _gdp_certificate(rule)),
         ("δ parts used", budget.committed_delta_used), ("ledger entries", budget.entries),
         ("order grid", budget.grid_name),
         *([("your allocation", _allocation_text(budget.allocation))] if budget.allocation else []),
@@ -748,6 +749,15 @@ def _budget(client: Client, args: argparse.Namespace, out: Output) -> int:
     if budget.measure and not out.quiet:
         out.message(f"({budget.measure})")
     return EXIT_OK
+
+
+def _gdp_certificate(rule: dict[str, Any]) -> str:
+    """The filter's Gaussian-DP certificate as ``privfit budget`` shows it: its δ and the largest μ it allows, or
+    "none" (a filter created before the certificate, or a server that predates it)."""
+    delta = rule.get("gdp_delta") or 0.0
+    if not delta:
+        return "none"
+    return f"δ = {_cell(float(delta))}, μ ≤ {_cell(float(rule.get('gdp_mu') or 0.0))}"
 
 
 def _ledger(client: Client, args: argparse.Namespace, out: Output) -> int:

@@ -180,13 +180,16 @@ class Budget(ApiObject):
     """``GET /v1/datasets/{id}/budget``: limits and privacy filter, charged / reserved / committed / remaining ε as
     the filter measures them (``measure`` says how) and δ parts; ``orders`` and ``committed_rdp`` (the grid and the
     committed curve) only when requested (``Client.budget(..., rdp=True)``), else None. ``allocation`` is the
-    caller's own :class:`Allocation` of this budget (None: it has none, and spends from the dataset's budget alone)."""
+    caller's own :class:`Allocation` of this budget (None: it has none, and spends from the dataset's budget alone).
+    ``committed_certificate`` is ``"order"``, ``"pure"`` or ``"gaussian"``: the filter's certificate that measures
+    the committed fits; the Gaussian-DP certificate's share and Σμ² are +∞ when it does not apply (some committed fit
+    is not Gaussian, the filter has none — ``filter["gdp_delta"]`` is 0 —, or the server predates it)."""
 
     _nested: ClassVar[dict[str, type[ApiObject]]] = {"allocation": Allocation}
     _curves: ClassVar[tuple[str, ...]] = ("committed_rdp",)
     _unbounded: ClassVar[tuple[str, ...]] = (
         "charged_epsilon", "reserved_epsilon", "committed_epsilon", "committed_share", "committed_order_share",
-        "committed_pure_share", "committed_pure_epsilon",
+        "committed_pure_share", "committed_gdp_share", "committed_pure_epsilon", "committed_gdp_mu_squared",
     )  # fmt: skip
 
     dataset_id: str = ""
@@ -203,11 +206,13 @@ class Budget(ApiObject):
     committed_certifying_order: float | None = None
     committed_order_share: float = 0.0
     committed_pure_share: float = 0.0
+    committed_gdp_share: float = math.inf
     remaining_epsilon: float = 0.0
     committed_rdp: list[float] | None = None
     committed_extra_delta: float = 0.0
     committed_approx_delta: float = 0.0
     committed_pure_epsilon: float = 0.0
+    committed_gdp_mu_squared: float = math.inf
     committed_delta_used: float = 0.0
     entries: int = 0
     closed_reason: str | None = None
@@ -225,7 +230,7 @@ class LedgerEntry(ApiObject):
 
     _timestamps: ClassVar[tuple[str, ...]] = ("created_at",)
     _curves: ClassVar[tuple[str, ...]] = ("rdp",)
-    _unbounded: ClassVar[tuple[str, ...]] = ("epsilon", "pure_epsilon", "committed_epsilon_after")
+    _unbounded: ClassVar[tuple[str, ...]] = ("epsilon", "pure_epsilon", "gdp_mu_squared", "committed_epsilon_after")
 
     id: int | None = None
     job_id: str | None = None
@@ -237,6 +242,7 @@ class LedgerEntry(ApiObject):
     extra_delta: float = 0.0
     approx_delta: float = 0.0
     pure_epsilon: float = math.inf
+    gdp_mu_squared: float = math.inf
     committed_epsilon_after: float | None = None
     budget_version: int | None = None
     description: str = ""
@@ -262,12 +268,14 @@ class LedgerPage(ApiObject):
 
 @dataclass(frozen=True)
 class Cost(ApiObject):
-    """A fit's exact privacy cost: its own ε at the dataset's δ (this fit alone), the order, δ parts and pure bound,
-    ``filter_epsilon``: the part of the dataset's ε budget it uses by the filter's measure, and its RDP curve
-    ``rdp`` only when requested (``rdp=True``; else None)."""
+    """A fit's exact privacy cost: its own ε at the dataset's δ (this fit alone), the order, δ parts, pure bound and
+    Gaussian-DP μ² (+∞: none), ``filter_epsilon``: the part of the dataset's ε budget it uses by the filter's measure
+    (``filter_certificate``: ``"order"``, ``"pure"`` or ``"gaussian"``), and its RDP curve ``rdp`` only when
+    requested (``rdp=True``; else None)."""
 
     _curves: ClassVar[tuple[str, ...]] = ("rdp",)
-    _unbounded: ClassVar[tuple[str, ...]] = ("epsilon", "pure_epsilon", "filter_epsilon", "filter_share")
+    _unbounded: ClassVar[tuple[str, ...]] = ("epsilon", "pure_epsilon", "gdp_mu_squared", "filter_epsilon",
+                                             "filter_share")  # fmt: skip
 
     epsilon: float = 0.0
     delta: float = 0.0
@@ -280,6 +288,7 @@ class Cost(ApiObject):
     extra_delta: float = 0.0
     approx_delta: float = 0.0
     pure_epsilon: float = math.inf
+    gdp_mu_squared: float = math.inf
     rdp: list[float] | None = None
     formula_version: str = ""
 

@@ -50,8 +50,8 @@ from privfit.privacy import PrivacyCost, PrivacyFilter
 from privfit.privacy.histogram import (
     NoisyHistograms,
     add_histogram_noise,
-    histogram_cost,
     histogram_matrix,
+    histogram_release_cost,
     symlog_grids,
     variance_for_share,
 )
@@ -224,9 +224,8 @@ class PreprocessingPlan:
             derive_range(counts, c.edges, sigma, self.n, c.role, margin=margin)
             for c, counts in zip(self.columns, histograms.counts, strict=True)
         ]
-        cost = PrivacyCost(
-            histogram_cost(len(self.columns), self.variance, privacy_filter.grid.orders, self.rows_per_unit),
-            privacy_filter.grid,
+        cost = histogram_release_cost(
+            len(self.columns), self.variance, privacy_filter.grid, self.rows_per_unit, bins=BINS
         )
         return PreprocessingRelease(
             schema=_derived_schema(self.schema, list(self.columns), derived),
@@ -408,7 +407,7 @@ def plan_preprocessing(
         return None
     unit = schema.privacy_unit
     k = 1 if unit is None else unit.max_rows  # a unit of k rows moves k counts per column (privacy/histogram.py)
-    variance = variance_for_share(len(columns), privacy_filter, share, k)
+    variance = variance_for_share(len(columns), privacy_filter, share, k, bins=BINS)
     if variance is None or n < MIN_ROWS_IN_NOISE_SCALES * THRESHOLD_SIGMAS * math.sqrt(variance):
         return None  # too little data for this noise: no bin could hold a quarter of the rows and show it
     return PreprocessingPlan(schema, share, tuple(columns), variance, n, k)

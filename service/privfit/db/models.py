@@ -167,9 +167,11 @@ class FilterColumns:
     The filter (:mod:`privfit.privacy.filter`) is fixed at creation: ``filter_orders`` (the pinned RDP orders, α*
     first), ``filter_order_deltas`` (the δ certified at each), ``filter_approximate_delta`` (δ_A, the pot of
     δ-only parts) and ``filter_slack_delta`` (δ_S ≤ δ_A, its part for approximate-RDP slacks; the rest, δ_A − δ_S,
-    is for the δ of (ε, δ) charges), under the rule ``filter_version``.
+    is for the δ of (ε, δ) charges) and ``filter_gdp_delta`` (δ_G, the δ of the Gaussian-DP certificate; 0 for a
+    filter without one: every filter created before revision 0014), under the rule ``filter_version``.
     ``filter_note`` set means the filter admits nothing more, and says why.
-    ``committed_rdp``/``committed_extra_delta``/``committed_approx_delta``/``committed_pure_epsilon`` (NULL = +∞)
+    ``committed_rdp``/``committed_extra_delta``/``committed_approx_delta``/``committed_pure_epsilon`` (NULL = +∞)/
+    ``committed_gdp_mu_squared`` (Σμ² of the Gaussian-DP releases, NULL = +∞: some release has no GDP bound)
     cache the composition of every reservation it counts that is not released (charged or still reserved); the
     ledger entries are the truth and the cache is checked against them in tests.
     """
@@ -181,11 +183,13 @@ class FilterColumns:
     committed_extra_delta: Mapped[float] = mapped_column(Float, default=0.0)
     committed_approx_delta: Mapped[float] = mapped_column(Float, default=0.0)
     committed_pure_epsilon: Mapped[float | None] = mapped_column(Float)
+    committed_gdp_mu_squared: Mapped[float | None] = mapped_column(Float)
     filter_version: Mapped[str] = mapped_column(String(64))
     filter_orders: Mapped[list[float]]
     filter_order_deltas: Mapped[list[float]]
     filter_approximate_delta: Mapped[float] = mapped_column(Float)
     filter_slack_delta: Mapped[float] = mapped_column(Float)
+    filter_gdp_delta: Mapped[float] = mapped_column(Float, default=0.0, server_default="0")
     filter_note: Mapped[str | None] = mapped_column(Text)
 
 
@@ -299,9 +303,9 @@ class LedgerEntry(Base):
     (``preprocessing_dataset_id``).
 
     Each records its curve (on ``grid_name``; JSON null = +∞, no bound at that order), its approximate-DP δ,
-    approximate-RDP slack and pure-ε bound (NULL = +∞; :mod:`privfit.privacy.cost`), the formula version, the ε
-    of this entry alone at the dataset's δ with its optimal order, and the dataset's committed ε after it as the
-    privacy filter measures it.
+    approximate-RDP slack, pure-ε bound and Gaussian-DP μ² (both NULL = +∞, no such bound; no entry written before
+    revision 0014 has a μ²; :mod:`privfit.privacy.cost`), the formula version, the ε of this entry alone at the
+    dataset's δ with its optimal order, and the dataset's committed ε after it as the privacy filter measures it.
     """
 
     __tablename__ = "ledger_entries"
@@ -324,6 +328,7 @@ class LedgerEntry(Base):
     extra_delta: Mapped[float] = mapped_column(Float, default=0.0)
     approx_delta: Mapped[float] = mapped_column(Float, default=0.0)
     pure_epsilon: Mapped[float | None] = mapped_column(Float)
+    gdp_mu_squared: Mapped[float | None] = mapped_column(Float)
     grid_name: Mapped[str] = mapped_column(String(64))
     formula_version: Mapped[str] = mapped_column(String(64))
     epsilon: Mapped[float] = mapped_column(Float)

@@ -3,8 +3,10 @@ in the same budget, so an auditor can check offline that no entry was edited, re
 
 **What is hashed.** An entry's *content* (:func:`entry_content`) is everything the ledger records of it: the
 dataset, its place in the budget (``sequence``, the budget version it produced), its kind and subject (fit,
-evaluation or preprocessing), its RDP curve, δ parts and pure-ε bound, grid and formula version, its own ε and
-optimal order, the committed ε after it, its description and its time. Its hash (:func:`entry_hash`) is
+evaluation or preprocessing), its RDP curve, δ parts, pure-ε bound and Gaussian-DP μ², grid and formula version,
+its own ε and optimal order, the committed ε after it, its description and its time. The μ² is a member of the
+content only when the entry has one (``gdp_mu_squared`` not NULL): no entry before revision 0014 has one, so each of
+those keeps the hash it was chained with, under the same format. Its hash (:func:`entry_hash`) is
 
     h_i = SHA-256("privfit-ledger-chain/v1" ‖ "\\n" ‖ h_{i−1} ‖ "\\n" ‖ canonical JSON of content_i)
 
@@ -67,8 +69,9 @@ def timestamp(value: datetime) -> str:
 
 
 def entry_content(entry: Any) -> dict[str, Any]:
-    """The hashed content of a :class:`~privfit.db.models.LedgerEntry` (or any object with its attributes)."""
-    return {
+    """The hashed content of a :class:`~privfit.db.models.LedgerEntry` (or any object with its attributes; one
+    without ``gdp_mu_squared``, as revision 0010 reads the entries, has no GDP bound)."""
+    content: dict[str, Any] = {
         "dataset_id": entry.dataset_id,
         "sequence": int(entry.budget_version),
         "kind": entry.kind,
@@ -87,6 +90,10 @@ def entry_content(entry: Any) -> dict[str, Any]:
         "description": entry.description,
         "created_at": timestamp(entry.created_at),
     }
+    gdp_mu_squared = _number(getattr(entry, "gdp_mu_squared", None))
+    if gdp_mu_squared is not None:  # only a finite bound is hashed (module docstring): +∞ hashes as an entry without
+        content["gdp_mu_squared"] = gdp_mu_squared
+    return content
 
 
 def canonical(content: dict[str, Any]) -> str:

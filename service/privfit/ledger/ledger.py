@@ -3,22 +3,24 @@
 Semantics (DESIGN §2):
 
 - A dataset's *committed* cost is the composition (sum of RDP curves, δ parts as 1 − Π(1 − δ_i), approximate-RDP
-  slacks and pure-ε bounds summed; :mod:`privfit.privacy.cost`) of every reservation that has not been released —
-  whether already charged or still queued.
+  slacks, pure-ε bounds and Gaussian-DP μ² summed; :mod:`privfit.privacy.cost`) of every reservation that has not
+  been released — whether already charged or still queued.
 - **Admission is the dataset's privacy filter** (:mod:`privfit.privacy.filter`), fixed when the dataset is
   created: a few pinned RDP orders α_j each certified at its own δ_j (α* where the budget-exhausting Gaussian
-  converts best, and about 10·α*), the order-∞ (pure ε) certificate, and a pot δ_A for δ-only parts,
-  Σ δ_j + δ_A = δ_max, split publicly δ_A = δ_D + δ_S. A fit is admitted iff, with it added, (a1) D ≤ δ_D and
-  (a2) k(1 + e^{ε_max})·A ≤ δ_S (D the composed δ parts, A the summed approximate-RDP slacks, k the number of
+  converts best, and about 10·α*), the order-∞ (pure ε) certificate, a Gaussian-DP certificate with its own δ_G
+  (filters created from rule v3 on; δ_G = 0, none, for older ones) and a pot δ_A for δ-only parts,
+  Σ δ_j + δ_G + δ_A = δ_max, split publicly δ_A = δ_D + δ_S. A fit is admitted iff, with it added, (a1) D ≤ δ_D
+  and (a2) k(1 + e^{ε_max})·A ≤ δ_S (D the composed δ parts, A the summed approximate-RDP slacks, k the number of
   pinned orders; holding at every admission, they give the proof's condition on the worst paths, sup D +
-  k(1 + e^{ε_max}) sup A ≤ δ_A) and (b) S(α_j) ≤ ε_max − c_{α_j}(δ_j) for some j, or E_∞ ≤ ε_max (S the summed
-  RDP, E_∞ the summed pure-ε bounds, c_α(δ) the conversion offset).
+  k(1 + e^{ε_max}) sup A ≤ δ_A) and (b) S(α_j) ≤ ε_max − c_{α_j}(δ_j) for some j, or E_∞ ≤ ε_max, or M ≤ μ_G²
+  (S the summed RDP, E_∞ the summed pure-ε bounds, M the summed GDP μ², c_α(δ) the conversion offset, μ_G the μ
+  the GDP certificate allows).
 
   **Theorem** (proof in :mod:`privfit.privacy.filter` and ``docs/privacy.md``: Kairouz–Oh–Viswanath decomposition
-  of the δ parts, the Feldman–Zrnic supermartingale at each pinned order, the Balle et al. pointwise conversion, a
-  union over the certificates). If every admission obeys (a1), (a2) and (b), the transcript of the whole interaction —
-  every fit chosen after seeing the results of the earlier ones, concurrent fits included, fits released before
-  reading a row not counted — is (ε_max, δ_max)-DP.
+  of the δ parts, the Feldman–Zrnic supermartingale at each pinned order, the Balle et al. pointwise conversion,
+  fully adaptive GDP composition, a union over the certificates). If every admission obeys (a1), (a2) and (b),
+  the transcript of the whole interaction — every fit chosen after seeing the results of the earlier ones,
+  concurrent fits included, fits released before reading a row not counted — is (ε_max, δ_max)-DP.
 
   The ε shown as "committed" (in the budget, the ledger entries, the estimate and the 409) is the filter's
   measure: ε_max × the share of the budget the committed fits use (min over the certificates); admission is
@@ -73,10 +75,24 @@ from privfit.privacy import (
     get_grid,
     pure_epsilon_from_json,
     pure_epsilon_to_json,
+    unbounded_from_json,
+    unbounded_to_json,
 )
 
-FORMULA_VERSION = "balle2020+guards;" + FILTER_VERSION
-"""Identifies the conversion behind a fit's own ε and the filter behind every committed ε the ledger records."""
+CONVERSION_VERSION = "balle2020|gdp;"
+"""The conversion behind a fit's own ε: the RDP conversion of Balle et al. 2020 (with dp_accounting's guards) or the
+exact Gaussian curve of a GDP bound, whichever is smaller (:meth:`privfit.privacy.PrivacyCost.epsilon`). Entries
+written before the GDP bound say ``balle2020+guards;``."""
+
+
+def formula_version(filter_version: str) -> str:
+    """Identifies the conversion behind a fit's own ε and the filter (its rule ``filter_version``) behind every
+    committed ε the ledger records for a budget."""
+    return CONVERSION_VERSION + filter_version
+
+
+FORMULA_VERSION = formula_version(FILTER_VERSION)
+"""The formula version of a budget created now (rule v3)."""
 
 
 class LedgerError(Exception):
@@ -191,9 +207,9 @@ class BudgetExceededError(LedgerError):
 
 MEASURE_NOTE = (
     "committed ε = ε_max × the share of the budget the committed fits use by the dataset's privacy filter (the "
-    "smaller of its pinned-order RDP share and its pure-ε share); a fit is admitted iff the share with it stays "
-    "≤ 1. It is the filter's measure, not an (ε, δ) statement of its own: the budget guarantees (ε_max, δ_max)-DP "
-    "for any sequence of admitted fits, chosen adaptively or concurrently"
+    "smallest of its pinned-order RDP share, its pure-ε share and its Gaussian-DP share); a fit is admitted iff the "
+    "share with it stays ≤ 1. It is the filter's measure, not an (ε, δ) statement of its own: the budget guarantees "
+    "(ε_max, δ_max)-DP for any sequence of admitted fits, chosen adaptively or concurrently"
 )
 
 
@@ -208,6 +224,8 @@ class FilterView:
     approximate_delta: float
     slack_delta: float
     slack_weight: float
+    gdp_delta: float
+    gdp_mu: float
 
     @classmethod
     def of(cls, privacy_filter: PrivacyFilter) -> FilterView:
@@ -215,7 +233,8 @@ class FilterView:
             rule=privacy_filter.version, orders=list(privacy_filter.orders),
             order_deltas=list(privacy_filter.order_deltas), order_budgets=list(privacy_filter.order_budgets),
             approximate_delta=privacy_filter.approximate_delta, slack_delta=privacy_filter.slack_delta,
-            slack_weight=privacy_filter.slack_weight,
+            slack_weight=privacy_filter.slack_weight, gdp_delta=privacy_filter.gdp_delta,
+            gdp_mu=privacy_filter.gdp_mu,
         )  # fmt: skip
 
 
@@ -237,11 +256,13 @@ class BudgetStatus:
     committed_certifying_order: float | None
     committed_order_share: float
     committed_pure_share: float
+    committed_gdp_share: float
     remaining_epsilon: float
     committed_rdp: list[float | None]
     committed_extra_delta: float
     committed_approx_delta: float
     committed_pure_epsilon: float
+    committed_gdp_mu_squared: float
     committed_delta_used: float
     entries: int
     closed_reason: str | None = None
@@ -330,17 +351,18 @@ def budget_filter(budget: FilterColumns) -> PrivacyFilter:
     return _filter(
         budget.epsilon_max, budget.delta_max, budget.grid_name, tuple(budget.filter_orders),
         tuple(budget.filter_order_deltas), budget.filter_approximate_delta, budget.filter_slack_delta,
-        budget.filter_version,
+        budget.filter_gdp_delta, budget.filter_version,
     )  # fmt: skip
 
 
 @lru_cache(maxsize=256)
 def _filter(epsilon_max: float, delta_max: float, grid_name: str, orders: tuple[float, ...],
-            order_deltas: tuple[float, ...], approximate_delta: float, slack_delta: float,
+            order_deltas: tuple[float, ...], approximate_delta: float, slack_delta: float, gdp_delta: float,
             version: str) -> PrivacyFilter:  # fmt: skip
     return PrivacyFilter(
         epsilon_max=epsilon_max, delta_max=delta_max, grid=get_grid(grid_name), orders=orders,
-        order_deltas=order_deltas, approximate_delta=approximate_delta, slack_delta=slack_delta, version=version,
+        order_deltas=order_deltas, approximate_delta=approximate_delta, slack_delta=slack_delta,
+        gdp_delta=gdp_delta, version=version,
     )  # fmt: skip
 
 
@@ -348,7 +370,7 @@ def _committed(budget: FilterColumns) -> PrivacyCost:
     grid = get_grid(budget.grid_name)
     return PrivacyCost(
         curve_from_json(budget.committed_rdp), grid, budget.committed_extra_delta, budget.committed_approx_delta,
-        pure_epsilon_from_json(budget.committed_pure_epsilon),
+        pure_epsilon_from_json(budget.committed_pure_epsilon), unbounded_from_json(budget.committed_gdp_mu_squared),
     )  # fmt: skip
 
 
@@ -358,6 +380,7 @@ def _cache(budget: FilterColumns, committed: PrivacyCost) -> None:
     budget.committed_extra_delta = committed.extra_delta
     budget.committed_approx_delta = committed.approx_delta
     budget.committed_pure_epsilon = pure_epsilon_to_json(committed.pure_epsilon)
+    budget.committed_gdp_mu_squared = unbounded_to_json(committed.gdp_mu_squared)
 
 
 def _check_grid(cost: PrivacyCost, budget: FilterColumns) -> None:
@@ -392,10 +415,12 @@ def filter_columns(privacy_filter: PrivacyFilter, committed: PrivacyCost, note: 
         "grid_name": privacy_filter.grid.name, "committed_rdp": curve_to_json(committed.rdp),
         "committed_extra_delta": committed.extra_delta, "committed_approx_delta": committed.approx_delta,
         "committed_pure_epsilon": pure_epsilon_to_json(committed.pure_epsilon),
+        "committed_gdp_mu_squared": unbounded_to_json(committed.gdp_mu_squared),
         "filter_version": privacy_filter.version, "filter_orders": list(privacy_filter.orders),
         "filter_order_deltas": list(privacy_filter.order_deltas),
         "filter_approximate_delta": privacy_filter.approximate_delta,
-        "filter_slack_delta": privacy_filter.slack_delta, "filter_note": note,
+        "filter_slack_delta": privacy_filter.slack_delta, "filter_gdp_delta": privacy_filter.gdp_delta,
+        "filter_note": note,
     }  # fmt: skip
 
 
@@ -426,8 +451,9 @@ def _entry(
         dataset_id=budget.dataset_id, job_id=job_id, evaluation_id=evaluation_id,
         preprocessing_dataset_id=preprocessing_dataset_id, kind=kind,
         rdp=curve_to_json(cost.rdp), extra_delta=cost.extra_delta, approx_delta=cost.approx_delta,
-        pure_epsilon=pure_epsilon_to_json(cost.pure_epsilon), grid_name=budget.grid_name,
-        formula_version=FORMULA_VERSION, epsilon=own.epsilon, optimal_order=own.optimal_order,
+        pure_epsilon=pure_epsilon_to_json(cost.pure_epsilon), gdp_mu_squared=unbounded_to_json(cost.gdp_mu_squared),
+        grid_name=budget.grid_name,
+        formula_version=formula_version(budget.filter_version), epsilon=own.epsilon, optimal_order=own.optimal_order,
         committed_epsilon_after=committed.epsilon, budget_version=budget.version, description=description,
         created_at=utcnow(), previous_hash=budget.chain_head,
     )  # fmt: skip
@@ -609,7 +635,7 @@ def _job_entries(session: Session, job_id: str) -> dict[str, LedgerEntry]:
 def _entry_cost(entry: LedgerEntry) -> PrivacyCost:
     return PrivacyCost(
         curve_from_json(entry.rdp), get_grid(entry.grid_name), entry.extra_delta, entry.approx_delta,
-        pure_epsilon_from_json(entry.pure_epsilon),
+        pure_epsilon_from_json(entry.pure_epsilon), unbounded_from_json(entry.gdp_mu_squared),
     )  # fmt: skip
 
 
@@ -693,12 +719,16 @@ def _sum_entries(
     """Compose the entries of ``kind`` whose job (or evaluation) has no entry of any of ``exclude_kinds`` (with
     ``spender``, only the entries of that key's fits and evaluations).
 
-    An entry's subject is its job or its evaluation (exactly one is set; both are uuid4s, so they never collide)."""
-    subject = func.coalesce(LedgerEntry.job_id, LedgerEntry.evaluation_id)
+    An entry's subject is its job, its evaluation or the dataset whose preprocessing it records (exactly one is set;
+    all are uuid4s, so they never collide). The preprocessing's subject must not be NULL: ``NULL NOT IN (…)`` is not
+    true in SQL, so an entry without a subject would silently drop out of every sum — and out of the committed
+    cost that a release recomputes."""
+    subject = func.coalesce(LedgerEntry.job_id, LedgerEntry.evaluation_id, LedgerEntry.preprocessing_dataset_id)
     excluded = select(subject).where(LedgerEntry.dataset_id == dataset_id, LedgerEntry.kind.in_(tuple(exclude_kinds)))
-    query = select(LedgerEntry.rdp, LedgerEntry.extra_delta, LedgerEntry.approx_delta, LedgerEntry.pure_epsilon).where(
-        LedgerEntry.dataset_id == dataset_id, LedgerEntry.kind == kind, subject.not_in(excluded)
-    )
+    query = select(
+        LedgerEntry.rdp, LedgerEntry.extra_delta, LedgerEntry.approx_delta, LedgerEntry.pure_epsilon,
+        LedgerEntry.gdp_mu_squared,
+    ).where(LedgerEntry.dataset_id == dataset_id, LedgerEntry.kind == kind, subject.not_in(excluded))  # fmt: skip
     if exclude_job is not None:
         query = query.where(subject != exclude_job)
     if spender is not None:
@@ -709,7 +739,8 @@ def _sum_entries(
     curves = np.asarray([curve_from_json(row.rdp) for row in rows], dtype=np.float64)
     extra = compose_deltas([row.extra_delta for row in rows])
     pure = math.fsum(pure_epsilon_from_json(row.pure_epsilon) for row in rows)
-    return PrivacyCost(curves.sum(axis=0), grid, extra, float(sum(row.approx_delta for row in rows)), pure)
+    gdp = math.fsum(unbounded_from_json(row.gdp_mu_squared) for row in rows)
+    return PrivacyCost(curves.sum(axis=0), grid, extra, float(sum(row.approx_delta for row in rows)), pure, gdp)
 
 
 def status(session: Session, dataset_id: str) -> BudgetStatus:
@@ -730,10 +761,11 @@ def status(session: Session, dataset_id: str) -> BudgetStatus:
         committed_share=committed.share, committed_certificate=committed.certificate,
         committed_certifying_order=committed.certifying_order,
         committed_order_share=committed.order_share, committed_pure_share=committed.pure_share,
-        remaining_epsilon=remaining, committed_rdp=list(budget.committed_rdp),
+        committed_gdp_share=committed.gdp_share, remaining_epsilon=remaining, committed_rdp=list(budget.committed_rdp),
         committed_extra_delta=budget.committed_extra_delta, committed_approx_delta=budget.committed_approx_delta,
-        committed_pure_epsilon=committed_cost.pure_epsilon, committed_delta_used=committed.delta_used,
-        entries=budget.version, closed_reason=budget.filter_note,
+        committed_pure_epsilon=committed_cost.pure_epsilon, committed_gdp_mu_squared=committed_cost.gdp_mu_squared,
+        committed_delta_used=committed.delta_used, entries=budget.version, closed_reason=budget.filter_note,
+        formula_version=formula_version(budget.filter_version),
     )  # fmt: skip
 
 

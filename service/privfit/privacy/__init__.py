@@ -17,6 +17,7 @@ from .calibration import (
     Calibration,
     calibrate_noise,
     gaussian_sigma,
+    gdp_gaussian_sigma,
     laplace_scale,
     poisson_noise_multiplier,
     pure_epsilon_for_target,
@@ -32,9 +33,12 @@ from .cost import (
     pure_epsilon_from_json,
     pure_epsilon_to_json,
     total_epsilon,
+    unbounded_from_json,
+    unbounded_to_json,
 )
 from .errors import PrivacyParameterError
-from .filter import FILTER_VERSION, DeltaAllowance, FilterReading, PrivacyFilter
+from .filter import FILTER_VERSION, FILTER_VERSION_V2, DeltaAllowance, FilterReading, PrivacyFilter
+from .gaussian_dp import gaussian_dp_delta, gdp_epsilon, gdp_mu_for
 from .mechanisms import (
     compose,
     gaussian_rdp,
@@ -57,6 +61,7 @@ from .subsampled import (
 __all__ = [
     "DEFAULT_GRID",
     "FILTER_VERSION",
+    "FILTER_VERSION_V2",
     "GRIDS",
     "Calibration",
     "Conversion",
@@ -75,8 +80,12 @@ __all__ = [
     "deltas_at_epsilon",
     "epsilon_at_delta",
     "epsilons_at_delta",
+    "gaussian_dp_delta",
     "gaussian_rdp",
     "gaussian_sigma",
+    "gdp_epsilon",
+    "gdp_gaussian_sigma",
+    "gdp_mu_for",
     "get_grid",
     "laplace_rdp",
     "laplace_scale",
@@ -96,6 +105,8 @@ __all__ = [
     "tree_aggregation_depth",
     "tree_aggregation_rdp",
     "tree_aggregation_sigma",
+    "unbounded_from_json",
+    "unbounded_to_json",
     "without_replacement_noise_multiplier",
     "zcdp_rdp",
 ]

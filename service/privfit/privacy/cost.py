@@ -19,6 +19,10 @@ This is the unit the ledger stores and sums (DESIGN §2). Three ingredients:
   curve: mechanisms that have it say so (:meth:`PrivacyCost.pure_dp`, :meth:`PrivacyCost.laplace`). Pure ε
   composes by addition (Dwork, McSherry, Nissim & Smith 2006), adaptively too; the ledger's filter uses it as its
   order-∞ certificate (:mod:`privfit.privacy.filter`). Forgetting it is safe: +∞ only forgoes that certificate.
+* ``gdp_mu_squared`` (Σ μ²): for a cost made only of Gaussian releases, the sum of their μ² = (Δ/σ)² (plus the
+  lattice term of :mod:`privfit.privacy.gaussian_dp`): the composition is √(Σ μ²)-GDP (Dong, Roth & Su 2022),
+  adaptively too (Smith & Thakurta 2022). ``+∞`` for everything else; only :meth:`PrivacyCost.gaussian` sets it.
+  The filter's GDP certificate uses it; forgetting it is safe, as for ``pure_epsilon``.
 
 Conversion at a target δ. Conditioned on no reveal (probability ≥ 1 − δ_m in both worlds), the composition is
 approximate RDP; any RDP → DP conversion applied to (P', Q') at δ' then gives, for every event S,
@@ -43,7 +47,8 @@ import numpy as np
 
 from .conversion import Conversion, epsilon_at_delta
 from .errors import PrivacyParameterError, require_count, require_non_negative, require_open_unit
-from .mechanisms import laplace_rdp, pure_dp_rdp
+from .gaussian_dp import gaussian_mu_squared, gdp_epsilon
+from .mechanisms import gaussian_rdp, laplace_rdp, pure_dp_rdp
 from .orders import DEFAULT_GRID, OrderGrid
 
 
@@ -67,14 +72,18 @@ def curve_from_json(values: Iterable[float | None]) -> np.ndarray:
     return np.asarray([math.inf if v is None else float(v) for v in values], dtype=np.float64)
 
 
-def pure_epsilon_to_json(value: float) -> float | None:
-    """A pure-ε bound as JSON: the float, or ``None`` for +∞ (no bound)."""
+def unbounded_to_json(value: float) -> float | None:
+    """A bound that may be +∞ (a pure ε, a GDP Σ μ²) as JSON: the float, or ``None`` for +∞ (no bound)."""
     return float(value) if math.isfinite(value) else None
 
 
-def pure_epsilon_from_json(value: float | None) -> float:
-    """The inverse of :func:`pure_epsilon_to_json`."""
+def unbounded_from_json(value: float | None) -> float:
+    """The inverse of :func:`unbounded_to_json`."""
     return math.inf if value is None else float(value)
+
+
+pure_epsilon_to_json = unbounded_to_json
+pure_epsilon_from_json = unbounded_from_json
 
 
 def rdp_part_delta(delta: float, extra_delta: float) -> float:
@@ -88,14 +97,15 @@ def rdp_part_delta(delta: float, extra_delta: float) -> float:
 
 @dataclass(frozen=True)
 class PrivacyCost:
-    """An RDP curve on ``grid`` plus an approximate-DP δ, an approximate-RDP slack and a pure-ε bound (module
-    docstring); composition is ``+`` and k-fold is ``* k``."""
+    """An RDP curve on ``grid`` plus an approximate-DP δ, an approximate-RDP slack, a pure-ε bound and a GDP Σ μ²
+    (module docstring); composition is ``+`` and k-fold is ``* k``."""
 
     rdp: np.ndarray = field(repr=False)
     grid: OrderGrid = DEFAULT_GRID
     extra_delta: float = 0.0
     approx_delta: float = 0.0
     pure_epsilon: float = math.inf
+    gdp_mu_squared: float = math.inf
 
     def __post_init__(self) -> None:
         curve = np.array(self.rdp, dtype=np.float64)
@@ -112,13 +122,18 @@ class PrivacyCost:
         if math.isnan(self.pure_epsilon) or self.pure_epsilon < 0.0:
             raise PrivacyParameterError("pure_epsilon", f"must be ≥ 0 (+∞ for none), got {self.pure_epsilon!r}")
         object.__setattr__(self, "pure_epsilon", float(self.pure_epsilon))
+        if math.isnan(self.gdp_mu_squared) or self.gdp_mu_squared < 0.0:
+            raise PrivacyParameterError("gdp_mu_squared", f"must be ≥ 0 (+∞ for none), got {self.gdp_mu_squared!r}")
+        if math.isfinite(self.gdp_mu_squared) and (self.extra_delta > 0.0 or self.approx_delta > 0.0):
+            raise PrivacyParameterError("gdp_mu_squared", "a cost with δ parts or slacks is not Gaussian-DP")
+        object.__setattr__(self, "gdp_mu_squared", float(self.gdp_mu_squared))
         curve.setflags(write=False)
         object.__setattr__(self, "rdp", curve)
 
     @classmethod
     def zero(cls, grid: OrderGrid = DEFAULT_GRID) -> PrivacyCost:
         """The cost of releasing nothing."""
-        return cls(np.zeros(len(grid)), grid, pure_epsilon=0.0)
+        return cls(np.zeros(len(grid)), grid, pure_epsilon=0.0, gdp_mu_squared=0.0)
 
     @classmethod
     def pure_dp(cls, epsilon: float, grid: OrderGrid = DEFAULT_GRID) -> PrivacyCost:
@@ -135,6 +150,24 @@ class PrivacyCost:
         count = require_count("count", count)
         curve = laplace_rdp(grid, scale=scale, sensitivity=sensitivity)
         return cls(count * curve, grid, pure_epsilon=count * (float(sensitivity) / float(scale)))
+
+    @classmethod
+    def gaussian(
+        cls,
+        grid: OrderGrid = DEFAULT_GRID,
+        *,
+        sigma: float,
+        sensitivity: float = 1.0,
+        count: int = 1,
+        coordinates: int,
+    ) -> PrivacyCost:
+        """``count`` Gaussian releases of L2 sensitivity Δ, standard deviation σ and at most ``coordinates``
+        coordinates each (the continuous or the exact lattice sampler: :mod:`privfit.privacy.noise`): the curve
+        count·αΔ²/(2σ²) and the GDP Σ μ² = count·((Δ/σ)² + coordinates·κ) (:mod:`privfit.privacy.gaussian_dp`)."""
+        count = require_count("count", count)
+        curve = gaussian_rdp(grid, sigma=sigma, sensitivity=sensitivity)
+        mu_squared = gaussian_mu_squared(sigma=sigma, sensitivity=sensitivity, count=count, coordinates=coordinates)
+        return cls(count * curve, grid, gdp_mu_squared=mu_squared)
 
     @classmethod
     def approximate_dp(cls, epsilon: float, delta: float, grid: OrderGrid = DEFAULT_GRID) -> PrivacyCost:
@@ -167,6 +200,7 @@ class PrivacyCost:
             compose_deltas([self.extra_delta, other.extra_delta]),
             self.approx_delta + other.approx_delta,
             self.pure_epsilon + other.pure_epsilon,
+            self.gdp_mu_squared + other.gdp_mu_squared,
         )
 
     def __mul__(self, count: int) -> PrivacyCost:
@@ -174,14 +208,28 @@ class PrivacyCost:
         if count == 0:
             return PrivacyCost.zero(self.grid)
         extra = float(-np.expm1(count * np.log1p(-self.extra_delta)))
-        return PrivacyCost(count * self.rdp, self.grid, extra, count * self.approx_delta, count * self.pure_epsilon)
+        return PrivacyCost(
+            count * self.rdp, self.grid, extra, count * self.approx_delta, count * self.pure_epsilon,
+            count * self.gdp_mu_squared,
+        )  # fmt: skip
 
     __rmul__ = __mul__
 
     def epsilon(self, delta: float) -> Conversion:
         """ε at ``delta`` of this cost, with the optimal order (module docstring: δ' = 1 − (1 − δ)/(1 − δ_m) − (1 +
-        e^ε) δ_a for the RDP part, the least ε consistent with its own δ')."""
+        e^ε) δ_a for the RDP part, the least ε consistent with its own δ'). A cost with a GDP bound is also
+        (ε_G, δ)-DP with ε_G from the exact Gaussian curve (:func:`~privfit.privacy.gaussian_dp.gdp_epsilon`);
+        when that is smaller it is the answer, with ``optimal_order`` = +∞ (no RDP order: the exact curve)."""
         delta = require_open_unit("delta", delta)
+        rdp = self._rdp_epsilon(delta)
+        if math.isfinite(self.gdp_mu_squared):
+            exact = gdp_epsilon(self.gdp_mu_squared, delta)
+            if exact < rdp.epsilon:
+                return Conversion(exact, delta, math.inf, False)
+        return rdp
+
+    def _rdp_epsilon(self, delta: float) -> Conversion:
+        """ε at ``delta`` by RDP conversion of the curve and the δ parts (:meth:`epsilon`)."""
         rdp_delta = rdp_part_delta(delta, self.extra_delta)
         if rdp_delta <= 0.0:
             return Conversion(math.inf, delta, float(self.grid.orders[-1]), True)

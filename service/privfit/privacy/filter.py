@@ -19,15 +19,20 @@ arXiv:2602.15815). The filter below has a proof.
   :mod:`privfit.privacy.conversion` at one order), with δ_1 = 0.99 δ_R; and the grid order nearest 10·α* with
   δ_2 = 0.01 δ_R, which certifies compositions dominated by pure-ε parts with a small Gaussian part (objective
   perturbation's output step) — the rule of :meth:`PrivacyFilter.for_budget`;
-* the order-∞ (pure ε) certificate, which needs no δ.
+* the order-∞ (pure ε) certificate, which needs no δ;
+* (filters of version v3) a Gaussian-DP certificate with its own share δ_G of δ_R (default
+  :data:`DEFAULT_GDP_SHARE`; the orders then share the rest): μ_G, the largest μ whose certified δ at ε_max is
+  within δ_G (:func:`~privfit.privacy.gaussian_dp.gdp_mu_for`: e^{H} δ_μ(ε_max − 2H) ≤ δ_G, δ_μ the exact (ε, δ)
+  curve of μ-GDP, H the exact sampler's slack). Budgets created before v3 keep δ_G = 0: no GDP certificate.
 
 With S(α_j) the sum of the committed fits' RDP at α_j, E_∞ the sum of their pure-ε bounds (+∞ for any fit without
-one: :attr:`PrivacyCost.pure_epsilon`), D the composed δ parts 1 − Π(1 − δ_i) and A the sum of the
+one: :attr:`PrivacyCost.pure_epsilon`), M the sum of their GDP μ² (+∞ for any fit that is not made of Gaussian
+releases only: :attr:`PrivacyCost.gdp_mu_squared`), D the composed δ parts 1 − Π(1 − δ_i) and A the sum of the
 approximate-RDP slacks (all of them random: they depend on the fits the analyst chose, hence on earlier outputs),
 the condition the proof needs is on their WORST paths, k being the number of pinned finite orders:
 
     (a)  sup_paths D + k (1 + e^{ε_max}) · sup_paths A ≤ δ_A,        and
-    (b)  S(α_j) + c_{α_j}(δ_j) ≤ ε_max for some j,    or    E_∞ ≤ ε_max   (on every path).
+    (b)  S(α_j) + c_{α_j}(δ_j) ≤ ε_max for some j,    or    E_∞ ≤ ε_max,    or    M ≤ μ_G²   (on every path).
 
 The filter enforces (a) through the public split of δ_A: a fit is admitted iff, with it added (on the path the
 interaction took),
@@ -42,13 +47,26 @@ E_P[D] + k E_P[A] + k e^{ε} E_Q[A] above δ_A (towards 2 δ_A; ``tests/ledger/t
 **Theorem.** Let an analyst interact adaptively with the mechanisms privfit runs on a dataset: the i-th fit to
 start (to be charged) is chosen, with its settings, from everything observed before, fits may run concurrently,
 and a fit released before it reads any row (cancelled while queued, refunded on an early failure) is not
-counted. If every admission obeys (a1), (a2) and (b), the transcript of the whole interaction is (ε_max, δ_max)-DP.
+counted. If every admission obeys (a1), (a2) and (b), and δ_A + Σ_j δ_j + δ_G ≤ δ_max, the transcript of the whole
+interaction is (ε_max, δ_max)-DP.
 
 *Proof.* Order the charged fits by the time they were charged; fit i's cost c_i is fixed before any of its
 output exists (cost before data, DESIGN §1.4), so it is predictable. Outputs that arrive later than others are
 a post-processing of this sequential interaction, because what an analyst can observe of a running fit does not
 depend on the rows (DESIGN §4); a released fit is a mechanism with a constant output. Fix neighbours D, D′ and
 write P, Q for the laws of the transcript, L for its privacy loss log dP/dQ.
+
+0. *The GDP certificate.* Let E be the event "M ≤ μ_G² at the end" (M over the charged fits: a function of the
+   transcript, since each fit's cost is a function of the settings the analyst chose). Split any event S into
+   S ∩ E and S ∖ E. Compare with the *GDP-stopped* interaction: the same analyst and fits, except that it outputs
+   ⊥ from the first charged fit that is not made of Gaussian releases or that would bring M above μ_G². Each fit's
+   μ² is fixed before its output exists, so by fully adaptive GDP composition (Smith & Thakurta 2022, Thm. 1.2)
+   the stopped interaction, with continuous Gaussian noise, is μ_G-GDP; with privfit's exact lattice sampler its
+   laws are within e^{±H} pointwise of such an interaction's (:mod:`privfit.privacy.gaussian_dp`), so every event
+   of it has P − e^{ε}Q ≤ e^{H} δ_{μ_G}(ε − 2H) ≤ δ_G. M only grows along a path (every μ² is ≥ 0), so on E the
+   two interactions never differ: P(S ∩ E) − e^{ε}Q(S ∩ E) ≤ δ_G. Off E, the certificate the last admission left
+   holding (every sum below only shrinks when a reservation is released) is one of the others, and steps 1–2
+   bound P(S ∖ E) − e^{ε}Q(S ∖ E) by δ_A + Σ_j δ_j, with J defined on the complement of E.
 
 1. *δ parts.* An (ε_i, δ_i)-DP fit is a post-processing of the canonical pair of Kairouz, Oh & Viswanath
    (2015): with probability δ_i a "reveal" outcome that differs between P and Q, else ε_i-randomised response,
@@ -74,7 +92,7 @@ write P, Q for the laws of the transcript, L for its privacy loss log dP/dQ.
    transcript). On {J = j}, S_T(α_j) ≤ ε − c_{α_j}(δ_j) and the bound above gives
    E[1{J = j} (1 − e^{ε − L_T})_+] ≤ δ_j · E[M^j_T] ≤ δ_j; on {J = ∞}, L_T ≤ E_∞ ≤ ε in the good interaction
    (randomised response, the Laplace mechanism and the pure releases have privacy loss bounded by their ε_∞), so
-   (1 − e^{ε − L_T})_+ = 0. Adding: δ(ε_max) ≤ δ_D + δ_S + Σ_j δ_j = δ_max. ∎
+   (1 − e^{ε − L_T})_+ = 0. Adding, with step 0: δ(ε_max) ≤ δ_G + δ_D + δ_S + Σ_j δ_j ≤ δ_max. ∎
 
 The union over certificates is the filter of Whitehouse, Ramdas, Rogers & Wu (ICML 2023) over a fixed set of
 "orders" with fixed δ shares (∞ at 0); a single pinned order is Feldman & Zrnic's filter. The orders and the split
@@ -84,9 +102,9 @@ them at most one fit in 83 and lets pure-dominated fits (objective perturbation)
 order-∞ certificate keeps pure/Laplace workloads at their basic-composition count.
 
 **What the ledger reports.** :meth:`PrivacyFilter.measure` gives the share of the budget that a set of committed
-fits uses by the filter's certificates: min(min_j S(α_j)/ρ_j, E_∞/ε_max) with ρ_j = ε_max − c_{α_j}(δ_j) the RDP
-the α_j certificate allows (+∞ if (a1) or (a2) fails). Each certificate's share is additive over fits, so the share
-tells how many more fits of the same kind fit; admission is exactly "share of committed + fit ≤ 1". The API shows
+fits uses by the filter's certificates: min(min_j S(α_j)/ρ_j, E_∞/ε_max, M/μ_G²) with ρ_j = ε_max − c_{α_j}(δ_j) the
+RDP the α_j certificate allows (+∞ if (a1) or (a2) fails). Each certificate's share is additive over fits, so the
+share tells how many more fits of the same kind fit; admission is exactly "share of committed + fit ≤ 1". The API shows
 ε_max × share as "committed ε" and ε_max − committed as "remaining ε", and says that it is the filter's measure:
 not an (ε, δ) guarantee of its own — the guarantee is (ε_max, δ_max) for whatever admitted sequence the analysts
 choose. A fit's own ε (its cost converted at δ_max over the whole grid) remains the (ε, δ_max)-DP statement of that
@@ -103,6 +121,7 @@ Numerics round against the user: shares are rounded up by a relative 1e-12 befor
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -110,11 +129,19 @@ import numpy as np
 
 from .cost import PrivacyCost, compose_deltas
 from .errors import PrivacyParameterError, require_non_negative, require_open_unit, require_positive
+from .gaussian_dp import gdp_mu_for
 from .orders import OrderGrid
 
-FILTER_VERSION = "filter:rdp-orders+pure+split-delta-pot/v2"
-"""Names the admission rule of the module docstring (stored with every budget). v1 checked D + k(1 + e^ε)A ≤ δ_A on
-the realised path; v2 checks (a1) D ≤ δ_A − δ_S and (a2) k(1 + e^ε)A ≤ δ_S (migration 0009)."""
+FILTER_VERSION_V2 = "filter:rdp-orders+pure+split-delta-pot/v2"
+"""The rule of budgets created before the GDP certificate: v1 checked D + k(1 + e^ε)A ≤ δ_A on the realised path;
+v2 checks (a1) D ≤ δ_A − δ_S and (a2) k(1 + e^ε)A ≤ δ_S (migration 0009). A v2 filter has δ_G = 0."""
+
+FILTER_VERSION = "filter:rdp-orders+pure+gdp+split-delta-pot/v3"
+"""Names the admission rule of the module docstring (stored with every budget): v2 plus the GDP certificate."""
+
+DEFAULT_GDP_SHARE = 0.5
+"""The share of δ_R given to the GDP certificate in a new budget (module docstring; chosen by
+``benchmarks/filter_capacity.py``)."""
 
 DEFAULT_APPROXIMATE_DELTA_SHARE = 0.1
 """The share of δ_max set apart for δ-only parts when the owner does not choose (module docstring)."""
@@ -166,12 +193,14 @@ class FilterReading:
     """What the filter's certificates say of one (committed) cost.
 
     Attributes:
-        share: the share of the budget used, min(order_share, pure_share); +∞ when the δ pot is exceeded.
+        share: the share of the budget used, min(order_share, pure_share, gdp_share); +∞ when the δ pot is
+            exceeded.
         epsilon: ε_max × share, the "committed ε" the API shows (module docstring).
         order_share: min_j S(α_j)/ρ_j, the best RDP certificate's share (+∞ if the curve has no bound at any
             pinned order, or nothing is allowed there).
         pure_share: E_∞/ε_max, the order-∞ certificate's share (+∞ if some fit has no pure bound).
-        certificate: ``"order"`` or ``"pure"``, whichever gives ``share`` (None when it is +∞).
+        gdp_share: M/μ_G², the GDP certificate's share (+∞ if some fit is not Gaussian, or the filter has none).
+        certificate: ``"order"``, ``"pure"`` or ``"gaussian"``, whichever gives ``share`` (None when it is +∞).
         certifying_order: the pinned order α_j that gives ``order_share`` when ``certificate`` is ``"order"``.
         delta_used: D + k (1 + e^{ε_max}) A, the δ pot δ_A in use (both parts).
         delta_fits: whether (a1) D ≤ δ_D and (a2) k (1 + e^{ε_max}) A ≤ δ_S hold.
@@ -183,6 +212,7 @@ class FilterReading:
     epsilon: float
     order_share: float
     pure_share: float
+    gdp_share: float
     certificate: str | None
     certifying_order: float | None
     delta_used: float
@@ -218,6 +248,7 @@ class PrivacyFilter:
     order_deltas: tuple[float, ...]
     approximate_delta: float
     slack_delta: float
+    gdp_delta: float = 0.0
     version: str = FILTER_VERSION
 
     def __post_init__(self) -> None:
@@ -233,8 +264,12 @@ class PrivacyFilter:
             require_open_unit("order_deltas", delta)
             if not (order > _MIN_ORDER and np.isclose(self.grid.orders, order, rtol=0, atol=1e-12).any()):
                 raise PrivacyParameterError("orders", f"{order!r} is not an order > 1.01 of grid {self.grid.name!r}")
-        if self.rdp_delta + self.approximate_delta > self.delta_max * (1.0 + 1e-12):
+        gdp_delta = require_non_negative("gdp_delta", self.gdp_delta)
+        if gdp_delta > 0.0 and self.version == FILTER_VERSION_V2:
+            raise PrivacyParameterError("gdp_delta", "a v2 filter has no GDP certificate")
+        if self.rdp_delta + self.approximate_delta + gdp_delta > self.delta_max * (1.0 + 1e-12):
             raise PrivacyParameterError("approximate_delta", "the δ split must not exceed δ_max")
+        object.__setattr__(self, "gdp_delta", float(gdp_delta))
 
     @classmethod
     def for_budget(
@@ -244,11 +279,14 @@ class PrivacyFilter:
         grid: OrderGrid,
         approximate_delta: float | None = None,
         slack_delta: float | None = None,
+        gdp_share: float = DEFAULT_GDP_SHARE,
     ) -> PrivacyFilter:
         """The filter of a new budget: δ_A = ``approximate_delta`` (default δ_max/10), of which δ_S =
-        ``slack_delta`` (default δ_A/2) for approximate-RDP slacks, δ_R = δ_max − δ_A, the Gaussian-exhausting order
-        α* at (ε_max, δ_R) with 99% of δ_R and the grid order nearest 10·α* with 1% (just α* with all of δ_R when
-        there is no larger order)."""
+        ``slack_delta`` (default δ_A/2) for approximate-RDP slacks, δ_R = δ_max − δ_A, of which δ_G =
+        :data:`DEFAULT_GDP_SHARE` · δ_R for the GDP certificate and the rest, δ_O, for the orders: the
+        Gaussian-exhausting order α* at (ε_max, δ_O) with 99% of δ_O and the grid order nearest 10·α* with 1% (just
+        α* with all of δ_O when there is no larger order). ``gdp_share`` = 0 gives the v2 filter (no GDP
+        certificate), as budgets created before v3 have."""
         epsilon_max = require_positive("epsilon_max", epsilon_max)
         delta_max = require_open_unit("delta_max", delta_max)
         pot = DEFAULT_APPROXIMATE_DELTA_SHARE * delta_max if approximate_delta is None else approximate_delta
@@ -258,13 +296,17 @@ class PrivacyFilter:
                 "approximate_delta", f"must be below the budget's δ = {delta_max:g} (the rest goes to RDP), got {pot:g}"
             )
         slack = DEFAULT_SLACK_SHARE * pot if slack_delta is None else _require_slack_delta(slack_delta, pot)
-        rdp_delta = delta_max - pot
+        if not 0.0 <= gdp_share < 1.0:
+            raise PrivacyParameterError("gdp_share", f"must lie in [0, 1), got {gdp_share!r}")
+        gdp_delta = gdp_share * (delta_max - pot)
+        rdp_delta = delta_max - pot - gdp_delta
+        version = FILTER_VERSION if gdp_delta > 0.0 else FILTER_VERSION_V2
         first = gaussian_exhausting_order(grid, epsilon_max, rdp_delta)
         second = float(grid.orders[int(np.argmin(np.abs(grid.orders - SECOND_ORDER_FACTOR * first)))])
         if not second > first:
-            return cls(epsilon_max, delta_max, grid, (first,), (rdp_delta,), pot, slack)
+            return cls(epsilon_max, delta_max, grid, (first,), (rdp_delta,), pot, slack, gdp_delta, version)
         shares = ((1.0 - SECOND_ORDER_SHARE) * rdp_delta, SECOND_ORDER_SHARE * rdp_delta)
-        return cls(epsilon_max, delta_max, grid, (first, second), shares, pot, slack)
+        return cls(epsilon_max, delta_max, grid, (first, second), shares, pot, slack, gdp_delta, version)
 
     @property
     def order(self) -> float:
@@ -280,6 +322,11 @@ class PrivacyFilter:
     def parts_delta(self) -> float:
         """δ_D = δ_A − δ_S: the pot of the δ parts of (ε, δ) charges (condition (a1))."""
         return self.approximate_delta - self.slack_delta
+
+    @functools.cached_property
+    def gdp_mu(self) -> float:
+        """μ_G: the largest GDP μ the GDP certificate allows (0 when the filter has none, δ_G = 0)."""
+        return gdp_mu_for(self.epsilon_max, self.gdp_delta) if self.gdp_delta > 0.0 else 0.0
 
     @property
     def order_indices(self) -> tuple[int, ...]:
@@ -335,14 +382,18 @@ class PrivacyFilter:
         best_order = int(np.argmin(shares))
         order_share = shares[best_order]
         pure_share = _share(cost.pure_epsilon, self.epsilon_max)
+        gdp_share = _share(cost.gdp_mu_squared, self.gdp_mu**2)
         parts, slack = self.delta_parts(cost), self.slack_used(cost)
         fits = self._parts_fit(parts, slack)
-        best = min(order_share, pure_share) if fits else math.inf
-        certificate = None if not math.isfinite(best) else ("order" if order_share <= pure_share else "pure")
+        best = min(order_share, pure_share, gdp_share) if fits else math.inf
+        certificate = None
+        if math.isfinite(best):
+            certificate = "order" if order_share == best else ("pure" if pure_share == best else "gaussian")
         return FilterReading(
             share=best, epsilon=self.epsilon_max * best, order_share=order_share, pure_share=pure_share,
-            certificate=certificate, certifying_order=self.orders[best_order] if certificate == "order" else None,
-            delta_used=parts + slack, delta_fits=fits, delta_parts=parts, slack_used=slack,
+            gdp_share=gdp_share, certificate=certificate,
+            certifying_order=self.orders[best_order] if certificate == "order" else None, delta_used=parts + slack,
+            delta_fits=fits, delta_parts=parts, slack_used=slack,
         )  # fmt: skip
 
     def admits(self, cost: PrivacyCost) -> bool:

@@ -20,13 +20,20 @@ k√(2p) (``rows_per_unit`` = k below; k = 1 is the row model).
 divergences of independent coordinates add, so the release is (α, α·2p/(2S))-RDP for every α > 1: exactly the
 curve of the continuous Gaussian mechanism with σ = √S and L2 sensitivity √(2p) (:func:`histogram_cost`).
 
+**Gaussian DP.** The bare discrete Gaussian is not (Δ/√S)-GDP (``tests/privacy/test_noise_domination.py``), but
+N_Z(v, S) is within e^{±η} per coordinate, pointwise, of a post-processing of the continuous N(v, S − τ²) with
+τ = 4 (:mod:`privfit.privacy.noise`, docstring b), which is (Δ/√(S − τ²))-GDP. So for S > τ² the release carries
+the GDP Σ μ² = 2pk²/(S − τ²) and its p·B coordinates (:func:`histogram_release_cost`,
+:mod:`privfit.privacy.gaussian_dp`); for S ≤ τ² it claims none.
+
 **Exactness.** Counts and noise are integers drawn by :func:`privfit.privacy.exact_sampling.discrete_gaussian`
 (CKS Alg. 3 in integer arithmetic): no floating-point number enters the release, whatever the noise sampler of the
 server. The bin of a cell is a deterministic function of that cell and public edges.
 
 **Calibration to a share of the budget** (:func:`variance_for_share`): the dataset's privacy filter measures a
-curve as a share of the budget, linear in the curve, so the share of the release is share₁/S with share₁ the share
-at S = 1; the smallest integer S whose share is ≤ the requested share is taken (rounding against the user).
+cost as a share of the budget. Its RDP certificates' share is linear in the curve, share₁/S with share₁ the share
+at S = 1; its GDP certificate's is 2pk²/((S − τ²)μ_G²). The smallest integer S whose share (the least of them) is
+≤ the requested share is taken (rounding against the user).
 """
 
 from __future__ import annotations
@@ -41,7 +48,10 @@ from .cost import PrivacyCost
 from .errors import PrivacyParameterError
 from .exact_sampling import MAX_GAUSSIAN_VARIANCE, discrete_gaussian
 from .filter import PrivacyFilter
+from .gaussian_dp import gaussian_mu_squared
 from .mechanisms import gaussian_rdp
+from .noise import SMOOTHING_SCALE
+from .orders import OrderGrid
 
 __all__ = [
     "NoisyHistograms",
@@ -49,6 +59,7 @@ __all__ = [
     "histogram_cost",
     "histogram_counts",
     "histogram_matrix",
+    "histogram_release_cost",
     "release_histograms",
     "symlog_edges",
     "symlog_grids",
@@ -147,24 +158,52 @@ def histogram_cost(columns: int, variance: int, grid_orders: np.ndarray, rows_pe
     return gaussian_rdp(grid_orders, sigma=sigma, sensitivity=sensitivity)
 
 
-def variance_for_share(columns: int, privacy_filter: PrivacyFilter, share: float, rows_per_unit: int = 1) -> int | None:
-    """The smallest integer S such that the release over ``columns`` columns (of units of at most ``rows_per_unit``
-    rows) uses at most ``share`` of the budget measured by ``privacy_filter`` (module docstring), or None if that S
-    exceeds the exact sampler's range (2^42 − 1): too many columns for so small a share."""
+def histogram_release_cost(
+    columns: int, variance: int, grid: OrderGrid, rows_per_unit: int = 1, *, bins: int
+) -> PrivacyCost:
+    """The cost of :func:`release_histograms` over ``columns`` columns of ``bins`` bins with noise variance S: the
+    curve of :func:`histogram_cost` and, for S > τ², the GDP Σ μ² = 2pk²/(S − τ²) (module docstring)."""
+    curve = histogram_cost(columns, variance, grid.orders, rows_per_unit)
+    if variance <= SMOOTHING_SCALE**2:
+        return PrivacyCost(curve, grid)
+    sensitivity = math.nextafter(rows_per_unit * math.sqrt(2.0 * columns), math.inf)
+    sigma = math.nextafter(math.sqrt(float(variance) - SMOOTHING_SCALE**2), 0.0)
+    mu_squared = gaussian_mu_squared(sigma=sigma, sensitivity=sensitivity, count=1, coordinates=columns * bins)
+    return PrivacyCost(curve, grid, gdp_mu_squared=mu_squared)
+
+
+def variance_for_share(
+    columns: int, privacy_filter: PrivacyFilter, share: float, rows_per_unit: int = 1, *, bins: int
+) -> int | None:
+    """The smallest integer S such that the release over ``columns`` columns of ``bins`` bins (of units of at most
+    ``rows_per_unit`` rows) uses at most ``share`` of the budget measured by ``privacy_filter`` (module docstring),
+    or None if that S exceeds the exact sampler's range (2^42 − 1): too many columns for so small a share."""
     if not 0.0 < share <= 1.0:
         raise PrivacyParameterError("share", f"must lie in (0, 1], got {share!r}")
 
     def share_at(s: int) -> float:
-        cost = PrivacyCost(histogram_cost(columns, s, privacy_filter.grid.orders, rows_per_unit), privacy_filter.grid)
+        cost = histogram_release_cost(columns, s, privacy_filter.grid, rows_per_unit, bins=bins)
         return privacy_filter.measure(cost).share
 
     unit = share_at(1)
     if not math.isfinite(unit):
         return None
-    s = max(1, math.ceil(unit / share))
-    while s <= MAX_GAUSSIAN_VARIANCE and share_at(s) > share:
-        s += max(1, s // 10**9)
-    return s if s <= MAX_GAUSSIAN_VARIANCE else None
+    # the RDP certificates' share is share₁/S, so S = ⌈share₁/share⌉ meets the share (stepped up against rounding);
+    # the GDP certificate's, 2pk²/((S − τ²) μ_G²), may meet it lower: bisect for the least S (the share, a minimum
+    # of non-increasing functions of S, is non-increasing)
+    high = max(1, math.ceil(unit / share))
+    while high <= MAX_GAUSSIAN_VARIANCE and share_at(high) > share:
+        high += max(1, high // 10**9)
+    if high > MAX_GAUSSIAN_VARIANCE:
+        return None
+    low = 0  # share_at(low) > share, by convention at 0
+    while high - low > 1:
+        middle = (low + high) // 2
+        if share_at(middle) <= share:
+            high = middle
+        else:
+            low = middle
+    return high
 
 
 @dataclass(frozen=True)

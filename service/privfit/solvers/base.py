@@ -1468,7 +1468,7 @@ def _culprit(params: SolverParams, target_epsilon: float | None, hints: Sequence
 def check_finite_cost(cost: PrivacyCost) -> None:
     """A cost whose curve or δ parts are NaN cannot be admitted or compared (+∞ is a legitimate RDP value)."""
     values = np.asarray(cost.rdp, dtype=np.float64)
-    parts = (cost.extra_delta, cost.approx_delta, cost.pure_epsilon)
+    parts = (cost.extra_delta, cost.approx_delta, cost.pure_epsilon, cost.gdp_mu_squared)
     if np.isnan(values).any() or any(math.isnan(float(x)) for x in parts):
         raise FloatingPointError("the privacy cost is not a number")
 

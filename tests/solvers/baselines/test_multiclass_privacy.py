@@ -15,7 +15,7 @@ import math
 import numpy as np
 import pytest
 
-from privfit.privacy import DEFAULT_GRID, gaussian_rdp, gaussian_sigma, make_generator
+from privfit.privacy import DEFAULT_GRID, PrivacyCost, gaussian_rdp, gaussian_sigma, gdp_gaussian_sigma, make_generator
 from privfit.privacy.audit import epsilon_lower_bound
 from privfit.privacy.noise import gaussian_releases, using_sampler
 from privfit.solvers.base import PublicMetadata, SolverParameterError
@@ -105,8 +105,11 @@ def test_the_multiclass_dp_gd_plan_has_the_golden_sigma_and_the_gaussian_cost() 
     assert r.noise_level == pytest.approx(0.10598824566540338, rel=1e-9)  # ρ of eq. (4) with dimension k·d'
     assert (r.steps, r.momentum, r.output) == (944, "none", "last")  # ⌈100/ρ⌉ plain steps
     assert r.step_size == pytest.approx(2 / r.smoothness)
-    assert r.sigma == pytest.approx(340.9919543684326, rel=1e-9)  # golden (2026-11-26)
-    assert r.sigma == gaussian_sigma(1.0, 1e-6, sensitivity=r.sensitivity, count=r.steps).noise
+    # golden (2026-12-07): the exact Gaussian curve (GDP); 340.9919543684326 by the RDP conversion before
+    assert r.sigma == pytest.approx(317.94775412598165, rel=1e-9)
+    dimension = 7 * 12  # k·d', the noise coordinates of each step
+    calibration = gdp_gaussian_sigma(1.0, 1e-6, sensitivity=r.sensitivity, count=r.steps, coordinates=dimension)
+    assert r.sigma == calibration.noise
     assert np.allclose(plan.cost.rdp, r.steps * gaussian_rdp(DEFAULT_GRID, sigma=r.sigma, sensitivity=r.sensitivity))
     assert 0.99 < plan.cost.epsilon(1e-6).epsilon <= 1.0
     outlook = solver.outlook(r, WINE)
@@ -120,9 +123,13 @@ def test_the_multiclass_cost_matches_dp_accounting() -> None:
     r = get_solver("dp_gd").resolve({"model": "logistic"}, WINE, target_epsilon=1.0, delta=1e-6)
     accountant = rdp_privacy_accountant.RdpAccountant(list(DEFAULT_GRID.orders))
     accountant.compose(dpa.GaussianDpEvent(r.sigma / r.sensitivity), r.steps)
-    reference = accountant.get_epsilon(1e-6)
-    ours = get_solver("dp_gd").cost(r, WINE).epsilon(1e-6).epsilon
-    assert ours == pytest.approx(reference, rel=1e-6)
+    cost = get_solver("dp_gd").cost(r, WINE)
+    curve = PrivacyCost(cost.rdp, DEFAULT_GRID).epsilon(1e-6).epsilon  # the RDP curve alone
+    assert curve == pytest.approx(accountant.get_epsilon(1e-6), rel=1e-6)
+    pld = dpa.pld.PLDAccountant(value_discretization_interval=1e-4)
+    pld.compose(dpa.SelfComposedDpEvent(dpa.GaussianDpEvent(r.sigma / r.sensitivity), r.steps))
+    ours = cost.epsilon(1e-6).epsilon  # the exact Gaussian curve's
+    assert ours <= pld.get_epsilon(1e-6) <= ours * (1 + 2e-3)
 
 
 def test_dp_sgd_resolves_the_multinomial_model_with_the_same_constants() -> None:

@@ -165,6 +165,13 @@ class GrantOut(BaseModel):
 # A float of the ledger's views that may be +∞ (no finite bound, not admissible) is written as null.
 Unbounded = Annotated[float | None, Field(description="null stands for +∞ (no finite bound)")]
 
+CERTIFICATE_HELP = (
+    "Which of the filter's certificates gives the share: `order` (one of its pinned RDP orders), `pure` (the pure-ε "
+    "certificate) or `gaussian` (the Gaussian-DP certificate, which only filters with gdp_delta > 0 have); null when "
+    "none holds (the share is +∞)."
+)
+"""The description of every answer member that names the certificate of a share (budget, cost, estimate)."""
+
 
 class FilterOut(BaseModel):
     """The dataset's privacy filter (all public)."""
@@ -179,6 +186,15 @@ class FilterOut(BaseModel):
         "for the δ of (ε, δ) charges. Each part is checked on its own at every admission."
     )
     slack_weight: float
+    gdp_delta: float = Field(
+        description="δ_G: the δ share of the Gaussian-DP certificate, which holds while the committed fits are made of "
+        "Gaussian releases whose μ² sum to at most gdp_mu². 0: no Gaussian-DP certificate (budgets and allocations "
+        "created before it)."
+    )
+    gdp_mu: float = Field(
+        description="μ_G: the largest Gaussian-DP μ the certificate allows at (epsilon_max, gdp_delta); 0 when the "
+        "filter has no Gaussian-DP certificate."
+    )
 
 
 class BudgetOut(BaseModel):
@@ -198,10 +214,14 @@ class BudgetOut(BaseModel):
     reserved_epsilon: Unbounded
     committed_epsilon: Unbounded
     committed_share: Unbounded
-    committed_certificate: str | None
+    committed_certificate: str | None = Field(description=CERTIFICATE_HELP)
     committed_certifying_order: float | None
     committed_order_share: Unbounded
     committed_pure_share: Unbounded
+    committed_gdp_share: Unbounded = Field(
+        description="Σμ²/gdp_mu² of the committed fits: the Gaussian-DP certificate's share (null stands for +∞: "
+        "some committed fit has no Gaussian-DP bound, or the filter has no such certificate)."
+    )
     remaining_epsilon: Unbounded
     committed_rdp: list[float | None] | None = Field(
         None, description="Only with ?include=rdp: the committed ε(α) at each of `orders` (null = +∞ at that order)."
@@ -209,6 +229,9 @@ class BudgetOut(BaseModel):
     committed_extra_delta: float
     committed_approx_delta: float
     committed_pure_epsilon: Unbounded
+    committed_gdp_mu_squared: Unbounded = Field(
+        description="Σμ² of the committed fits' Gaussian-DP bounds (null stands for +∞: some committed fit has none)."
+    )
     committed_delta_used: Unbounded
     entries: int
     closed_reason: str | None
@@ -241,6 +264,10 @@ class LedgerEntryOut(BaseModel):
     extra_delta: float
     approx_delta: float
     pure_epsilon: Unbounded
+    gdp_mu_squared: Unbounded = Field(
+        description="The entry's Gaussian-DP μ² (null stands for +∞: no Gaussian-DP bound — a release that is not "
+        "Gaussian, or an entry written before the Gaussian-DP certificate existed)."
+    )
     committed_epsilon_after: Unbounded = Field(
         None, description="The dataset's committed ε after this entry, by its filter (null stands for +∞). Owner and "
         "admins only: absent from an analyst's view, which has the current total in GET …/budget.",
@@ -952,6 +979,7 @@ def _entry_json(entry: LedgerEntry, hidden: Collection[str]) -> dict[str, Any]:
         "extra_delta": entry.extra_delta,
         "approx_delta": entry.approx_delta,
         "pure_epsilon": entry.pure_epsilon,
+        "gdp_mu_squared": entry.gdp_mu_squared,
         "committed_epsilon_after": entry.committed_epsilon_after,
         "grid": entry.grid_name,
         "formula_version": entry.formula_version,

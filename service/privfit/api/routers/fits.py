@@ -35,7 +35,14 @@ from privfit.jobs import cancel
 from privfit.jobs.metadata import public_metadata
 from privfit.ledger import BudgetExceededError, Gates, allowance_for, budget_filter, estimate_for, read_allocation
 from privfit.ledger.headroom import Headroom
-from privfit.privacy import DeltaAllowance, PrivacyCost, curve_to_json, get_grid, pure_epsilon_to_json
+from privfit.privacy import (
+    DeltaAllowance,
+    PrivacyCost,
+    curve_to_json,
+    get_grid,
+    pure_epsilon_to_json,
+    unbounded_to_json,
+)
 from privfit.solvers.availability import available_solver
 from privfit.solvers.base import (
     MIN_EPSILON,
@@ -62,6 +69,7 @@ from ..include import FitInclude, RdpInclude, lean_cost, lean_fit
 from ..pagination import Keyset, Paging, link_next, paged, query_problem
 from ..planning import EstimateCache, PlannedFit, filters_key, plan_key
 from ..problems import Problem, dataset_not_found, fit_not_found, problem_responses
+from .datasets import CERTIFICATE_HELP
 
 router = APIRouter(prefix="/v1/fits", tags=["fits"])
 
@@ -99,8 +107,8 @@ Unbounded = Annotated[float | None, Field(description="null stands for +∞ (no 
 
 class CostOut(BaseModel):
     """A fit's privacy cost: its own ε at the dataset's δ (this fit alone), its share of the budget by the dataset's
-    filter, δ parts, pure-ε bound and, with ``?include=rdp``, its RDP curve (null = +∞ at that order). Fits
-    admitted by older versions may lack some members."""
+    filter, δ parts, pure-ε bound, Gaussian-DP μ² and, with ``?include=rdp``, its RDP curve (null = +∞ at that
+    order). Fits admitted by older versions may lack some members."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -109,12 +117,17 @@ class CostOut(BaseModel):
     optimal_order: Unbounded = None
     filter_epsilon: Unbounded = None
     filter_share: Unbounded = None
-    filter_certificate: str | None = None
+    filter_certificate: str | None = Field(None, description=CERTIFICATE_HELP)
     at_grid_edge: bool | None = None
     grid: str | None = None
     extra_delta: float | None = None
     approx_delta: float | None = None
     pure_epsilon: Unbounded = None
+    gdp_mu_squared: Unbounded = Field(
+        None,
+        description="The sum of μ² over the fit's Gaussian-DP releases (null stands for +∞: the fit is not made of "
+        "Gaussian releases only; absent from fits admitted before the Gaussian-DP certificate existed).",
+    )
     rdp: list[float | None] | None = Field(
         None,
         description="Only with ?include=rdp: ε(α) at each order α of the grid named by `grid` (null = +∞ at that "
@@ -204,7 +217,7 @@ class FilterDryRunOut(BaseModel):
         "allocation refuses."
     )
     delta_used_after: Unbounded
-    certificate_after: str | None
+    certificate_after: str | None = Field(description=CERTIFICATE_HELP)
     measure: str
     epsilon_max: float
     allocation: AllocationDryRunOut | None = Field(
@@ -390,7 +403,8 @@ def cost_json(cost: PrivacyCost, budget: Budget, formula_version: str) -> dict[s
         "filter_epsilon": share.epsilon, "filter_share": share.share, "filter_certificate": share.certificate,
         "at_grid_edge": converted.at_grid_edge, "grid": budget.grid_name, "extra_delta": cost.extra_delta,
         "approx_delta": cost.approx_delta, "pure_epsilon": pure_epsilon_to_json(cost.pure_epsilon),
-        "rdp": curve_to_json(cost.rdp), "formula_version": formula_version,
+        "gdp_mu_squared": unbounded_to_json(cost.gdp_mu_squared), "rdp": curve_to_json(cost.rdp),
+        "formula_version": formula_version,
     })  # fmt: skip
 
 

@@ -24,11 +24,16 @@ steps are an ADAPTIVE composition, whose RDP curves add (Mironov 2017, Prop. 1):
 
     ε_RDP(α) = T · α (2C)² / (2σ²) = T α / (2 z²),      z = σ / (2C)  (the "noise multiplier").        (3)
 
-:meth:`DPGradientDescent.cost` returns exactly ``PrivacyCost(T · gaussian_rdp(grid, sigma=σ, sensitivity=2C))``
-(a function of the public settings only, computed before any row is read); the ledger converts it to (ε, δ).
-Calibration to a target ε at δ is :func:`privfit.privacy.gaussian_sigma` with ``sensitivity=2C, count=T``:
-the smallest σ (to 1e-6 relative, rounded up) whose curve (3) converts to ε ≤ target. Under add/remove the
-sensitivity would be C; privfit's relation is replace-one, hence 2C (the audit test detects a C-calibrated σ).
+The same T steps are (√T/z)-GDP, adaptively too (Dong, Roth & Su 2022, Cor. 3.3): their exact (ε, δ) curve is that
+of one Gaussian with μ = √T/z. :meth:`DPGradientDescent.cost` returns exactly ``PrivacyCost.gaussian(grid,
+sigma=σ, sensitivity=2C, count=T, coordinates=k·d')``: the curve (3) and Σ μ² = T/z² (a function of the public
+settings only, computed before any row is read; :mod:`privfit.privacy.gaussian_dp`); the ledger converts it to
+(ε, δ) and its filter admits it by its RDP orders or its Gaussian-DP certificate. Calibration to a target ε at δ is
+:func:`privfit.privacy.gdp_gaussian_sigma` with ``sensitivity=2C, count=T``: σ = 2C√T/μ(ε, δ) on the exact curve,
+the σ a PLD accountant certifies (it was :func:`privfit.privacy.gaussian_sigma`, the RDP conversion of (3), before
+issue 40; the public noise level ρ below still uses that reference, so the schedules are unchanged). Under
+add/remove the sensitivity would be C; privfit's relation is replace-one, hence 2C (the audit test detects a
+C-calibrated σ).
 
 **Clipping norm.** The default C is the loss's public Lipschitz constant G on the ball, derived from the
 declared bounds (``GLMLoss.lipschitz``: G = B̃ for logistic/svm, δ·B̃ for Huber, (R·B̃ + B_y)·B̃ for the
@@ -246,7 +251,7 @@ from typing import ClassVar, Literal
 import numpy as np
 from pydantic import Field
 
-from privfit.privacy import OrderGrid, PrivacyCost, PrivacyParameterError, gaussian_rdp, gaussian_sigma
+from privfit.privacy import OrderGrid, PrivacyCost, PrivacyParameterError, gaussian_sigma, gdp_gaussian_sigma
 from privfit.privacy.noise import gaussian_stream
 from privfit.solvers.base import (
     MAX_SCALE,
@@ -740,12 +745,21 @@ class DPGradientDescent(Solver[DPGDParams, DPGDResolved]):
         constants = clipped_gradient_constants(p, meta)
         sensitivity = 2.0 * constants.clip_norm
 
+        coordinates = theta_dimension(meta.d, p.fit_intercept, meta.classes)
+
         def noise(steps: int) -> float:
+            """σ of ``steps`` steps: explicit, or calibrated on the exact Gaussian curve (GDP: the σ a PLD
+            accountant certifies; :func:`~privfit.privacy.gdp_gaussian_sigma`)."""
             if privacy.target is None:
                 return privacy.explicit() * sensitivity
-            return gaussian_sigma(*privacy.target, sensitivity=sensitivity, count=steps, grid=privacy.grid).noise
+            return gdp_gaussian_sigma(
+                *privacy.target, sensitivity=sensitivity, count=steps, coordinates=coordinates, grid=privacy.grid
+            ).noise
 
-        level = public_noise_level(noise(REFERENCE_STEPS), meta, p.fit_intercept)
+        # the schedule's noise level keeps the RDP-calibrated reference its thresholds were chosen with
+        level = reference_noise_level(privacy.target, sensitivity, meta, p.fit_intercept, privacy.grid)
+        if level is None:
+            level = public_noise_level(noise(REFERENCE_STEPS), meta, p.fit_intercept)
         if meta.classes is not None:
             steps, momentum, factor = multiclass_schedule(level)
             output = "last"
@@ -778,8 +792,12 @@ class DPGradientDescent(Solver[DPGDParams, DPGDResolved]):
         )
 
     def _cost(self, r: DPGDResolved, meta: PublicMetadata, grid: OrderGrid) -> PrivacyCost:
-        """Eq. (3): ``PrivacyCost(T · gaussian_rdp(grid, sigma=σ, sensitivity=2C), grid)``; reads no row."""
-        return PrivacyCost(r.steps * gaussian_rdp(grid, sigma=r.sigma, sensitivity=r.sensitivity), grid)
+        """Eq. (3): T Gaussian releases of sensitivity 2C and noise σ, ``PrivacyCost.gaussian`` (the curve
+        T · αΔ²/(2σ²) and the GDP Σ μ² = T(2C/σ)², for the filter's GDP certificate); reads no row."""
+        coordinates = theta_dimension(r.d, r.fit_intercept, r.classes)
+        return PrivacyCost.gaussian(
+            grid, sigma=r.sigma, sensitivity=r.sensitivity, count=r.steps, coordinates=coordinates
+        )
 
     def _progress_steps(self, r: DPGDResolved) -> int:
         return r.steps

@@ -38,8 +38,9 @@ E = ``epochs``.
   replace-one sensitivity 2C. Calibration: :func:`~privfit.privacy.without_replacement_noise_multiplier`.
 * ``shuffle``: each epoch draws a fresh secret permutation and cuts it into S consecutive batches of m rows (the
   epoch's last batch has n − (S−1)m rows when m does not divide n; the divisor is still m). NO amplification is
-  claimed. Cost: E · :func:`~privfit.privacy.gaussian_rdp` (σ, sensitivity 2C). Calibration:
-  :func:`~privfit.privacy.gaussian_sigma` with ``sensitivity=2C, count=E``.
+  claimed. Cost: E · :func:`~privfit.privacy.gaussian_rdp` (σ, sensitivity 2C), and the GDP Σ μ² = E(2C/σ)²
+  (:func:`batch_noise_cost`). Calibration: on the exact Gaussian curve,
+  :func:`~privfit.privacy.gdp_gaussian_sigma` with ``sensitivity=2C, count=E``.
 
 **Privacy** (replace-one neighbours with n public, DESIGN §1.1). Let D, D' differ in row i. For any fixed θ_t
 and batch B, the clipped sums in (2) differ in at most one term of norm ≤ C on each side, so by at most 2C
@@ -74,8 +75,9 @@ taken in a fixed order) and records why the shuffled form is out of an audit's r
 conservative replace-one Poisson claim.
 
 :meth:`DPSGD.cost` returns exactly ``PrivacyCost(curve, grid)`` with the curve of the resolved sampling mode
-(a function of the public settings only, computed before any row is read); the ledger converts it to (ε, δ).
-Calibration returns the smallest noise (to 1e-6 relative, rounded up) whose curve converts to ε ≤ target.
+(``shuffle``: also its GDP Σ μ², :func:`batch_noise_cost`; a function of the public settings only, computed before
+any row is read); the ledger converts it to (ε, δ). Calibration returns the smallest noise (to 1e-6 relative,
+rounded up) whose cost converts to ε ≤ target (``shuffle``: on the exact Gaussian curve).
 
 **Clipping norm and projection.** The default C is the loss's public Lipschitz constant G on the ball (as in
 :mod:`privfit.solvers.baselines.dp_gd`: B̃ for logistic/svm, δ·B̃ Huber, (R·B̃ + B_y)·B̃ squared loss, B̃ = sqrt(B_x² + 1)
@@ -195,8 +197,7 @@ from privfit.privacy import (
     DEFAULT_GRID,
     OrderGrid,
     PrivacyCost,
-    gaussian_rdp,
-    gaussian_sigma,
+    gdp_gaussian_sigma,
     poisson_noise_multiplier,
     poisson_subsampled_gaussian_rdp_replace_one,
     sampled_without_replacement_gaussian_rdp,
@@ -228,6 +229,7 @@ from privfit.solvers.baselines.dp_gd import (
     noise_dimension,
     parameter_dimension,
     reference_noise_level,
+    theta_dimension,
 )
 from privfit.solvers.geometry import clip_rows, row_norms
 from privfit.solvers.losses import GLMLoss, MultinomialLogisticLoss
@@ -479,10 +481,11 @@ def calibrate_batch_noise(
     steps: int,
     epochs: int,
     clip_norm: float,
+    coordinates: int,
     grid: OrderGrid = DEFAULT_GRID,
 ) -> float:
-    """The smallest σ (noise standard deviation on each clipped batch sum) whose cost under ``sampling`` converts
-    to ε ≤ target at δ (module docstring): ``poisson`` σ = z·C with z from
+    """The smallest σ (noise standard deviation on each clipped batch sum, of ``coordinates`` coordinates) whose
+    cost under ``sampling`` converts to ε ≤ target at δ (module docstring): ``poisson`` σ = z·C with z from
     :func:`~privfit.privacy.poisson_noise_multiplier`; ``fixed_size`` σ = z·2C with z from
     :func:`~privfit.privacy.without_replacement_noise_multiplier`; ``shuffle`` the Gaussian σ for sensitivity 2C
     composed ``epochs`` times."""
@@ -492,7 +495,10 @@ def calibrate_batch_noise(
     if sampling == "fixed_size":
         z = without_replacement_noise_multiplier(target_epsilon, delta, q=rate, steps=steps, grid=grid).noise
         return z * 2.0 * clip_norm
-    return gaussian_sigma(target_epsilon, delta, sensitivity=2.0 * clip_norm, count=epochs, grid=grid).noise
+    per_epoch = -(-steps // epochs) * coordinates
+    return gdp_gaussian_sigma(
+        target_epsilon, delta, sensitivity=2.0 * clip_norm, count=epochs, coordinates=per_epoch, grid=grid
+    ).noise
 
 
 def batch_noise_cost(
@@ -503,18 +509,26 @@ def batch_noise_cost(
     epochs: int,
     sigma: float,
     clip_norm: float,
+    coordinates: int,
     grid: OrderGrid = DEFAULT_GRID,
 ) -> PrivacyCost:
     """The RDP cost of T noisy sums of per-example vectors clipped to C, batches drawn by ``sampling`` (module
     docstring; replace-one): ``poisson`` T · ε_replace-one(α; q, σ/C); ``fixed_size`` T · ε_WBK(α; q, σ/(2C));
-    ``shuffle`` E · α(2C)²/(2σ²). Shared by every solver that adds Gaussian noise to clipped batch sums."""
+    ``shuffle`` E · α(2C)²/(2σ²). Shared by every solver that adds Gaussian noise to clipped batch sums.
+
+    ``shuffle`` is also (√E · 2C/σ)-GDP: given the (data-independent) partition, a row enters one batch sum per
+    epoch, so each epoch is one Gaussian release of sensitivity 2C for it, and a mixture over partitions of
+    μ-GDP pairs is μ-GDP (the hockey-stick divergence is jointly convex). Its cost carries that Σ μ²
+    (:meth:`PrivacyCost.gaussian`, ``coordinates`` = the noise coordinates drawn per step); the subsampled modes
+    have no GDP bound of this form (+∞)."""
     if sampling == "poisson":
         curve = poisson_subsampled_gaussian_rdp_replace_one(grid, q=rate, noise_multiplier=sigma / clip_norm)
         return PrivacyCost(steps * curve, grid)
     if sampling == "fixed_size":
         curve = sampled_without_replacement_gaussian_rdp(grid, q=rate, noise_multiplier=sigma / (2.0 * clip_norm))
         return PrivacyCost(steps * curve, grid)
-    return PrivacyCost(epochs * gaussian_rdp(grid, sigma=sigma, sensitivity=2.0 * clip_norm), grid)
+    per_epoch = -(-steps // epochs) * coordinates
+    return PrivacyCost.gaussian(grid, sigma=sigma, sensitivity=2.0 * clip_norm, count=epochs, coordinates=per_epoch)
 
 
 def member_gradient_sums(
@@ -699,8 +713,9 @@ class DPSGD(Solver[DPSGDParams, DPSGDResolved]):
             constants = dataclasses.replace(constants, step_size=schedule.step_factor * constants.step_size)
         if privacy.target is not None:
             sigma = calibrate_batch_noise(
-                p.sampling, *privacy.target, rate=rate, steps=steps, epochs=epochs, clip_norm=clip, grid=privacy.grid
-            )
+                p.sampling, *privacy.target, rate=rate, steps=steps, epochs=epochs, clip_norm=clip,
+                coordinates=theta_dimension(meta.d, p.fit_intercept, meta.classes), grid=privacy.grid,
+            )  # fmt: skip
         else:
             sigma = privacy.explicit() * clip
         return DPSGDResolved(
@@ -732,7 +747,7 @@ class DPSGD(Solver[DPSGDParams, DPSGDResolved]):
         """
         return batch_noise_cost(
             r.sampling, rate=r.sampling_rate, steps=r.steps, epochs=r.epochs, sigma=r.sigma, clip_norm=r.clip_norm,
-            grid=grid,
+            coordinates=theta_dimension(r.d, r.fit_intercept, r.classes), grid=grid,
         )  # fmt: skip
 
     def _progress_steps(self, r: DPSGDResolved) -> int:

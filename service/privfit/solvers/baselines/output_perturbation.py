@@ -23,11 +23,13 @@ approximation, so by the triangle inequality θ̂ itself, a deterministic functi
 
     Δ = 2G/(nλ) + 2γ/λ.                                                                                  (4)
 
-The Gaussian release is the Gaussian mechanism of L2 sensitivity Δ: (α, αΔ²/(2σ²))-RDP (Mironov 2017);
-the L2-Laplace release is ε-DP with ε = Δ/s (see :mod:`privfit.solvers.baselines.perturbation`), whose tight RDP
-curve is :func:`~privfit.privacy.pure_dp_rdp`. :meth:`OutputPerturbation.cost` returns exactly that curve.
-Calibration: σ = :func:`~privfit.privacy.gaussian_sigma` with sensitivity Δ; the pure ε is the largest one
-whose curve converts to ≤ the target at δ. An explicit ``noise_multiplier`` z gives σ = zΔ (gaussian) or
+The Gaussian release is the Gaussian mechanism of L2 sensitivity Δ: (α, αΔ²/(2σ²))-RDP (Mironov 2017) and
+exactly (Δ/σ)-GDP (Dong, Roth & Su 2022); the L2-Laplace release is ε-DP with ε = Δ/s (see
+:mod:`privfit.solvers.baselines.perturbation`), whose tight RDP curve is :func:`~privfit.privacy.pure_dp_rdp`.
+:meth:`OutputPerturbation.cost` returns exactly that curve (and, Gaussian, the GDP μ² = (Δ/σ)²).
+Calibration: σ = :func:`~privfit.privacy.gdp_gaussian_sigma` with sensitivity Δ (the exact Gaussian curve, the σ
+of a PLD accountant; :func:`~privfit.privacy.gaussian_sigma`'s RDP conversion before issue 40); the pure ε is the
+largest one whose curve converts to ≤ the target at δ. An explicit ``noise_multiplier`` z gives σ = zΔ (gaussian) or
 s = zΔ, ε = 1/z (laplace).
 
 **The noise sampler** (:mod:`privfit.privacy.noise`, whose module docstring proves what follows). The resolution
@@ -65,7 +67,7 @@ from typing import ClassVar, Literal
 import numpy as np
 from pydantic import Field
 
-from privfit.privacy import OrderGrid, PrivacyCost, gaussian_rdp, gaussian_sigma, pure_epsilon_for_target
+from privfit.privacy import OrderGrid, PrivacyCost, gdp_gaussian_sigma, pure_epsilon_for_target
 from privfit.privacy.noise import (
     SamplerName,
     current_sampler,
@@ -231,7 +233,10 @@ class OutputPerturbation(Solver[OutputPerturbationParams, OutputPerturbationReso
         if privacy.target is None:
             multiplier = privacy.explicit()
         elif p.noise == "gaussian":
-            multiplier = gaussian_sigma(*privacy.target, sensitivity=1.0, grid=privacy.grid).noise
+            # calibrated on the exact Gaussian curve (GDP; :func:`~privfit.privacy.gdp_gaussian_sigma`)
+            multiplier = gdp_gaussian_sigma(
+                *privacy.target, sensitivity=1.0, coordinates=dimension, grid=privacy.grid
+            ).noise
         else:
             multiplier = 1.0 / pure_epsilon_for_target(*privacy.target, privacy.grid)
         # Expected noise norm per unit sensitivity: z·sqrt(d) (gaussian), z·d (Gamma(d) radius; laplace, float) or
@@ -274,11 +279,13 @@ class OutputPerturbation(Solver[OutputPerturbationParams, OutputPerturbationReso
         )
 
     def _cost(self, r: OutputPerturbationResolved, meta: PublicMetadata, grid: OrderGrid) -> PrivacyCost:
-        """Gaussian: ``gaussian_rdp(σ, Δ)`` (both samplers: :mod:`privfit.privacy.noise`); laplace: ``pure_dp_rdp(Δ/s)``
+        """Gaussian: ``PrivacyCost.gaussian(σ, Δ)``, the curve ``gaussian_rdp(σ, Δ)`` and GDP μ = Δ/σ (both samplers:
+        :mod:`privfit.privacy.noise`); laplace: ``pure_dp_rdp(Δ/s)``
         (eq. (4)), or with the exact sampler the pure-DP curve of the discrete Laplace, ε = √d·Δ/b
         (:func:`~privfit.privacy.noise.laplace_cost`); reads no row."""
         if r.noise == "gaussian":
-            return PrivacyCost(gaussian_rdp(grid, sigma=r.noise_scale, sensitivity=r.sensitivity), grid)
+            coordinates = r.d + int(r.fit_intercept)
+            return PrivacyCost.gaussian(grid, sigma=r.noise_scale, sensitivity=r.sensitivity, coordinates=coordinates)
         if r.sampler == "exact":
             return laplace_cost(grid, scale=r.noise_scale, sensitivity=r.laplace_l1_sensitivity(), sampler="exact")
         return PrivacyCost.pure_dp(r.sensitivity / r.noise_scale, grid)

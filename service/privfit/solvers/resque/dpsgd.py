@@ -352,7 +352,7 @@ class ReSQueDPSGD(Solver[ReSQueDPSGDParams, ReSQueDPSGDResolved]):
             target_epsilon, delta = privacy.target
             sigma = calibrate_batch_noise(
                 p.sampling, target_epsilon, delta, rate=rate, steps=steps, epochs=epochs, clip_norm=clip,
-                grid=privacy.grid,
+                coordinates=dimension, grid=privacy.grid,
             )  # fmt: skip
             private_rate = math.sqrt(dimension * math.log(1.0 / delta)) / (meta.n * target_epsilon)
         else:
@@ -390,7 +390,7 @@ class ReSQueDPSGD(Solver[ReSQueDPSGDParams, ReSQueDPSGDResolved]):
         """:func:`~privfit.solvers.baselines.dp_sgd.batch_noise_cost` of the resolved sampling mode; reads no row."""
         return batch_noise_cost(
             r.sampling, rate=r.sampling_rate, steps=r.steps, epochs=r.epochs, sigma=r.sigma, clip_norm=r.clip_norm,
-            grid=grid,
+            coordinates=r.d + int(r.fit_intercept), grid=grid,
         )  # fmt: skip
 
     def _progress_steps(self, r: ReSQueDPSGDResolved) -> int:

@@ -35,6 +35,13 @@ for every α, computed from public settings only before any row is read (:meth:`
 argmax and the release of θ_{c*} are post-processing. This is parallel composition over a secret random split:
 the scores cost nothing on top of the fits as long as their curve stays below the fits'.
 
+The same argument gives a Gaussian-DP bound when every candidate has one (``gdp_mu_squared``,
+:mod:`privfit.privacy.gaussian_dp`): conditionally on π the output is √(Σ_c μ_c²)-GDP in case (a) and √(m/z_s²)-GDP
+in case (b) (adaptive GDP composition; Dong, Roth & Su 2022, Cor. 3.3), and a mixture of μ-GDP pairs with common
+weights is μ-GDP (the hockey-stick divergence is jointly convex, and μ-GDP is δ(ε) ≤ δ_μ(ε) for every ε). So the
+selection carries Σ μ² = max(Σ_c μ_c², m/z_s²), plus the lattice charge κ of its m score coordinates (the
+candidates' are in their μ_c²).
+
 **Calibration.** One share t ∈ (0, 1] for all: each candidate is calibrated to t·ε at δ (its own rule, for
 n_tr), and z_s so that m-fold Gaussian composition converts to t·ε. t is the largest value on a bisection (12
 halvings of [t_lo, 1]) for which (1) converts to ≤ ε at δ; every accepted t is checked, so the result never
@@ -90,6 +97,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from ...privacy import OrderGrid, PrivacyCost, gaussian_sigma
+from ...privacy.gaussian_dp import COORDINATE_CHARGE, gaussian_mu_squared
 from ...privacy.mechanisms import gaussian_rdp
 from ...privacy.noise import SamplerName, current_sampler, gaussian_release
 from ..base import (
@@ -224,14 +232,19 @@ def residual_cap(label_bound: float) -> float:
 
 
 def selection_curve(candidate_costs: list[PrivacyCost], score_multiplier: float, grid: OrderGrid) -> PrivacyCost:
-    """Equation (1): the pointwise maximum of the candidates' composed curve and the m scores' Gaussian curve.
+    """Equation (1): the pointwise maximum of the candidates' composed curve and the m scores' Gaussian curve, and
+    the GDP Σ μ² of the module docstring (+∞ when some candidate has none).
 
     The candidates must have RDP curves only (no δ parts and no pure-ε bound is claimed for the selection)."""
     if any(cost.extra_delta or cost.approx_delta for cost in candidate_costs):
         raise SolverParameterError("solver", "auto's candidates must be RDP mechanisms without δ parts")
     fits = np.sum([cost.rdp for cost in candidate_costs], axis=0)
     scores = len(candidate_costs) * gaussian_rdp(grid.orders, sigma=score_multiplier)
-    return PrivacyCost(np.maximum(fits, scores), grid)
+    fits_mu_squared = math.fsum(cost.gdp_mu_squared for cost in candidate_costs)
+    count = len(candidate_costs)
+    scores_mu_squared = gaussian_mu_squared(sigma=score_multiplier, sensitivity=1.0, count=count, coordinates=1)
+    mu_squared = max(fits_mu_squared, scores_mu_squared) + count * COORDINATE_CHARGE
+    return PrivacyCost(np.maximum(fits, scores), grid, gdp_mu_squared=mu_squared)
 
 
 class AutoParams(SolverParams):

@@ -72,6 +72,9 @@ function progressBar(progress, testid = "fit-progress") {
 /** The class of a noise outlook's badge, by level (the colours of the fit statuses). */
 const OUTLOOK_CLASSES = { low: "status-succeeded", moderate: "status-cancelled", high: "status-failed" };
 
+/** The committed ε's hint by the filter's certificate that measures it (an RDP order's names the order). */
+const CERTIFICATE_HINTS = { pure: "by the pure-ε certificate", gaussian: "by the Gaussian-DP certificate" };
+
 /**
  * A fit's noise outlook (public, computed before any row is read): a badge with its level and the ratio of the
  * expected noise norm to the parameters' radius, and its warning when the fit is expected to be no better than a
@@ -479,8 +482,8 @@ async function renderDataset(datasetId) {
    * @param {{view: string, entries: object[]}} ledger
    */
   function drawBudget(budget, { view, entries }) {
-    const certificate = budget.committed_certificate === "pure" ? "by the pure-ε certificate"
-      : `by the RDP certificate at α = ${fmtOrder(budget.committed_certifying_order ?? budget.filter.orders[0])}`;
+    const certificate = CERTIFICATE_HINTS[budget.committed_certificate]
+      ?? `by the RDP certificate at α = ${fmtOrder(budget.committed_certifying_order ?? budget.filter.orders[0])}`;
     const committedHint = budget.committed_epsilon > 0 ? certificate : "filter share of ε max";
     replace(budgetSlot,
       el("div", { class: "stats" },
