@@ -14,6 +14,7 @@ The owner's flows (upload, grants, keys) and the narrow layout are in ``test_das
 from __future__ import annotations
 
 import json
+import math
 import re
 import time
 from collections.abc import Iterator
@@ -161,7 +162,9 @@ def test_login_budget_estimate_run_fit_and_result(live: Live, driver: WebDriver)
     result = visible(driver, "estimate-result")
     wait(driver, lambda _: result.find_elements(*by_testid("estimate-facts")), "no estimate shown")
     assert_number(visible(result, "estimate-cost-epsilon"), estimate["cost"]["epsilon"])
-    assert data_value(visible(result, "estimate-optimal-order")) == estimate["cost"]["optimal_order"]
+    order = estimate["cost"]["optimal_order"]  # null: the exact Gaussian curve (data-value "inf")
+    assert data_value(visible(result, "estimate-optimal-order")) == (math.inf if order is None else order)
+    assert order is not None or visible(result, "estimate-optimal-order").text == "the exact Gaussian curve"
     assert_number(visible(result, "estimate-committed-before"), estimate["committed_epsilon_before"])
     assert_number(visible(result, "estimate-committed-after"), estimate["committed_epsilon_after"])
     assert_number(visible(result, "estimate-remaining-after"), estimate["remaining_epsilon_after"])
@@ -223,7 +226,8 @@ def test_login_budget_estimate_run_fit_and_result(live: Live, driver: WebDriver)
     assert visible(driver, "fit-status").text == "succeeded"
     assert visible(driver, "fit-solver").text == "dp_gd" and visible(driver, "fit-model").text == "logistic"
     assert_number(visible(driver, "fit-cost-epsilon"), fit["cost"]["epsilon"])
-    assert data_value(visible(driver, "fit-cost-order")) == fit["cost"]["optimal_order"]
+    order = fit["cost"]["optimal_order"]
+    assert data_value(visible(driver, "fit-cost-order")) == (math.inf if order is None else order)
     assert data_value(visible(driver, "fit-cost-delta")) == fit["cost"]["delta"]
     assert fit["outlook"] == estimate["outlook"]  # the same public prediction before and after the fit ran
     assert visible(driver, "fit-outlook-level").get_attribute("data-value") == "high"

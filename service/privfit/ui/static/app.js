@@ -30,6 +30,16 @@ let afterLogin = "#/datasets";
 // ---------------------------------------------------------------------------------------------------------
 // banner, session header, small widgets
 
+/**
+ * The conversion behind a fit's own ε: its optimal RDP order, or (null) the exact Gaussian curve of its Gaussian-DP
+ * bound (docs/privacy.md).
+ * @param {number|null} order
+ * @returns {string}
+ */
+function fmtConversion(order) {
+  return order === null ? "the exact Gaussian curve" : fmtOrder(order);
+}
+
 /** Show or hide the session box and navigation according to the stored session. */
 function renderSessionHeader() {
   const session = getSession();
@@ -912,8 +922,9 @@ function showEstimate(target, estimate, useLargest = () => null) {
   target.dataset.state = "ok";
   target.className = `estimate-result ${estimate.admissible ? "admissible" : "inadmissible"}`;
   replace(target, facts([
-    ["This fit's ε", [num(cost.epsilon, "estimate-cost-epsilon"), el("span", { class: "muted" }, " at optimal α = ",
-      num(cost.optimal_order, "estimate-optimal-order", fmtOrder))]],
+    ["This fit's ε", [num(cost.epsilon, "estimate-cost-epsilon"), el("span", { class: "muted" },
+      cost.optimal_order === null ? " on " : " at optimal α = ",
+      num(cost.optimal_order, "estimate-optimal-order", fmtConversion))]],
     ["δ", num(cost.delta, "estimate-delta", fmtDelta)],
     ["Committed ε (filter)", [num(estimate.committed_epsilon_before, "estimate-committed-before"), " → ",
       num(estimate.committed_epsilon_after, "estimate-committed-after"),
@@ -1001,7 +1012,7 @@ async function renderFit(fitId) {
         stat("Model", el("span", { "data-testid": "fit-model", text: fit.model })),
         stat("Privacy cost ε", num(cost.epsilon, "fit-cost-epsilon")),
         stat("δ", num(cost.delta, "fit-cost-delta", fmtDelta)),
-        stat("Optimal order α", num(cost.optimal_order, "fit-cost-order", fmtOrder),
+        stat("Optimal order α", num(cost.optimal_order, "fit-cost-order", fmtConversion),
           cost.at_grid_edge ? "at the edge of the order grid" : ""),
         stat("Dataset", el("a", { href: datasetHref, text: dataset ? dataset.name : shortId(fit.dataset_id) })),
         stat("Noise outlook", outlookView(fit.outlook, "fit-outlook"))),
