@@ -304,10 +304,15 @@ def test_analyst_estimate_errors_over_budget_refusal_and_cancel(live: Live, driv
     assert fit["status"] == "cancelled" and "result" not in fit
     assert visible(driver, "fit-error-detail").text == fit["error"]["detail"]
     assert not driver.find_elements(*by_testid("fit-cancel"))
-    # the page followed the fit's event stream (issue 38), not a poll of the fit every second
-    fetched = driver.execute_script("return performance.getEntriesByType('resource').map((entry) => entry.name)")
-    assert any(f"/v1/fits/{fit_id}/events" in name for name in fetched), fetched
-    assert sum(name.endswith(f"/v1/fits/{fit_id}?include=metadata") for name in fetched) == 1, fetched
+
+    # the page followed the fit's event stream (issue 38), not a poll of the fit every second. A stream's resource
+    # entry is recorded when its response ends, which can come a moment after the page shows the cancellation (the
+    # cancel request's own answer may update the page first): wait for it
+    def fetched() -> list[str]:
+        return driver.execute_script("return performance.getEntriesByType('resource').map((entry) => entry.name)")
+
+    wait(driver, lambda _: any(f"/v1/fits/{fit_id}/events" in name for name in fetched()), "no event stream fetched")
+    assert sum(name.endswith(f"/v1/fits/{fit_id}?include=metadata") for name in fetched()) == 1, fetched()
     screenshot(driver, "11-fit-cancelled.png")
     assert_no_console_errors(driver)
 
