@@ -29,7 +29,7 @@ import opendp.prelude as dp
 import pytest
 from scipy import stats
 
-from privfit.privacy import exact_sampling
+from privfit.privacy import exact_comparison, exact_sampling
 from privfit.privacy.exact_sampling import (
     MAX_GAUSSIAN_VARIANCE,
     MAX_LAPLACE_SCALE,
@@ -255,17 +255,58 @@ def exp_minus_one_word(success: bool) -> int:
 
 
 def test_discrete_gaussian_refuses_a_proposal_whose_square_would_overflow():
-    """A discrete Laplace proposal |Y| > 2^31 (probability below e^{−1024}) would make q² wrap around in int64 and
-    silently change the acceptance probability: the sampler must raise instead. At S = 2^42 − 1 (t = 2^21) the
-    words U = 0, 1,100 Bernoulli(e^{−1}) successes and a failure propose Y = 1,100·2^21 > 2^31."""
-    t = 2**21
-    words = [accepted_word(t, 0)] + [exp_minus_one_word(True)] * 1_100 + [exp_minus_one_word(False)]
-    words.append(accepted_word(2, 0))  # the sign
+    """A discrete Laplace proposal |Y| > 2^31 (probability below e^{−1024}) would make |Y|·t leave the range where
+    the acceptance's float and integer arithmetic is exact: the sampler must raise instead. At S = 2^42 − 1
+    (t = 2^21) a first word of 0 (the proposal's uniform: its top 63 bits all zero, so the exact slow path counts
+    the geometric), the acceptance's word, then 23 more zero words make V = 2^{−1536}, so G = ⌊−t·ln V⌋ > 1,064·2^21
+    > 2^31."""
+    words = [0] * 25 + [2**63]
     with pytest.raises(OverflowError):
         discrete_gaussian(CraftedWords(words), MAX_GAUSSIAN_VARIANCE, 3)
-    # one success fewer than 2^31/t: the same words then give a proposal in range, accepted or not
-    words[1:1_025] = []
+    # one zero word fewer: V = 2^{−1472}, G = ⌊2^21·1472·ln 2⌋ < 2^31, a proposal in range, accepted or not
+    words = [0] * 24 + [2**63]
     assert discrete_gaussian(CraftedWords(words), MAX_GAUSSIAN_VARIANCE, 3).shape == (3,)
+
+
+@pytest.mark.parametrize("variance", [1, 3, 50, 2**20 + 7, 2**40, MAX_GAUSSIAN_VARIANCE])
+def test_discrete_gaussian_is_the_same_function_of_the_words_at_any_margin(monkeypatch, variance):
+    """The float fast path decides a comparison only where its error bound proves the answer, and the slow path
+    settles the rest exactly on the same uniform: so the draws are one function of the word stream whatever the
+    margin ρ. Draw for draw, the production margin gives the draws of ρ = 2^{−4} and ρ = 1/2, at which most
+    comparisons go to the slow path (counted here); a slow path that decided one comparison wrongly would differ."""
+    size = 600
+    settled = []
+    original = exact_sampling._SlowPath.settle
+
+    def counting(self, words):  # type: ignore[no-untyped-def]
+        settled.append(self.request[0])
+        return original(self, words)
+
+    reference = discrete_gaussian(np.random.default_rng(variance), variance, size)
+    monkeypatch.setattr(exact_sampling._SlowPath, "settle", counting)
+    for margin in (2.0**-4, 0.5):
+        settled.clear()
+        draws = exact_sampling._discrete_gaussian(np.random.default_rng(variance), variance, size, margin)
+        assert np.array_equal(draws, reference)
+        assert settled.count(exact_sampling._SLOW_ACCEPT) > size // 20
+        assert variance == 1 or settled.count(exact_sampling._SLOW_GEOMETRIC) > size // 10
+
+
+def test_a_wrong_slow_path_is_detected_by_the_margin_comparison(monkeypatch):
+    """The check above has power: a slow path that flips its acceptance decisions changes the draws."""
+    reference = discrete_gaussian(np.random.default_rng(5), 50, 300)
+
+    def flipped(words, position, top, num, den):  # type: ignore[no-untyped-def]
+        decision, following = exact_comparison.below_exp_neg(words, position, top, num, den)
+        return 1 - decision, following
+
+    monkeypatch.setattr(exact_sampling, "below_exp_neg", flipped)
+    assert not np.array_equal(exact_sampling._discrete_gaussian(np.random.default_rng(5), 50, 300, 0.5), reference)
+
+
+def test_discrete_gaussian_refuses_a_margin_below_its_proven_one():
+    with pytest.raises(ValueError, match="margin"):
+        exact_sampling._discrete_gaussian(np.random.default_rng(0), 5, 10, exact_sampling.GAUSSIAN_MARGIN / 2)
 
 
 def test_discrete_laplace_refuses_a_run_that_would_overflow():
@@ -315,17 +356,17 @@ def test_uniform_integers_match_the_exact_rule_on_large_moduli():
 
 @pytest.mark.parametrize(
     ("num", "den"),
-    [(1, 2), (7, 7), (3, 1_000), (2**39, 2**40), (5, 2), (2**62, 3 * 2**59), (0, 9)],
-    ids=["1/2", "1", "3/1000", "1/2 generic", "5/2", "8/3 generic", "0"],
+    [(1, 2), (7, 7), (3, 1_000), (2**39, 2**40), (2**62 - 5, 2**62), (0, 9)],
+    ids=["1/2", "1", "3/1000", "1/2 generic", "near 1 generic", "0"],
 )
 def test_bernoulli_exp_has_probability_exp_minus_gamma(num, den):
-    """CKS Alg. 1 in the kernel (exact_sampling._bernoulli_exp: the one-word path for 6·den³ < 2^63, the series
-    otherwise, and ⌊γ⌋ Bernoulli(e^{−1}) trials): 100,000 draws, binomial test against e^{−num/den}, p > 1e-6."""
+    """CKS Alg. 1 in the discrete Laplace's kernel (exact_sampling._bernoulli_exp_fraction, γ ≤ 1: the one-word
+    path for 6·den³ < 2^63, the series otherwise): 100,000 draws, binomial test against e^{−num/den}, p > 1e-6."""
     count = 100_000
     words = np.random.default_rng(num % 97 + den % 89).bit_generator.random_raw(40 * count)
     position, successes = 0, 0
     for _ in range(count):
-        success, position = exact_sampling._bernoulli_exp(words, position, num, den)
+        success, position = exact_sampling._bernoulli_exp_fraction(words, position, num, den)
         successes += bool(success)
     assert position <= words.size
     probability = math.exp(-num / den)

@@ -2,8 +2,10 @@
 
 These are Algorithms 1–3 of Canonne, Kamath & Steinke, "The Discrete Gaussian for Differential Privacy",
 NeurIPS 2020 (CKS) — the algorithms OpenDP implements — run draw by draw in a compiled kernel (``nogil``: a
-background thread drawing noise runs beside the solver's own kernel). Every decision is integer arithmetic on
-exactly uniform integers: no floating-point number is computed, so the output distribution is exactly the target,
+background thread drawing noise runs beside the solver's own kernel). The discrete Laplace decides everything in
+integer arithmetic on exactly uniform integers. The discrete Gaussian decides each comparison "V < e^{−γ}" of a
+uniform V in floating point only where a proven error bound settles it, and settles the rest (about 2^{−40} of
+them) exactly on the same V (:mod:`.exact_comparison`). Either way the output distribution is exactly the target,
 whatever the rounding of any float.
 
 **Uniform integers.** The caller's numpy ``Generator`` supplies raw 64-bit words, i.i.d. uniform on [0, 2^64):
@@ -32,19 +34,40 @@ words, and the accepted word is uniform over those Q·m words. The product is on
   N = 18: the draws A_k ~ Bernoulli(1/k) all succeed up to k with probability 1/k!, so "K > k" is the event
   U < N!/k! (an integer; exact for k ≤ N), and U = 0 (K > N, probability 1/18!) continues the series one
   Bernoulli(1/k) at a time.
-* :func:`_bernoulli_exp` — Bernoulli(exp(−γ)) for any γ ≥ 0 (CKS Alg. 1): the fraction γ − ⌊γ⌋ by the series,
-  then ⌊γ⌋ Bernoulli(e^{−1}) trials that must all succeed.
 * :func:`discrete_laplace` — P(z) ∝ e^{−|z|/t} for an integer t ≥ 1 (CKS Alg. 2): U uniform on [0, t), kept with
   probability exp(−U/t); V the number of Bernoulli(e^{−1}) successes before the first failure; X = U + t·V and a
   fair sign B, rejecting B = 1 with X = 0.
 * :func:`discrete_gaussian` — P(z) ∝ e^{−z²/(2S)} for an integer variance parameter S ≥ 1 (CKS Alg. 3): propose
-  Y from the discrete Laplace with t = ⌊√S⌋ + 1 and accept with probability exp(−(|Y| − S/t)²/(2S)). With
-  |Y|·t − S = w, |w| = qt + r (0 ≤ r < t), the exponent is q²/(2S) + qr/(St) + r²/(2St²) and the acceptance is
-  the product of independent Bernoulli(exp(−·)): of the first two terms as one fraction (q²t + 2qr)/(2St) while
-  its integers stay below 2^63 (:func:`_merge_limit`), else of each; and of the last, whose series draws
-  Bernoulli(1/(2S·k)) · Bernoulli(r/t)². Every integer stays below 2^63 for S < 2^42 and proposals |Y| ≤ 2^31 (a
-  larger proposal, of probability below e^{−1024}, raises ``OverflowError``; so does a discrete Laplace run
-  V ≥ 2^22, of probability e^{−2^22}, below which X = U + t·V < 2^63).
+  Y from the discrete Laplace with t = ⌊√S⌋ + 1 and accept with probability exp(−(|Y| − S/t)²/(2S)). An attempt
+  reads two words. The first's lowest bit is the sign B and its top 63 bits are a uniform V₁ (with the bits of
+  later words, if needed, below them): the magnitude is G = #{k ≥ 1 : V₁ < q^k} = ⌊−t·ln V₁⌋, q = e^{−1/t}, so
+  P(G = k) = (1 − q)q^k; rejecting B = 1 with G = 0 leaves Y = ±G with P(y) ∝ q^{|y|}, CKS Alg. 2's law. The
+  second word's top 63 bits are the acceptance's uniform V₂: accept when V₂ < e^{−γ}, γ = w²/(2St²),
+  w = |Y|·t − S.
+
+**The float fast path** (:func:`_gaussian_draw`; u = 2^{−53}, IEEE-754 binary64 with round-to-nearest, no
+fast-math: each +, −, ×, / and integer conversion errs by a relative u at most). :func:`_exp_negative` returns
+e^{−x} for 0 ≤ x < 64 within a relative 20u: r = x − ⌊64x⌋/64 is exact (Sterbenz); the tables of e^{−a} and
+e^{−b/64} are correctly rounded (Decimal at 40 digits, then float(): u each); the Taylor polynomial of degree 6 of
+e^{−r}, r < 2^{−6}, truncates by r⁷/7! < 0.41u, its float coefficients add u·e^r and Horner's rule γ₁₂·e^r <
+12.2u, so 13.9u relative to e^{−r} ≥ 0.98; the two products add 2u. The argument's own rounding adds e^{|Δx|} − 1:
+x = guess·fl(1/t) (two roundings, x < 44.4 as V₁ ≥ 2^{−64}) errs by 89u; γ = (fl(w)·fl(1/t))²·fl(1/(2S)) (w
+exact below 2^53; five roundings, relative 7.1u) by 284u for γ < 40. The magnitude's bound q^{k+1} takes one more
+product with q̂ = e^{−fl(1/t)} (19u). So every computed value is within a relative 303u of the true one, and the
+kernel decides only with the relative margin ρ = 2^{−43} = 1,024u (:data:`GAUSSIAN_MARGIN`) on top, after the
+comparison's own two roundings: G = guess when the whole cell [x, x + 1)·2^{−63} of V₁'s top bits x lies in
+[q^{guess+1}, q^{guess}) (the guess itself, ⌊−t·ln⌋ of the cell's middle by libm, is only a guess: the check is
+what is proven); accept when (x₂ + 1)·2^{−63} ≤ e^{−γ}(1 − ρ), reject when x₂·2^{−63} ≥ e^{−γ}(1 + ρ), and
+reject at once when γ ≥ 40 and x₂ ≥ 64 (V₂ ≥ 2^{−57} > e^{−40(1 − 8u)}). Anything else — the cell straddles a
+boundary within the margin, x = 0 — goes to the slow path.
+
+**The slow path** (:class:`_SlowPath`): the kernel stops that draw (status :data:`_SLOW`) with the comparison's
+inputs; :mod:`.exact_comparison` settles it on the same V, its bits continuing with the words after the attempt's
+two (in integer arithmetic with rigorous brackets of e^{−γ}), and the draw runs again from its start with the
+answer (the words are the same, so it reaches the same comparison, checked by its position). A decision is thus
+a fixed function of the words whatever the margin; the tests check it draw for draw against ρ = 1/2, where most
+comparisons take the slow path. |Y| > 2^31 (V₁ < e^{−1024}) raises ``OverflowError``: below it, |Y|·t < 2^52 and
+every float and integer above is exact where claimed.
 
 Sub-draws are independent because each takes fresh words; evaluating a product of independent Bernoulli trials
 left to right and stopping at the first failure is the product's law.
@@ -63,9 +86,9 @@ independent streams, so the halves are independent exact draws, and the result d
 not on the threads' timing.
 
 Why not OpenDP's sampler itself: it draws these distributions exactly too, but at about 11 µs per coordinate
-(measured: 21,000 draws in 0.24 s); these kernels take about 0.1 µs of CPU per discrete Gaussian draw at
-S ≈ 2^30 … 2^40 (about 11 words; ``benchmarks/otb_exact_scaling.py`` prints it), the numpy-vectorised version of
-the same algorithms they replaced about 0.5 µs. The tests compare this module with
+(measured: 21,000 draws in 0.24 s); the discrete Gaussian kernel takes about 80 ns of CPU per draw at
+S ≈ 2^30 … 2^40 (2.63 words; ``benchmarks/otb_exact_scaling.py`` prints it), its all-integer predecessor about
+0.14 µs (about 16 words) and the numpy-vectorised one before that about 0.5 µs. The tests compare this module with
 OpenDP's sampler in distribution and with the exact pmfs (``tests/privacy/test_noise_samplers.py``).
 
 Randomness: the caller's numpy ``Generator`` (:func:`~privfit.privacy.randomness.secure_generator`, PCG64DXSM
@@ -73,7 +96,9 @@ seeded with 256 bits from the operating system, for fits on private data).
 
 Timing: the number of words and rejection rounds depends on the noise drawn (never on the data, which the noise
 is added to later); the noise of a fit is drawn in blocks of thousands of coordinates, so a block's time reflects
-the total of its draws' rounds, not any single coordinate's value.
+the total of its draws' rounds, not any single coordinate's value. The Gaussian's slow path (about 0.1 ms) runs
+for about one comparison in 2^{40}: at most it tells that some coordinate of a block of thousands drew a uniform
+within 2^{−43} of a boundary, not which one nor its value.
 """
 
 from __future__ import annotations
@@ -82,6 +107,7 @@ import math
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from decimal import Decimal, localcontext
 from typing import Any
 
 import numba
@@ -89,6 +115,8 @@ import numpy as np
 from llvmlite import ir  # type: ignore[import-untyped]
 from numba import types
 from numba.extending import intrinsic
+
+from .exact_comparison import below_exp_neg, geometric_count
 
 MAX_GAUSSIAN_VARIANCE = 2**42 - 1
 """The largest S for which every intermediate integer of :func:`discrete_gaussian` stays below 2^63 (module
@@ -104,11 +132,33 @@ _FACTORIAL = math.factorial(_FACTORIAL_TOP)
 _FACTORIAL_THRESHOLDS = np.array([_FACTORIAL // math.factorial(k) for k in range(_FACTORIAL_TOP + 1)], dtype=np.int64)
 """N!/k! for k = 0 … N, N = 18 (entry k: "K > k" is U < N!/k!)."""
 
-_DONE, _WORDS_OUT, _OVERFLOW = 0, 1, 2
-"""The kernels' status: all draws made; the words ran out in the middle of a draw; a proposal beyond the range."""
-_GAUSSIAN_WORDS, _LAPLACE_WORDS = 20, 10
-"""Words asked for per draw: above the mean at the layer's scales (measured ≈ 16 and ≈ 7.5), so that a call
+_DONE, _WORDS_OUT, _OVERFLOW, _SLOW = 0, 1, 2, 3
+"""The kernels' status: all draws made; the words ran out in the middle of a draw; a proposal beyond the range; a
+comparison the fast path left undecided waits for :class:`_SlowPath`."""
+_SLOW_GEOMETRIC, _SLOW_ACCEPT = 0, 1
+_GAUSSIAN_WORDS, _LAPLACE_WORDS = 4, 10
+"""Words asked for per draw: above the mean at the layer's scales (measured ≈ 2.63 and ≈ 7.5), so that a call
 mostly runs the kernel once."""
+GAUSSIAN_MARGIN = 2.0**-43
+"""ρ, the discrete Gaussian's fast path's relative margin: 1,024u (u = 2^{−53}), above the 303u bound of its
+floating-point error (module docstring, "The float fast path")."""
+_TOP_SCALE = 2.0**-63
+_EXP_CUTOFF = 40.0
+"""Acceptances with γ ≥ 40 are rejected at once when V ≥ 2^{−57} > e^{−40(1 − 8u)}: e^{−γ} is below it."""
+_CUTOFF_TOP = np.uint64(64)
+_TAYLOR_3, _TAYLOR_4, _TAYLOR_5, _TAYLOR_6 = 1.0 / 6.0, 1.0 / 24.0, 1.0 / 120.0, 1.0 / 720.0
+
+
+def _exp_table(points: list[Decimal]) -> np.ndarray:
+    """e^{−x} at ``points``, each correctly rounded to a float (Decimal's exp is correctly rounded at 40 digits,
+    and float() of a Decimal is correctly rounded: relative error ≤ u + 10^{−39})."""
+    with localcontext() as context:
+        context.prec = 40
+        return np.array([float((-x).exp()) for x in points], dtype=np.float64)
+
+
+_EXP_WHOLE = _exp_table([Decimal(a) for a in range(64)])
+_EXP_SIXTY_FOURTHS = _exp_table([Decimal(b) / 64 for b in range(64)])
 _SPARE_WORDS = 256
 _SMALL_DEN, _SMALL_K = 2**43, 2**20 - 1
 """den·k < 2^63 when den ≤ 2^43 and k < 2^20: no division needed to know that the series' product fits."""
@@ -231,26 +281,6 @@ def _bernoulli_exp_minus_one(words: np.ndarray, pos: int) -> tuple[bool, int]:  
 
 
 @numba.njit(cache=True, nogil=True)
-def _bernoulli_exp(words: np.ndarray, pos: int, num: int, den: int) -> tuple[bool, int]:  # pragma: no cover
-    """Bernoulli(exp(−num/den)) for 0 ≤ num < 2^63, 1 ≤ den < 2^63 (CKS Alg. 1): the fractional part by the
-    series, then ⌊num/den⌋ Bernoulli(e^{−1}) trials that must all succeed."""
-    whole = 0
-    if num >= _WHOLE_BY_SUBTRACTION * den:
-        whole = num // den
-        num -= whole * den
-    while num >= den:  # γ < 8 (nearly always): ⌊γ⌋ by subtraction, no division
-        num -= den
-        whole += 1
-    success, pos = _bernoulli_exp_fraction(words, pos, num, den)
-    n = words.shape[0]
-    trial = 0
-    while success and trial < whole and pos <= n:
-        success, pos = _bernoulli_exp_minus_one(words, pos)
-        trial += 1
-    return success, pos
-
-
-@numba.njit(cache=True, nogil=True)
 def _laplace_draw(words: np.ndarray, pos: int, t: int) -> tuple[int, int, int]:  # pragma: no cover - numba
     """(Z, next position, status): one draw of P(z) ∝ e^{−|z|/t}, 1 ≤ t ≤ 2^40 (CKS Alg. 2)."""
     n = words.shape[0]
@@ -276,94 +306,108 @@ def _laplace_draw(words: np.ndarray, pos: int, t: int) -> tuple[int, int, int]: 
 
 
 @numba.njit(cache=True, nogil=True)
-def _divide(w: int, t: int, reciprocal: np.uint64) -> tuple[Any, Any]:  # pragma: no cover - numba
-    """(⌊w/t⌋, w mod t) for 0 ≤ w < 2^63, 2 ≤ t < 2^63, from M = ``reciprocal`` = ⌊2^64/t⌋ without a division:
-    q' = ⌊w·M/2^64⌋ satisfies q − 1 ≤ q' ≤ q (M > 2^64/t − 1, so w·M/2^64 > w/t − w/2^64 > w/t − 1, and
-    M ≤ 2^64/t), so one correction step gives q exactly."""
-    high, _ = _wide_multiply(np.uint64(w), reciprocal)
-    q = np.int64(high)
-    r = w - q * t
-    if r >= t:
-        q += 1
-        r -= t
-    return q, r
+def _exp_negative(x: float) -> float:  # pragma: no cover - numba
+    """e^{−x} for 0 ≤ x < 64, within a relative 20u (u = 2^{−53}; module docstring, "The float fast path"):
+    e^{−⌊64x⌋/64} from two tables and e^{−r}, r = x − ⌊64x⌋/64 ∈ [0, 1/64) (exact, Sterbenz), by its Taylor
+    polynomial of degree 6 in Horner form."""
+    j = np.int64(x * 64.0)
+    r = x - j * 0.015625
+    series = 1.0 - r * (1.0 - r * (0.5 - r * (_TAYLOR_3 - r * (_TAYLOR_4 - r * (_TAYLOR_5 - r * _TAYLOR_6)))))
+    return float(_EXP_WHOLE[j >> 6] * _EXP_SIXTY_FOURTHS[j & 63] * series)
 
 
 @numba.njit(cache=True, nogil=True)
-def _last_factor(words: np.ndarray, pos: int, r: int, t: int, s: int) -> tuple[bool, int]:  # pragma: no cover
-    """Bernoulli(exp(−r²/(2St²))), 0 ≤ r < t (CKS Alg. 1 by the series, with Bernoulli(γ/k) the product of
-    Bernoulli(1/(2S·k)) and two Bernoulli(r/t))."""
-    if r == 0:
-        return True, pos
-    u, pos = _uniform(words, pos, 2 * s)  # k = 1: Bernoulli(1/(2S)) first, it nearly always fails
-    if u != 0:
-        return True, pos  # K = 1
-    u, pos = _uniform(words, pos, t)
-    if u >= r:
-        return True, pos
-    u, pos = _uniform(words, pos, t)
-    if u >= r:
-        return True, pos
-    n = words.shape[0]
-    k = 2
-    while pos <= n:
-        if 2 * s <= _INT64_MAX // k:
-            u, pos = _uniform(words, pos, 2 * s * k)
-            success = u == 0
-        else:
-            u, pos = _uniform(words, pos, 2 * s)
-            success = u == 0
-            if success:
-                u, pos = _uniform(words, pos, k)
-                success = u == 0
-        if success:
-            u, pos = _uniform(words, pos, t)
-            success = u < r
-        if success:
-            u, pos = _uniform(words, pos, t)
-            success = u < r
-        if not success:
-            break
-        k += 1
-    return k % 2 == 1, pos
+def _slow_decision(
+    resolved: np.ndarray, count: int, cursor: int, request: np.ndarray, kind: int, pos: int, top: Any, a: int,
+    b: int, c: int,
+) -> tuple[bool, int, int]:  # pragma: no cover - numba  # fmt: skip
+    """(found, value, next position) of the draw's ``cursor``-th undecided comparison, of kind ``kind``
+    (:data:`_SLOW_GEOMETRIC` with (a, b) = (t, guess), or :data:`_SLOW_ACCEPT` with (a, b, c) = (w, S, t)), whose
+    extra words start at ``pos``: row ``cursor`` of ``resolved[:count]``, which :class:`_SlowPath` filled in exact
+    arithmetic for this draw (its key 2·pos + kind checked); not there yet: the request is written to ``request``
+    for it."""
+    if cursor < count:
+        if resolved[cursor, 0] != 2 * pos + kind:
+            raise AssertionError("a settled comparison does not match the draw run again")
+        return True, resolved[cursor, 1], resolved[cursor, 2]
+    request[0], request[1], request[2] = kind, pos, np.int64(top)
+    request[3], request[4], request[5] = a, b, c
+    return False, 0, pos
 
 
 @numba.njit(cache=True, nogil=True)
 def _gaussian_draw(
-    words: np.ndarray, pos: int, s: int, t: int, q_top: int, reciprocal: np.uint64
-) -> tuple[int, int, int]:  # pragma: no cover - numba
-    """(Z, next position, status): one draw of P(z) ∝ e^{−z²/(2S)}, 1 ≤ S < 2^42, t = ⌊√S⌋ + 1 (CKS Alg. 3).
-    ``q_top``: the largest q for which the first two terms are drawn as one, (q²t + 2qr)/(2St) (−1: never;
-    :func:`_merge_limit`); ``reciprocal``: ⌊2^64/t⌋ (:func:`_divide`)."""
+    words: np.ndarray, pos: int, s: int, t: int, inverse_t: float, inverse_double_s: float, q_hat: float,
+    margin: float, resolved: np.ndarray, count_resolved: int, request: np.ndarray,
+) -> tuple[int, int, int]:  # pragma: no cover - numba  # fmt: skip
+    """(Z, next position, status): one draw of P(z) ∝ e^{−z²/(2S)}, 1 ≤ S < 2^42, t = ⌊√S⌋ + 1 (CKS Alg. 3 with
+    the discrete Laplace proposal by inversion; module docstring). ``inverse_t`` = fl(1/t), ``inverse_double_s``
+    = fl(1/(2S)), ``q_hat`` = :func:`_exp_negative` (fl(1/t)), ``margin`` = the relative margin ρ; the last three:
+    :func:`_slow_decision`'s (status :data:`_SLOW` when a comparison waits for it)."""
     n = words.shape[0]
-    while pos <= n:
-        y, pos, status = _laplace_draw(words, pos, t)
-        if status != _DONE or pos > n:
-            return 0, pos, status
-        magnitude = abs(y)
-        if magnitude > _MAX_PROPOSAL:  # probability below e^{−2^31/t} ≤ e^{−1024}
-            return 0, pos, _OVERFLOW
-        w = abs(magnitude * t - s)
-        q, r = _divide(w, t, reciprocal)
-        # (|Y| − S/t)²/(2S) = q²/(2S) + qr/(St) + r²/(2St²), each term's Bernoulli(exp(−·)) independent.
-        if q <= q_top:
-            accept, pos = _bernoulli_exp(words, pos, q * q * t + 2 * q * r, 2 * s * t)
+    below_factor, above_factor = 1.0 - margin, 1.0 + margin
+    cursor = 0
+    while pos + 2 <= n:
+        first, second = words[pos], words[pos + 1]
+        pos += 2
+        top = first >> np.uint64(1)
+        negative = (first & np.uint64(1)) == np.uint64(1)
+        found = True
+        if top == np.uint64(0):  # V < 2^{−63}: G > 43t, only the slow path knows it
+            found, count, pos = _slow_decision(
+                resolved, count_resolved, cursor, request, _SLOW_GEOMETRIC, pos, top, t, int(43.6 * t), 0
+            )
+            cursor += 1
         else:
-            accept, pos = _bernoulli_exp(words, pos, q * q, 2 * s)
-            if accept:
-                accept, pos = _bernoulli_exp(words, pos, q * r, s * t)
-        if accept:
-            accept, pos = _last_factor(words, pos, r, t, s)
-        if accept and pos <= n:
-            return y, pos, _DONE
-    return 0, pos, _WORDS_OUT
-
-
-def _merge_limit(s: int, t: int) -> int:
-    """The largest q for which :func:`_gaussian_draw` draws q²/(2S) + qr/(St) as one fraction (q²t + 2qr)/(2St):
-    ⌊√(2^61/t)⌋ when 2St < 2^63, else −1. Then q²t ≤ 2^61 and 2qr < 2qt ≤ 2^31.5·√t ≤ 2^42, so the numerator
-    stays below 2^63 too."""
-    return math.isqrt(2**61 // t) if 2 * s * t <= _INT64_MAX else -1
+            guess = int(-t * math.log((np.float64(top) + 0.5) * _TOP_SCALE))
+            at_guess = _exp_negative(guess * inverse_t)  # ≈ q^guess
+            if (
+                np.float64(top) * _TOP_SCALE >= at_guess * q_hat * above_factor
+                and np.float64(top + np.uint64(1)) * _TOP_SCALE <= at_guess * below_factor
+            ):
+                count = guess  # q^{guess+1} ≤ V < q^guess for every V of the word's cell
+            else:
+                found, count, pos = _slow_decision(
+                    resolved, count_resolved, cursor, request, _SLOW_GEOMETRIC, pos, top, t, guess, 0
+                )
+                cursor += 1
+        if not found:
+            return 0, pos, _SLOW
+        if pos > n:
+            return 0, pos, _WORDS_OUT
+        if count > _MAX_PROPOSAL:
+            return 0, pos, _OVERFLOW
+        if negative and count == 0:
+            continue
+        w = abs(count * t - s)
+        scaled = np.float64(w) * inverse_t
+        gamma = scaled * scaled * inverse_double_s  # (|Y| − S/t)²/(2S)
+        uniform = second >> np.uint64(1)
+        if gamma >= _EXP_CUTOFF:
+            if uniform >= _CUTOFF_TOP:  # V ≥ 2^{−57} > e^{−γ}
+                continue
+            found, accept, pos = _slow_decision(
+                resolved, count_resolved, cursor, request, _SLOW_ACCEPT, pos, uniform, w, s, t
+            )
+            cursor += 1
+        else:
+            acceptance = _exp_negative(gamma)
+            if np.float64(uniform + np.uint64(1)) * _TOP_SCALE <= acceptance * below_factor:
+                accept = 1
+            elif np.float64(uniform) * _TOP_SCALE >= acceptance * above_factor:
+                accept = 0
+            else:
+                found, accept, pos = _slow_decision(
+                    resolved, count_resolved, cursor, request, _SLOW_ACCEPT, pos, uniform, w, s, t
+                )
+                cursor += 1
+        if not found:
+            return 0, pos, _SLOW
+        if pos > n:
+            return 0, pos, _WORDS_OUT
+        if accept == 1:
+            return (-count if negative else count), pos, _DONE
+    return 0, n + 1, _WORDS_OUT
 
 
 @numba.njit(cache=True, nogil=True)
@@ -373,19 +417,28 @@ def _gaussian_kernel(
     filled: int,
     variances: np.ndarray,
     roots: np.ndarray,
-    q_tops: np.ndarray,
-    reciprocals: np.ndarray,
+    inverse_roots: np.ndarray,
+    inverse_doubles: np.ndarray,
+    q_hats: np.ndarray,
+    margins: np.ndarray,
     per_draw: bool,
+    resolved: np.ndarray,
+    count_resolved: int,
+    request: np.ndarray,
 ) -> tuple[int, int, int]:  # pragma: no cover - numba
-    """Fill ``out[filled:]`` with discrete Gaussian draws (variance ``variances[i]``, t = ``roots[i]``, merge
-    limit ``q_tops[i]``, ⌊2^64/t⌋ = ``reciprocals[i]``; entry 0 for all when not ``per_draw``) from ``words``;
-    returns (draws made, where the next draw starts, status)."""
+    """Fill ``out[filled:]`` with discrete Gaussian draws (variance ``variances[i]``, t = ``roots[i]``, the
+    floats of :func:`_gaussian_draw` in the next three, the relative margin ``margins[i]``; entry 0 for all when
+    not ``per_draw``; the last three: :class:`_SlowPath`'s, whose rows belong to the first draw, the one the
+    words start with) from ``words``; returns (draws made, where the next draw starts, status)."""
     n = words.shape[0]
     pos = 0
     for i in range(filled, out.shape[0]):
         j = i if per_draw else 0
         start = pos
-        value, pos, status = _gaussian_draw(words, pos, variances[j], roots[j], q_tops[j], reciprocals[j])
+        value, pos, status = _gaussian_draw(
+            words, pos, variances[j], roots[j], inverse_roots[j], inverse_doubles[j], q_hats[j], margins[j],
+            resolved, count_resolved if i == filled else 0, request,
+        )  # fmt: skip
         if pos > n:
             return i, start, _WORDS_OUT
         if status != _DONE:
@@ -495,18 +548,65 @@ def _draw_words(
 def _fill_out(
     kernel: Any, fresh: Any, out: np.ndarray, parameters: tuple[np.ndarray, ...], per_draw: bool, rate: int
 ) -> None:
-    """Fill ``out`` by ``kernel`` from the words ``fresh(count)`` makes (:func:`_draw_words`)."""
+    """Fill ``out`` by ``kernel`` from the words ``fresh(count)`` makes (:func:`_draw_words`); the Gaussian
+    kernel's undecided comparisons are settled by a :class:`_SlowPath` and the draw run again from its start."""
     size = out.shape[0]
     words = fresh(min(rate * size + _SPARE_WORDS, _BLOCK_WORDS))
+    slow = _SlowPath() if kernel is _gaussian_kernel else None
     filled = 0
     while True:
-        filled, position, status = kernel(words, out, filled, *parameters, per_draw)
+        arguments = () if slow is None else slow.arguments()
+        filled, position, status = kernel(words, out, filled, *parameters, per_draw, *arguments)
         if status == _OVERFLOW:
             raise OverflowError("a discrete Laplace draw beyond the sampler's integer range (module docstring)")
         if filled == size:
             return
         tail = words[position:]
+        if slow is not None:
+            slow.shift(position)
+            if status == _SLOW and slow.settle(tail):
+                words = tail
+                continue
         words = np.concatenate((tail, fresh(max(tail.size, min(rate * (size - filled) + _SPARE_WORDS, _BLOCK_WORDS)))))
+
+
+class _SlowPath:
+    """The comparisons the Gaussian kernel's float fast path left undecided, settled exactly in Python
+    (:mod:`.exact_comparison`) on the same words: rows (2·position + kind, value, next position) that the kernel
+    reads when it runs the draw again (:func:`_slow_decision`). Positions are in the kernel's current words;
+    :meth:`shift` follows the words when the caller drops a prefix of them."""
+
+    def __init__(self) -> None:
+        self.table = np.zeros((8, 3), dtype=np.int64)
+        self.count = 0
+        self.request = np.zeros(6, dtype=np.int64)
+
+    def arguments(self) -> tuple[np.ndarray, int, np.ndarray]:
+        return self.table, self.count, self.request
+
+    def shift(self, offset: int) -> None:
+        """The words now start at ``offset`` of the old ones (the draw under way starts there): rows of earlier
+        draws go, the rest move."""
+        self.request[1] -= offset
+        keep = self.table[: self.count, 0] // 2 > offset
+        rows = self.table[: self.count][keep] - np.array([2 * offset, 0, offset], dtype=np.int64)
+        self.count = rows.shape[0]
+        self.table[: self.count] = rows
+
+    def settle(self, words: np.ndarray) -> bool:
+        """Settle the kernel's request on ``words`` and store its row; ``False`` when the words ran out first."""
+        kind, position, top, a, b, c = (int(v) for v in self.request)
+        if kind == _SLOW_GEOMETRIC:
+            value, following = geometric_count(words, position, top, a, b)
+        else:
+            value, following = below_exp_neg(words, position, top, a * a, 2 * b * c * c)
+        if following > words.shape[0]:
+            return False
+        if self.count == self.table.shape[0]:
+            self.table = np.concatenate((self.table, np.zeros_like(self.table)))
+        self.table[self.count] = (2 * position + kind, value, following)
+        self.count += 1
+        return True
 
 
 @numba.njit(cache=True, nogil=True)
@@ -539,16 +639,26 @@ def discrete_laplace(rng: np.random.Generator, scale: int | np.ndarray, size: in
 
 def discrete_gaussian(rng: np.random.Generator, variance: int | np.ndarray, size: int) -> np.ndarray:
     """``size`` draws of P(z) ∝ e^{−z²/(2S)}, S = ``variance`` (an integer in [1, 2^42 − 1], or one per draw),
-    exactly (CKS Alg. 3)."""
+    exactly (CKS Alg. 3; module docstring)."""
+    return _discrete_gaussian(rng, variance, size, GAUSSIAN_MARGIN)
+
+
+def _discrete_gaussian(rng: np.random.Generator, variance: int | np.ndarray, size: int, margin: float) -> np.ndarray:
+    """:func:`discrete_gaussian` with the fast path's relative margin ρ = ``margin`` (the tests widen it, sending
+    more decisions to the exact slow path; any ρ ∈ [GAUSSIAN_MARGIN, 1) gives the same law)."""
+    if not GAUSSIAN_MARGIN <= margin < 1.0:
+        raise ValueError(f"the margin must lie in [{GAUSSIAN_MARGIN}, 1)")
     variances, per_draw = _parameters(variance, size, MAX_GAUSSIAN_VARIANCE, "discrete Gaussian variances")
     unique, where = np.unique(variances, return_inverse=True)
     roots = [math.isqrt(int(v)) + 1 for v in unique]
-    limits = [_merge_limit(int(v), t) for v, t in zip(unique, roots, strict=True)]
     where = where.reshape(-1)
+    inverse_roots = [1.0 / t for t in roots]
     parameters = (
         variances,
         np.asarray(roots, dtype=np.int64)[where],
-        np.asarray(limits, dtype=np.int64)[where],
-        np.asarray([2**64 // t for t in roots], dtype=np.uint64)[where],
+        np.asarray(inverse_roots, dtype=np.float64)[where],
+        np.asarray([1.0 / (2.0 * int(v)) for v in unique], dtype=np.float64)[where],
+        np.asarray([_exp_negative(x) for x in inverse_roots], dtype=np.float64)[where],
+        np.full(unique.size, margin, dtype=np.float64)[where],
     )
     return _draw(_gaussian_kernel, rng, size, parameters, per_draw, _GAUSSIAN_WORDS)

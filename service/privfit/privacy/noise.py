@@ -11,7 +11,7 @@ Two samplers, chosen per server (``PRIVFIT_NOISE_SAMPLER``, :func:`configure_sam
      *public* bound on the coordinates (clipping to it is a contraction, so it never adds sensitivity); 2^k and
      v/2^k are powers of two and integers below 2^51, so this is exact floating-point arithmetic.
   2. ``Z ~ N_Z(0, S)`` per coordinate — P(z) ∝ e^{−z²/(2S)} with the integer S = ⌈σ_g² + τ²⌉, σ_g = σ'/2^k —
-     drawn exactly (:func:`~privfit.privacy.exact_sampling.discrete_gaussian`: CKS Alg. 3 in integer arithmetic,
+     drawn exactly (:func:`~privfit.privacy.exact_sampling.discrete_gaussian`: CKS Alg. 3, every decision proven,
      from a child of the fit's generator). The lattice is chosen so that σ_g ∈ (2^19, 2^20] (S ≈ 2^40).
   3. The release is ``float(v + Z) · 2^k`` — the integer sum is exact (int64) and the rest is a fixed function of
      it, so the released floats are a **post-processing** of the exact mechanism v ↦ v + Z: no low bit of a float
@@ -53,7 +53,7 @@ Two samplers, chosen per server (``PRIVFIT_NOISE_SAMPLER``, :func:`configure_sam
   reproducible from a seed (tests, audits, synthetic and public data), but exposed to floating-point attacks
   (Mironov, CCS 2012; Jin et al., IEEE S&P 2022).
 
-The exact samplers are numba-compiled implementations of CKS's algorithms (:mod:`.exact_sampling`, about 0.1 µs
+The exact samplers are numba-compiled implementations of CKS's algorithms (:mod:`.exact_sampling`, about 80 ns
 of CPU per Gaussian coordinate, large calls split over two threads), not OpenDP's (about 11 µs per coordinate:
 dp_sgd's 67,200 draws on Adult would take 0.75 s against a 0.1 s fit); the tests check them against OpenDP's
 sampler and privacy maps. A stream of releases (:class:`NoisyReleases`) draws its noise ahead in a background
