@@ -45,27 +45,29 @@ words, and the accepted word is uniform over those Q·m words. The product is on
   second word's top 63 bits are the acceptance's uniform V₂: accept when V₂ < e^{−γ}, γ = w²/(2St²),
   w = |Y|·t − S.
 
-**The float fast path** (:func:`_gaussian_draw`; u = 2^{−53}, IEEE-754 binary64 with round-to-nearest, no
-fast-math: each +, −, ×, / and integer conversion errs by a relative u at most). :func:`_exp_negative` returns
-e^{−x} for 0 ≤ x < 64 within a relative 20u: r = x − ⌊64x⌋/64 is exact (Sterbenz); the tables of e^{−a} and
-e^{−b/64} are correctly rounded (Decimal at 40 digits, then float(): u each); the Taylor polynomial of degree 6 of
-e^{−r}, r < 2^{−6}, truncates by r⁷/7! < 0.41u, its float coefficients add u·e^r and Horner's rule γ₁₂·e^r <
-12.2u, so 13.9u relative to e^{−r} ≥ 0.98; the two products add 2u. The argument's own rounding adds e^{|Δx|} − 1:
-x = guess·fl(1/t) (two roundings, x < 44.4 as V₁ ≥ 2^{−64}) errs by 89u; γ = (fl(w)·fl(1/t))²·fl(1/(2S)) (w
-exact below 2^53; five roundings, relative 7.1u) by 284u for γ < 40. The magnitude's bound q^{k+1} takes one more
-product with q̂ = e^{−fl(1/t)} (19u). So every computed value is within a relative 303u of the true one, and the
-kernel decides only with the relative margin ρ = 2^{−43} = 1,024u (:data:`GAUSSIAN_MARGIN`) on top, after the
-comparison's own two roundings: G = guess when the whole cell [x, x + 1)·2^{−63} of V₁'s top bits x lies in
-[q^{guess+1}, q^{guess}) (the guess itself, ⌊−t·ln⌋ of the cell's middle by libm, is only a guess: the check is
-what is proven); accept when (x₂ + 1)·2^{−63} ≤ e^{−γ}(1 − ρ), reject when x₂·2^{−63} ≥ e^{−γ}(1 + ρ), and
-reject at once when γ ≥ 40 and x₂ ≥ 64 (V₂ ≥ 2^{−57} > e^{−40(1 − 8u)}). Anything else — the cell straddles a
-boundary within the margin, x = 0 — goes to the slow path.
+**The float fast path** (:func:`_gaussian_kernel`, :func:`_gaussian_attempt`; u = 2^{−53}, IEEE-754 binary64 with
+round-to-nearest, no fast-math: each +, −, ×, / and integer conversion errs by a relative u at most).
+:func:`_exp_negative` returns e^{−x} for 0 ≤ x < 64 within a relative 20u: r = x − ⌊1024x⌋/1024 is exact (Sterbenz);
+the tables of e^{−a} and e^{−b/1024} are correctly rounded (Decimal at 40 digits, then float(): u each); the Taylor
+polynomial of degree 4 of e^{−r}, r < 2^{−10}, truncates by r⁵/5! < 0.07u, its float coefficients add u·e^r and
+Horner's rule γ₈·e^r < 8.1u, so 9.2u relative to e^{−r} ≥ 0.999; the two products add 2u (13.2u in all). The
+argument's own rounding adds e^{|Δx|} − 1: x = guess·fl(1/t) (two roundings, x < 44.4 as V₁ ≥ 2^{−64}) errs by 89u;
+γ = (fl(w)·fl(1/t))²·fl(1/(2S)) (w exact below 2^53; five roundings, relative 7.1u) by 284u for γ < 40. The
+magnitude's bound q^{k+1} takes one more product with q̂ = e^{−fl(1/t)} (21u). So every computed value is within a
+relative 305u of the true one, and the kernel decides only with the relative margin ρ = 2^{−43} = 1,024u
+(:data:`GAUSSIAN_MARGIN`) on top, after the comparison's own two roundings: G = guess when the whole cell [x, x +
+1)·2^{−63} of V₁'s top bits x lies in [q^{guess+1}, q^{guess}) (the guess itself, ⌊−t·ln⌋ of the cell's middle by
+libm, is only a guess: the check is what is proven); accept when (x₂ + 1)·2^{−63} ≤ e^{−γ}(1 − ρ), reject when
+x₂·2^{−63} ≥ e^{−γ}(1 + ρ), and reject at once when γ ≥ 40 and x₂ ≥ 64 (V₂ ≥ 2^{−57} > e^{−40(1 − 8u)}). Anything
+else — the cell straddles a boundary within the margin, x = 0 — goes to the slow path. The kernel makes these
+decisions for a run of attempts without a branch on their outcome: the draws are the accepted attempts in order, so
+it writes each attempt's ±G to the next slot and advances the slot only on acceptance.
 
-**The slow path** (:class:`_SlowPath`): the kernel stops that draw (status :data:`_SLOW`) with the comparison's
-inputs; :mod:`.exact_comparison` settles it on the same V, its bits continuing with the words after the attempt's
-two (in integer arithmetic with rigorous brackets of e^{−γ}), and the draw runs again from its start with the
-answer (the words are the same, so it reaches the same comparison, checked by its position). A decision is thus
-a fixed function of the words whatever the margin; the tests check it draw for draw against ρ = 1/2, where most
+**The slow path** (:class:`_SlowPath`): the kernel stops at that attempt (status :data:`_SLOW`) with the
+comparison's inputs; :mod:`.exact_comparison` settles it on the same V, its bits continuing with the words after the
+attempt's two (in integer arithmetic with rigorous brackets of e^{−γ}), and the attempt runs again from its start
+with the answer (the words are the same, so it reaches the same comparison, checked by its position). A decision is
+thus a fixed function of the words whatever the margin; the tests check it draw for draw against ρ = 1/2, where most
 comparisons take the slow path. |Y| > 2^31 (V₁ < e^{−1024}) raises ``OverflowError``: below it, |Y|·t < 2^52 and
 every float and integer above is exact where claimed.
 
@@ -73,12 +75,12 @@ Sub-draws are independent because each takes fresh words; evaluating a product o
 left to right and stopping at the first failure is the product's law.
 
 **Words running out.** A call asks for about the words its draws need on average (at most :data:`_BLOCK_WORDS`
-at a time) and runs the kernel over them. A draw that reaches the end of the buffer is not discarded (discarding
-it would favour draws that take few words, i.e. bias the law): the kernel returns the position where that draw
-started, and the wrapper keeps the words from there, appends at least as many fresh ones and runs the draw again
-from its start. A draw is a fixed function of the words it reads in order, so the output is exactly that of one
-infinite stream of words, the concatenation of every block (the tests check it draw for draw against one large
-block); the words after the last draw are dropped.
+at a time) and runs the kernel over them. A draw (a discrete Gaussian's attempt) that reaches the end of the buffer
+is not discarded (discarding it would favour draws that take few words, i.e. bias the law): the kernel returns the
+position where it started, and the wrapper keeps the words from there, appends at least as many fresh ones and runs
+it again from its start. A draw is a fixed function of the words it reads in order, so the output is exactly that
+of one infinite stream of words, the concatenation of every block (the tests check it draw for draw against one
+large block); the words after the last draw are dropped.
 
 **Two threads.** A call of :data:`_SPLIT_DRAWS` draws or more draws its first half from the words of one child of
 the caller's generator (``Generator.spawn(2)``) and its second half from the other's, in a worker thread: two
@@ -140,13 +142,13 @@ _GAUSSIAN_WORDS, _LAPLACE_WORDS = 4, 10
 """Words asked for per draw: above the mean at the layer's scales (measured ≈ 2.63 and ≈ 7.5), so that a call
 mostly runs the kernel once."""
 GAUSSIAN_MARGIN = 2.0**-43
-"""ρ, the discrete Gaussian's fast path's relative margin: 1,024u (u = 2^{−53}), above the 303u bound of its
+"""ρ, the discrete Gaussian's fast path's relative margin: 1,024u (u = 2^{−53}), above the 305u bound of its
 floating-point error (module docstring, "The float fast path")."""
 _TOP_SCALE = 2.0**-63
 _EXP_CUTOFF = 40.0
 """Acceptances with γ ≥ 40 are rejected at once when V ≥ 2^{−57} > e^{−40(1 − 8u)}: e^{−γ} is below it."""
 _CUTOFF_TOP = np.uint64(64)
-_TAYLOR_3, _TAYLOR_4, _TAYLOR_5, _TAYLOR_6 = 1.0 / 6.0, 1.0 / 24.0, 1.0 / 120.0, 1.0 / 720.0
+_TAYLOR_3, _TAYLOR_4 = 1.0 / 6.0, 1.0 / 24.0
 
 
 def _exp_table(points: list[Decimal]) -> np.ndarray:
@@ -158,7 +160,7 @@ def _exp_table(points: list[Decimal]) -> np.ndarray:
 
 
 _EXP_WHOLE = _exp_table([Decimal(a) for a in range(64)])
-_EXP_SIXTY_FOURTHS = _exp_table([Decimal(b) / 64 for b in range(64)])
+_EXP_FRACTIONS = _exp_table([Decimal(b) / 1024 for b in range(1024)])
 _SPARE_WORDS = 256
 _SMALL_DEN, _SMALL_K = 2**43, 2**20 - 1
 """den·k < 2^63 when den ≤ 2^43 and k < 2^20: no division needed to know that the series' product fits."""
@@ -308,12 +310,12 @@ def _laplace_draw(words: np.ndarray, pos: int, t: int) -> tuple[int, int, int]: 
 @numba.njit(cache=True, nogil=True)
 def _exp_negative(x: float) -> float:  # pragma: no cover - numba
     """e^{−x} for 0 ≤ x < 64, within a relative 20u (u = 2^{−53}; module docstring, "The float fast path"):
-    e^{−⌊64x⌋/64} from two tables and e^{−r}, r = x − ⌊64x⌋/64 ∈ [0, 1/64) (exact, Sterbenz), by its Taylor
-    polynomial of degree 6 in Horner form."""
-    j = np.int64(x * 64.0)
-    r = x - j * 0.015625
-    series = 1.0 - r * (1.0 - r * (0.5 - r * (_TAYLOR_3 - r * (_TAYLOR_4 - r * (_TAYLOR_5 - r * _TAYLOR_6)))))
-    return float(_EXP_WHOLE[j >> 6] * _EXP_SIXTY_FOURTHS[j & 63] * series)
+    e^{−⌊1024x⌋/1024} from two tables and e^{−r}, r = x − ⌊1024x⌋/1024 ∈ [0, 2^{−10}) (exact, Sterbenz), by its
+    Taylor polynomial of degree 4 in Horner form."""
+    j = np.int64(x * 1024.0)
+    r = x - j * 0.0009765625
+    series = 1.0 - r * (1.0 - r * (0.5 - r * (_TAYLOR_3 - r * _TAYLOR_4)))
+    return float(_EXP_WHOLE[j >> 10] * _EXP_FRACTIONS[j & 1023] * series)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -336,78 +338,72 @@ def _slow_decision(
 
 
 @numba.njit(cache=True, nogil=True)
-def _gaussian_draw(
+def _gaussian_attempt(
     words: np.ndarray, pos: int, s: int, t: int, inverse_t: float, inverse_double_s: float, q_hat: float,
     margin: float, resolved: np.ndarray, count_resolved: int, request: np.ndarray,
-) -> tuple[int, int, int]:  # pragma: no cover - numba  # fmt: skip
-    """(Z, next position, status): one draw of P(z) ∝ e^{−z²/(2S)}, 1 ≤ S < 2^42, t = ⌊√S⌋ + 1 (CKS Alg. 3 with
-    the discrete Laplace proposal by inversion; module docstring). ``inverse_t`` = fl(1/t), ``inverse_double_s``
-    = fl(1/(2S)), ``q_hat`` = :func:`_exp_negative` (fl(1/t)), ``margin`` = the relative margin ρ; the last three:
-    :func:`_slow_decision`'s (status :data:`_SLOW` when a comparison waits for it)."""
+) -> tuple[int, bool, int, int]:  # pragma: no cover - numba  # fmt: skip
+    """(±G, accepted, next position, status): one attempt of the discrete Gaussian P(z) ∝ e^{−z²/(2S)},
+    1 ≤ S < 2^42, t = ⌊√S⌋ + 1 (CKS Alg. 3 with the discrete Laplace proposal by inversion; module docstring), from
+    the two words at ``pos``, settling what the fast path leaves open from the rows of ``resolved[:count_resolved]``
+    (:func:`_slow_decision`; status :data:`_SLOW` when a comparison waits for one). ``inverse_t`` = fl(1/t),
+    ``inverse_double_s`` = fl(1/(2S)), ``q_hat`` = :func:`_exp_negative` (fl(1/t)), ``margin`` = the relative
+    margin ρ. :func:`_gaussian_kernel` runs the same decisions inline, without the rows."""
     n = words.shape[0]
+    if pos + 2 > n:
+        return 0, False, n + 1, _WORDS_OUT
     below_factor, above_factor = 1.0 - margin, 1.0 + margin
     cursor = 0
-    while pos + 2 <= n:
-        first, second = words[pos], words[pos + 1]
-        pos += 2
-        top = first >> np.uint64(1)
-        negative = (first & np.uint64(1)) == np.uint64(1)
-        found = True
-        if top == np.uint64(0):  # V < 2^{−63}: G > 43t, only the slow path knows it
-            found, count, pos = _slow_decision(
-                resolved, count_resolved, cursor, request, _SLOW_GEOMETRIC, pos, top, t, int(43.6 * t), 0
-            )
-            cursor += 1
+    first, second = words[pos], words[pos + 1]
+    pos += 2
+    top = first >> np.uint64(1)
+    negative = (first & np.uint64(1)) == np.uint64(1)
+    found = True
+    guess = int(-t * math.log((np.float64(top) + 0.5) * _TOP_SCALE))  # top = 0: about 44.4t, a start
+    at_guess = _exp_negative(guess * inverse_t)  # ≈ q^guess
+    if (
+        np.float64(top) * _TOP_SCALE >= at_guess * q_hat * above_factor
+        and np.float64(top + np.uint64(1)) * _TOP_SCALE <= at_guess * below_factor
+    ):
+        count = guess  # q^{guess+1} ≤ V < q^guess for every V of the word's cell (never when top = 0)
+    else:
+        found, count, pos = _slow_decision(
+            resolved, count_resolved, cursor, request, _SLOW_GEOMETRIC, pos, top, t, guess, 0
+        )
+        cursor += 1
+    if not found:
+        return 0, False, pos, _SLOW
+    if pos > n:
+        return 0, False, pos, _WORDS_OUT
+    if count > _MAX_PROPOSAL:
+        return 0, False, pos, _OVERFLOW
+    value = -count if negative else count
+    if negative and count == 0:
+        return value, False, pos, _DONE
+    w = abs(count * t - s)
+    scaled = np.float64(w) * inverse_t
+    gamma = scaled * scaled * inverse_double_s  # (|Y| − S/t)²/(2S)
+    uniform = second >> np.uint64(1)
+    if gamma >= _EXP_CUTOFF:
+        if uniform >= _CUTOFF_TOP:  # V ≥ 2^{−57} > e^{−γ}
+            return value, False, pos, _DONE
+        found, accept, pos = _slow_decision(
+            resolved, count_resolved, cursor, request, _SLOW_ACCEPT, pos, uniform, w, s, t
+        )
+    else:
+        acceptance = _exp_negative(gamma)
+        if np.float64(uniform + np.uint64(1)) * _TOP_SCALE <= acceptance * below_factor:
+            accept = 1
+        elif np.float64(uniform) * _TOP_SCALE >= acceptance * above_factor:
+            accept = 0
         else:
-            guess = int(-t * math.log((np.float64(top) + 0.5) * _TOP_SCALE))
-            at_guess = _exp_negative(guess * inverse_t)  # ≈ q^guess
-            if (
-                np.float64(top) * _TOP_SCALE >= at_guess * q_hat * above_factor
-                and np.float64(top + np.uint64(1)) * _TOP_SCALE <= at_guess * below_factor
-            ):
-                count = guess  # q^{guess+1} ≤ V < q^guess for every V of the word's cell
-            else:
-                found, count, pos = _slow_decision(
-                    resolved, count_resolved, cursor, request, _SLOW_GEOMETRIC, pos, top, t, guess, 0
-                )
-                cursor += 1
-        if not found:
-            return 0, pos, _SLOW
-        if pos > n:
-            return 0, pos, _WORDS_OUT
-        if count > _MAX_PROPOSAL:
-            return 0, pos, _OVERFLOW
-        if negative and count == 0:
-            continue
-        w = abs(count * t - s)
-        scaled = np.float64(w) * inverse_t
-        gamma = scaled * scaled * inverse_double_s  # (|Y| − S/t)²/(2S)
-        uniform = second >> np.uint64(1)
-        if gamma >= _EXP_CUTOFF:
-            if uniform >= _CUTOFF_TOP:  # V ≥ 2^{−57} > e^{−γ}
-                continue
             found, accept, pos = _slow_decision(
                 resolved, count_resolved, cursor, request, _SLOW_ACCEPT, pos, uniform, w, s, t
             )
-            cursor += 1
-        else:
-            acceptance = _exp_negative(gamma)
-            if np.float64(uniform + np.uint64(1)) * _TOP_SCALE <= acceptance * below_factor:
-                accept = 1
-            elif np.float64(uniform) * _TOP_SCALE >= acceptance * above_factor:
-                accept = 0
-            else:
-                found, accept, pos = _slow_decision(
-                    resolved, count_resolved, cursor, request, _SLOW_ACCEPT, pos, uniform, w, s, t
-                )
-                cursor += 1
-        if not found:
-            return 0, pos, _SLOW
-        if pos > n:
-            return 0, pos, _WORDS_OUT
-        if accept == 1:
-            return (-count if negative else count), pos, _DONE
-    return 0, n + 1, _WORDS_OUT
+    if not found:
+        return 0, False, pos, _SLOW
+    if pos > n:
+        return 0, False, pos, _WORDS_OUT
+    return value, accept == 1, pos, _DONE
 
 
 @numba.njit(cache=True, nogil=True)
@@ -427,24 +423,62 @@ def _gaussian_kernel(
     request: np.ndarray,
 ) -> tuple[int, int, int]:  # pragma: no cover - numba
     """Fill ``out[filled:]`` with discrete Gaussian draws (variance ``variances[i]``, t = ``roots[i]``, the
-    floats of :func:`_gaussian_draw` in the next three, the relative margin ``margins[i]``; entry 0 for all when
-    not ``per_draw``; the last three: :class:`_SlowPath`'s, whose rows belong to the first draw, the one the
-    words start with) from ``words``; returns (draws made, where the next draw starts, status)."""
+    floats of :func:`_gaussian_attempt` in the next three, the relative margin ``margins[i]``; entry 0 for all
+    when not ``per_draw``; the last three: :class:`_SlowPath`'s, whose rows belong to the attempt the words start
+    with) from ``words``; returns (draws made, where the next attempt starts, status).
+
+    The draws are the accepted attempts in order, so the kernel runs attempts, not draws: each writes its ±G to
+    the next slot and moves on by one slot only when accepted, and the words it stops at — ran out, a comparison
+    for the slow path — are an attempt's start. The loop makes :func:`_gaussian_attempt`'s decisions inline with
+    no branch on the outcome (a rejection is as cheap as an acceptance, no misprediction); an attempt the fast
+    path cannot decide is left to :func:`_gaussian_attempt`, which writes the slow path's request."""
     n = words.shape[0]
+    size = out.shape[0]
     pos = 0
-    for i in range(filled, out.shape[0]):
-        j = i if per_draw else 0
-        start = pos
-        value, pos, status = _gaussian_draw(
+    if count_resolved > 0 and filled < size:  # the attempt the settled rows belong to (rare)
+        j = filled if per_draw else 0
+        value, accepted, pos, status = _gaussian_attempt(
             words, pos, variances[j], roots[j], inverse_roots[j], inverse_doubles[j], q_hats[j], margins[j],
-            resolved, count_resolved if i == filled else 0, request,
+            resolved, count_resolved, request,
         )  # fmt: skip
-        if pos > n:
-            return i, start, _WORDS_OUT
         if status != _DONE:
-            return i, start, status
-        out[i] = value
-    return out.shape[0], pos, _DONE
+            return filled, 0, status
+        out[filled] = value
+        filled += 1 if accepted else 0
+    while filled < size:
+        if pos + 2 > n:
+            return filled, pos, _WORDS_OUT
+        j = filled if per_draw else 0
+        s, t, inverse_t, q_hat = variances[j], roots[j], inverse_roots[j], q_hats[j]
+        below_factor, above_factor = 1.0 - margins[j], 1.0 + margins[j]
+        first, second = words[pos], words[pos + 1]
+        top = first >> np.uint64(1)
+        guess = int(-t * math.log((np.float64(top) + 0.5) * _TOP_SCALE))
+        at_guess = _exp_negative(guess * inverse_t)
+        geometric_known = (np.float64(top) * _TOP_SCALE >= at_guess * q_hat * above_factor) & (
+            np.float64(top + np.uint64(1)) * _TOP_SCALE <= at_guess * below_factor
+        )
+        sign_rejects = ((first & np.uint64(1)) == np.uint64(1)) & (guess == 0)
+        scaled = np.float64(abs(guess * t - s)) * inverse_t
+        gamma = scaled * scaled * inverse_doubles[j]
+        uniform = second >> np.uint64(1)
+        acceptance = _exp_negative(min(gamma, _EXP_CUTOFF))  # in range; unused from the cutoff on
+        small = gamma < _EXP_CUTOFF
+        accepts = small & (np.float64(uniform + np.uint64(1)) * _TOP_SCALE <= acceptance * below_factor)
+        rejects = (small & (np.float64(uniform) * _TOP_SCALE >= acceptance * above_factor)) | (
+            (gamma >= _EXP_CUTOFF) & (uniform >= _CUTOFF_TOP)
+        )
+        if not (geometric_known & (sign_rejects | accepts | rejects)):
+            _, _, _, status = _gaussian_attempt(
+                words, pos, s, t, inverse_t, inverse_doubles[j], q_hat, margins[j], resolved, 0, request
+            )
+            if status == _DONE:
+                raise AssertionError("the inline decisions and _gaussian_attempt's differ")
+            return filled, pos, status
+        out[filled] = -guess if (first & np.uint64(1)) == np.uint64(1) else guess
+        filled += 1 if (accepts and not sign_rejects) else 0
+        pos += 2
+    return size, pos, _DONE
 
 
 @numba.njit(cache=True, nogil=True)
