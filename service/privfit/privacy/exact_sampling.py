@@ -88,9 +88,9 @@ independent streams, so the halves are independent exact draws, and the result d
 not on the threads' timing.
 
 Why not OpenDP's sampler itself: it draws these distributions exactly too, but at about 11 µs per coordinate
-(measured: 21,000 draws in 0.24 s); the discrete Gaussian kernel takes about 80 ns of CPU per draw at
-S ≈ 2^30 … 2^40 (2.63 words; ``benchmarks/otb_exact_scaling.py`` prints it), its all-integer predecessor about
-0.14 µs (about 16 words) and the numpy-vectorised one before that about 0.5 µs. The tests compare this module with
+(measured: 21,000 draws in 0.24 s); the discrete Gaussian kernel takes about 45 ns of CPU per draw on one
+thread at S ≈ 2^30 … 2^40 (2.63 words; ``benchmarks/otb_exact_scaling.py`` prints it), its all-integer predecessor
+about 0.14 µs (about 16 words) and the numpy-vectorised one before that about 0.5 µs. The tests compare this module with
 OpenDP's sampler in distribution and with the exact pmfs (``tests/privacy/test_noise_samplers.py``).
 
 Randomness: the caller's numpy ``Generator`` (:func:`~privfit.privacy.randomness.secure_generator`, PCG64DXSM
