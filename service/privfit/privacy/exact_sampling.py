@@ -55,7 +55,7 @@ argument's own rounding adds e^{|Δx|} − 1: x = guess·fl(1/t) (two roundings,
 γ = (fl(w)·fl(1/t))²·fl(1/(2S)) (w exact below 2^53; five roundings, relative 7.1u) by 284u for γ < 40. The
 magnitude's bound q^{k+1} takes one more product with q̂ = e^{−fl(1/t)} (21u). So every computed value is within a
 relative 305u of the true one, and the kernel decides only with the relative margin ρ = 2^{−43} = 1,024u
-(:data:`GAUSSIAN_MARGIN`) on top, after the comparison's own two roundings: G = guess when the whole cell [x, x +
+(:data:`GAUSSIAN_MARGIN`) on top, after the comparison's own three roundings: G = guess when the whole cell [x, x +
 1)·2^{−63} of V₁'s top bits x lies in [q^{guess+1}, q^{guess}) (the guess itself, ⌊−t·ln⌋ of the cell's middle by
 libm, is only a guess: the check is what is proven); accept when (x₂ + 1)·2^{−63} ≤ e^{−γ}(1 − ρ), reject when
 x₂·2^{−63} ≥ e^{−γ}(1 + ρ), and reject at once when γ ≥ 40 and x₂ ≥ 64 (V₂ ≥ 2^{−57} > e^{−40(1 − 8u)}). Anything
@@ -88,7 +88,7 @@ independent streams, so the halves are independent exact draws, and the result d
 not on the threads' timing.
 
 Why not OpenDP's sampler itself: it draws these distributions exactly too, but at about 11 µs per coordinate
-(measured: 21,000 draws in 0.24 s); the discrete Gaussian kernel takes about 45 ns of CPU per draw on one
+(measured: 21,000 draws in 0.24 s); the discrete Gaussian kernel takes about 43 ns of CPU per draw on one
 thread at S ≈ 2^30 … 2^40 (2.63 words; ``benchmarks/otb_exact_scaling.py`` prints it), its all-integer predecessor
 about 0.14 µs (about 16 words) and the numpy-vectorised one before that about 0.5 µs. The tests compare this module with
 OpenDP's sampler in distribution and with the exact pmfs (``tests/privacy/test_noise_samplers.py``).
@@ -148,6 +148,8 @@ _TOP_SCALE = 2.0**-63
 _EXP_CUTOFF = 40.0
 """Acceptances with γ ≥ 40 are rejected at once when V ≥ 2^{−57} > e^{−40(1 − 8u)}: e^{−γ} is below it."""
 _CUTOFF_TOP = np.uint64(64)
+_ATTEMPT_BLOCK = 64
+"""Attempts :func:`_gaussian_kernel` decides before it takes their outcomes in order (one variance for all)."""
 _TAYLOR_3, _TAYLOR_4 = 1.0 / 6.0, 1.0 / 24.0
 
 
@@ -407,6 +409,35 @@ def _gaussian_attempt(
 
 
 @numba.njit(cache=True, nogil=True)
+def _fast_attempt(
+    first: Any, second: Any, s: int, t: int, inverse_t: float, inverse_double_s: float, q_hat: float,
+    below_factor: float, above_factor: float,
+) -> tuple[int, bool, bool]:  # pragma: no cover - numba  # fmt: skip
+    """(±G, accepted, decided): :func:`_gaussian_attempt`'s decisions on the words ``first`` and ``second`` by the
+    float fast path alone, with no branch on their outcome; ``decided`` is false when any of them needs the slow
+    path (then the other two mean nothing)."""
+    top = np.float64(np.int64(first >> np.uint64(1)))  # < 2^63: a signed conversion, one instruction
+    guess = int(-t * math.log((top + 0.5) * _TOP_SCALE))
+    at_guess = _exp_negative(guess * inverse_t)
+    geometric_known = (top * _TOP_SCALE >= at_guess * q_hat * above_factor) & (
+        (top + 1.0) * _TOP_SCALE <= at_guess * below_factor
+    )
+    negative = (first & np.uint64(1)) == np.uint64(1)
+    sign_rejects = negative & (guess == 0)
+    scaled = np.float64(abs(guess * t - s)) * inverse_t
+    gamma = scaled * scaled * inverse_double_s
+    uniform = np.float64(np.int64(second >> np.uint64(1)))
+    acceptance = _exp_negative(min(gamma, _EXP_CUTOFF))  # in range; unused from the cutoff on
+    small = gamma < _EXP_CUTOFF
+    accepts = small & ((uniform + 1.0) * _TOP_SCALE <= acceptance * below_factor)
+    rejects = (small & (uniform * _TOP_SCALE >= acceptance * above_factor)) | (
+        (gamma >= _EXP_CUTOFF) & (uniform >= 64.0)
+    )
+    decided = geometric_known & (sign_rejects | accepts | rejects)
+    return (-guess if negative else guess), bool(accepts and not sign_rejects), bool(decided)
+
+
+@numba.njit(cache=True, nogil=True)
 def _gaussian_kernel(
     words: np.ndarray,
     out: np.ndarray,
@@ -429,9 +460,12 @@ def _gaussian_kernel(
 
     The draws are the accepted attempts in order, so the kernel runs attempts, not draws: each writes its ±G to
     the next slot and moves on by one slot only when accepted, and the words it stops at — ran out, a comparison
-    for the slow path — are an attempt's start. The loop makes :func:`_gaussian_attempt`'s decisions inline with
-    no branch on the outcome (a rejection is as cheap as an acceptance, no misprediction); an attempt the fast
-    path cannot decide is left to :func:`_gaussian_attempt`, which writes the slow path's request."""
+    for the slow path — are an attempt's start. It makes :func:`_gaussian_attempt`'s decisions by
+    :func:`_fast_attempt`, with no branch on the outcome (a rejection is as cheap as an acceptance, no
+    misprediction); with one variance for all draws it decides a block of :data:`_ATTEMPT_BLOCK` attempts first
+    (independent of one another, so the processor overlaps them) and then takes their outcomes in order. An
+    attempt the fast path cannot decide is left to :func:`_gaussian_attempt`, which writes the slow path's
+    request."""
     n = words.shape[0]
     size = out.shape[0]
     pos = 0
@@ -445,39 +479,35 @@ def _gaussian_kernel(
             return filled, 0, status
         out[filled] = value
         filled += 1 if accepted else 0
+    values = np.empty(_ATTEMPT_BLOCK, dtype=np.int64)
+    accepted_flags = np.empty(_ATTEMPT_BLOCK, dtype=np.bool_)
+    decided_flags = np.empty(_ATTEMPT_BLOCK, dtype=np.bool_)
     while filled < size:
-        if pos + 2 > n:
-            return filled, pos, _WORDS_OUT
         j = filled if per_draw else 0
         s, t, inverse_t, q_hat = variances[j], roots[j], inverse_roots[j], q_hats[j]
-        below_factor, above_factor = 1.0 - margins[j], 1.0 + margins[j]
-        first, second = words[pos], words[pos + 1]
-        top = first >> np.uint64(1)
-        guess = int(-t * math.log((np.float64(top) + 0.5) * _TOP_SCALE))
-        at_guess = _exp_negative(guess * inverse_t)
-        geometric_known = (np.float64(top) * _TOP_SCALE >= at_guess * q_hat * above_factor) & (
-            np.float64(top + np.uint64(1)) * _TOP_SCALE <= at_guess * below_factor
-        )
-        sign_rejects = ((first & np.uint64(1)) == np.uint64(1)) & (guess == 0)
-        scaled = np.float64(abs(guess * t - s)) * inverse_t
-        gamma = scaled * scaled * inverse_doubles[j]
-        uniform = second >> np.uint64(1)
-        acceptance = _exp_negative(min(gamma, _EXP_CUTOFF))  # in range; unused from the cutoff on
-        small = gamma < _EXP_CUTOFF
-        accepts = small & (np.float64(uniform + np.uint64(1)) * _TOP_SCALE <= acceptance * below_factor)
-        rejects = (small & (np.float64(uniform) * _TOP_SCALE >= acceptance * above_factor)) | (
-            (gamma >= _EXP_CUTOFF) & (uniform >= _CUTOFF_TOP)
-        )
-        if not (geometric_known & (sign_rejects | accepts | rejects)):
-            _, _, _, status = _gaussian_attempt(
-                words, pos, s, t, inverse_t, inverse_doubles[j], q_hat, margins[j], resolved, 0, request
-            )
-            if status == _DONE:
-                raise AssertionError("the inline decisions and _gaussian_attempt's differ")
-            return filled, pos, status
-        out[filled] = -guess if (first & np.uint64(1)) == np.uint64(1) else guess
-        filled += 1 if (accepts and not sign_rejects) else 0
-        pos += 2
+        inverse_double_s, margin = inverse_doubles[j], margins[j]
+        below_factor, above_factor = 1.0 - margin, 1.0 + margin
+        block = min(1 if per_draw else _ATTEMPT_BLOCK, (n - pos) // 2)
+        if block == 0:
+            return filled, pos, _WORDS_OUT
+        for k in range(block):
+            values[k], accepted_flags[k], decided_flags[k] = _fast_attempt(
+                words[pos + 2 * k], words[pos + 2 * k + 1], s, t, inverse_t, inverse_double_s, q_hat,
+                below_factor, above_factor,
+            )  # fmt: skip
+        for k in range(block):
+            if not decided_flags[k]:
+                _, _, _, status = _gaussian_attempt(
+                    words, pos, s, t, inverse_t, inverse_double_s, q_hat, margin, resolved, 0, request
+                )
+                if status == _DONE:
+                    raise AssertionError("the fast path's decisions and _gaussian_attempt's differ")
+                return filled, pos, status
+            out[filled] = values[k]
+            filled += 1 if accepted_flags[k] else 0
+            pos += 2
+            if filled == size:
+                break
     return size, pos, _DONE
 
 

@@ -53,7 +53,7 @@ Two samplers, chosen per server (``PRIVFIT_NOISE_SAMPLER``, :func:`configure_sam
   reproducible from a seed (tests, audits, synthetic and public data), but exposed to floating-point attacks
   (Mironov, CCS 2012; Jin et al., IEEE S&P 2022).
 
-The exact samplers are numba-compiled implementations of CKS's algorithms (:mod:`.exact_sampling`, about 45 ns
+The exact samplers are numba-compiled implementations of CKS's algorithms (:mod:`.exact_sampling`, about 43 ns
 of CPU per Gaussian coordinate, large calls split over two threads), not OpenDP's (about 11 µs per coordinate:
 dp_sgd's 67,200 draws on Adult would take 0.75 s against a 0.1 s fit); the tests check them against OpenDP's
 sampler and privacy maps. A stream of releases (:class:`NoisyReleases`) draws its noise ahead in a background
