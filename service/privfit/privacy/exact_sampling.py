@@ -36,7 +36,8 @@ words, and the accepted word is uniform over those Q·m words. The product is on
   Bernoulli(1/k) at a time.
 * :func:`discrete_laplace` — P(z) ∝ e^{−|z|/t} for an integer t ≥ 1 (CKS Alg. 2): U uniform on [0, t), kept with
   probability exp(−U/t); V the number of Bernoulli(e^{−1}) successes before the first failure; X = U + t·V and a
-  fair sign B, rejecting B = 1 with X = 0.
+  fair sign B, rejecting B = 1 with X = 0. A run V ≥ 2^22 (probability e^{−2^22}) raises ``OverflowError``; below
+  it X < 2^63.
 * :func:`discrete_gaussian` — P(z) ∝ e^{−z²/(2S)} for an integer variance parameter S ≥ 1 (CKS Alg. 3): propose
   Y from the discrete Laplace with t = ⌊√S⌋ + 1 and accept with probability exp(−(|Y| − S/t)²/(2S)). An attempt
   reads two words. The first's lowest bit is the sign B and its top 63 bits are a uniform V₁ (with the bits of
@@ -121,12 +122,11 @@ from numba.extending import intrinsic
 from .exact_comparison import below_exp_neg, geometric_count
 
 MAX_GAUSSIAN_VARIANCE = 2**42 - 1
-"""The largest S for which every intermediate integer of :func:`discrete_gaussian` stays below 2^63 (module
-docstring; the largest is S·t, t = ⌊√S⌋ + 1: 2^63 − 2^21 here, 2^63 + 2^42 at S = 2^42, beyond int64); the
-noise layer keeps S near 2^40."""
+"""The largest S :func:`discrete_gaussian` accepts: t = ⌊√S⌋ + 1 ≤ 2^21, so a proposal |Y| ≤ 2^31 keeps |Y|·t and
+w = |Y|·t − S below 2^52, exact in int64 and in float (module docstring); the noise layer keeps S near 2^40."""
 MAX_LAPLACE_SCALE = 2**40
 _MAX_PROPOSAL = 2**31
-"""|Y| ≤ 2^31 keeps q ≤ |Y| + S/t < 2^31 + 2^21 in :func:`discrete_gaussian`, so q² < 2^63 and |Y|·t < 2^53."""
+"""|Y| ≤ 2^31 keeps |Y|·t < 2^52 in :func:`discrete_gaussian` (t ≤ 2^21); a larger proposal raises."""
 _INT64_MAX = 2**63 - 1
 _MAX_LAPLACE_RUN = 2**22
 _FACTORIAL_TOP = 18
@@ -166,7 +166,6 @@ _EXP_FRACTIONS = _exp_table([Decimal(b) / 1024 for b in range(1024)])
 _SPARE_WORDS = 256
 _SMALL_DEN, _SMALL_K = 2**43, 2**20 - 1
 """den·k < 2^63 when den ≤ 2^43 and k < 2^20: no division needed to know that the series' product fits."""
-_WHOLE_BY_SUBTRACTION = 8
 _CUBE_DEN = 1_154_107
 """The largest den with 6·den³ < 2^63 (:func:`_bernoulli_exp_fraction`'s one-word path; t ≤ 2^20 + 1 takes it)."""
 _BLOCK_WORDS = 1 << 15
